@@ -1,0 +1,308 @@
+// Shoal's C++ API: remote tasks, objects and the cluster, in the manner of
+// Ray's core API.
+//
+//   int Add(int a, int b) { return a + b; }
+//   SHOAL_REMOTE(Add);
+//
+//   int main() {
+//     shoal::Init();  // SHOAL_ADDRESS, else a local cluster
+//     auto sum = shoal::Task(Add).Remote(1, 2);
+//     auto more = shoal::Task(Add).SetResource("CPU", 0.5).Remote(sum, 10);
+//     std::cout << shoal::Get(more) << "\n";  // 13
+//     shoal::Shutdown();
+//   }
+//
+// The program's binary is re-executed by node agents as its workers: worker
+// mode is chosen by the runtime before main() runs, so main() stays the
+// driver's.
+//
+// Threading: every function may be called from any thread after Init().
+#ifndef SHOAL_API_H_
+#define SHOAL_API_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "shoal/internal/runtime.h"
+#include "shoal/serialization.h"
+
+namespace shoal {
+
+struct InitOptions {
+  // HOST:PORT of the head; empty: SHOAL_ADDRESS, else start a local cluster.
+  std::string address;
+  // Cluster token; empty: SHOAL_TOKEN, else the session folder of a head
+  // started from this host.
+  std::string token;
+  // Local cluster only: its session folder's parent (default /tmp/shoal),
+  // CPUs (default: this host's) and extra resources.
+  std::string temp_dir;
+  double num_cpus = -1;
+  std::map<std::string, double> resources;
+};
+
+void Init();
+void Init(const InitOptions& options);
+// Returns leases, disconnects, and stops the local cluster if Init started
+// one. Objects and refs are invalid afterwards.
+void Shutdown();
+bool IsInitialized();
+
+// Base of every error the API throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The remote function threw.
+class RemoteError : public Error {
+ public:
+  RemoteError(std::string function, std::string node, std::string message);
+  const std::string& function_name() const { return function_; }
+  const std::string& node_id() const { return node_; }
+  const std::string& remote_message() const { return message_; }
+
+ private:
+  std::string function_, node_, message_;
+};
+
+// The worker running the task died (crash, kill -9) on every attempt.
+class WorkerDiedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// No node of the cluster can ever run the task's resource request.
+class InfeasibleError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Get or Wait ran out of time.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+template <typename T>
+class ObjectRef {
+ public:
+  ObjectRef() = default;
+  explicit ObjectRef(std::shared_ptr<internal::RefHandle> handle)
+      : handle_(std::move(handle)) {}
+  const std::string& id() const { return handle_->id(); }
+  bool valid() const { return handle_ != nullptr; }
+  const std::shared_ptr<internal::RefHandle>& handle() const { return handle_; }
+  bool operator==(const ObjectRef& other) const {
+    return handle_ == other.handle_;
+  }
+
+ private:
+  std::shared_ptr<internal::RefHandle> handle_;
+};
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> not_ready;
+};
+
+// ---- Objects ----
+
+template <typename T>
+ObjectRef<std::decay_t<T>> Put(const T& value) {
+  return ObjectRef<std::decay_t<T>>(
+      internal::PutSerialized(internal::Pack(value)));
+}
+
+// timeout_ms < 0 waits as long as it takes.
+template <typename T>
+T Get(const ObjectRef<T>& ref, int64_t timeout_ms = -1) {
+  std::string bytes = internal::GetSerialized(*ref.handle(), timeout_ms);
+  if constexpr (!std::is_void_v<T>) return internal::Unpack<T>(bytes);
+}
+
+template <typename T>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs,
+                   int64_t timeout_ms = -1) {
+  std::vector<T> out;
+  out.reserve(refs.size());
+  for (const auto& ref : refs) out.push_back(Get(ref, timeout_ms));
+  return out;
+}
+
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, size_t num_ready,
+                   int64_t timeout_ms = -1) {
+  std::vector<const internal::RefHandle*> handles;
+  for (const auto& r : refs) handles.push_back(r.handle().get());
+  std::vector<size_t> ready =
+      internal::WaitReady(handles, num_ready, timeout_ms);
+  WaitResult<T> result;
+  std::vector<bool> is_ready(refs.size(), false);
+  for (size_t i : ready) is_ready[i] = true;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    (is_ready[i] ? result.ready : result.not_ready).push_back(refs[i]);
+  }
+  return result;
+}
+
+// ---- Tasks ----
+
+namespace internal {
+
+template <typename T>
+struct IsObjectRef : std::false_type {};
+template <typename T>
+struct IsObjectRef<ObjectRef<T>> : std::true_type {};
+
+template <typename Param, typename Arg>
+TaskArg MakeTaskArg(Arg&& arg) {
+  using A = std::decay_t<Arg>;
+  using P = std::decay_t<Param>;
+  TaskArg out;
+  if constexpr (IsObjectRef<A>::value) {
+    out.ref = arg.handle();
+  } else {
+    static_assert(std::is_constructible_v<P, Arg&&>,
+                  "argument does not convert to the remote function's "
+                  "parameter type");
+    out.value = Pack(P(std::forward<Arg>(arg)));
+  }
+  return out;
+}
+
+template <typename R, typename... Params, size_t... I>
+std::string InvokeWithArgs(R (*fn)(Params...),
+                           const std::vector<std::string_view>& args,
+                           std::index_sequence<I...>) {
+  if constexpr (std::is_void_v<R>) {
+    fn(Unpack<std::decay_t<Params>>(args[I])...);
+    return PackNil();
+  } else {
+    return Pack(fn(Unpack<std::decay_t<Params>>(args[I])...));
+  }
+}
+
+template <typename R, typename... Params>
+Invoker MakeInvoker(R (*fn)(Params...)) {
+  return [fn](const std::vector<std::string_view>& args) -> std::string {
+    if (args.size() != sizeof...(Params)) {
+      throw std::invalid_argument(
+          "expects " + std::to_string(sizeof...(Params)) + " arguments, got " +
+          std::to_string(args.size()));
+    }
+    return InvokeWithArgs(fn, args, std::index_sequence_for<Params...>{});
+  };
+}
+
+std::vector<std::string> SplitFunctionNames(const char* names);
+
+template <typename... Fns>
+bool RegisterFunctions(const char* names, Fns... fns) {
+  std::vector<std::string> split = SplitFunctionNames(names);
+  size_t i = 0;
+  (RegisterFunction(split.at(i++), reinterpret_cast<const void*>(fns),
+                    MakeInvoker(fns)),
+   ...);
+  return true;
+}
+
+}  // namespace internal
+
+template <typename F>
+class TaskCaller;
+
+template <typename R, typename... Params>
+class TaskCaller<R (*)(Params...)> {
+ public:
+  using Fn = R (*)(Params...);
+  explicit TaskCaller(Fn fn) : fn_(fn) {}
+
+  // Resources one run of the task holds (default {"CPU": 1}). CPU may be
+  // fractional; other resources are whole numbers, or a fraction below 1.
+  TaskCaller& SetResource(const std::string& name, double amount) {
+    options_.resources[name] = amount;
+    return *this;
+  }
+  TaskCaller& SetResources(const std::map<std::string, double>& resources) {
+    for (const auto& [k, v] : resources) options_.resources[k] = v;
+    return *this;
+  }
+  // Attempts after a worker death (default 3). An exception thrown by the
+  // function is not retried.
+  TaskCaller& SetMaxRetries(int retries) {
+    options_.max_retries = retries;
+    return *this;
+  }
+
+  template <typename... Args>
+  ObjectRef<R> Remote(Args&&... args) {
+    static_assert(sizeof...(Args) == sizeof...(Params),
+                  "Remote() takes as many arguments as the function");
+    return RemoteImpl(std::index_sequence_for<Params...>{},
+                      std::forward<Args>(args)...);
+  }
+
+ private:
+  template <size_t... I, typename... Args>
+  ObjectRef<R> RemoteImpl(std::index_sequence<I...>, Args&&... args) {
+    using ParamTuple = std::tuple<Params...>;
+    std::vector<internal::TaskArg> task_args;
+    task_args.reserve(sizeof...(Args));
+    (task_args.push_back(
+         internal::MakeTaskArg<std::tuple_element_t<I, ParamTuple>>(
+             std::forward<Args>(args))),
+     ...);
+    return ObjectRef<R>(internal::SubmitTask(
+        internal::FunctionName(reinterpret_cast<const void*>(fn_)),
+        std::move(task_args), options_));
+  }
+
+  Fn fn_;
+  internal::TaskOptions options_;
+};
+
+template <typename R, typename... Params>
+TaskCaller<R (*)(Params...)> Task(R (*fn)(Params...)) {
+  return TaskCaller<R (*)(Params...)>(fn);
+}
+
+// ---- The cluster ----
+
+struct NodeInfo {
+  std::string node_id;
+  std::string address;
+  std::string hostname;
+  bool alive = false;
+  bool is_head_node = false;
+  std::map<std::string, double> total;
+  std::map<std::string, double> available;
+  std::map<std::string, std::string> labels;
+};
+
+// Totals and free amounts over alive nodes.
+std::map<std::string, double> ClusterResources();
+std::map<std::string, double> AvailableResources();
+std::vector<NodeInfo> Nodes();
+
+}  // namespace shoal
+
+// Registers free functions as remote functions by name:
+//   SHOAL_REMOTE(Add, Multiply);
+// Use it at namespace scope, once per function, in any source file of the
+// program.
+#define SHOAL_REMOTE_CONCAT_INNER(a, b) a##b
+#define SHOAL_REMOTE_CONCAT(a, b) SHOAL_REMOTE_CONCAT_INNER(a, b)
+#define SHOAL_REMOTE(...)                                 \
+  [[maybe_unused]] static const bool SHOAL_REMOTE_CONCAT( \
+      shoal_remote_registered_, __COUNTER__) =            \
+      ::shoal::internal::RegisterFunctions(#__VA_ARGS__, __VA_ARGS__)
+
+#endif  // SHOAL_API_H_

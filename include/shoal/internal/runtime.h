@@ -1,0 +1,67 @@
+// Non-template entry points of the Shoal runtime that the public templates in
+// shoal/api.h call. Not part of the public API: names may change.
+#ifndef SHOAL_INTERNAL_RUNTIME_H_
+#define SHOAL_INTERNAL_RUNTIME_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shoal::internal {
+
+// One reference to an object; the object is released when the last handle
+// to it goes away.
+class RefHandle {
+ public:
+  explicit RefHandle(std::string id) : id_(std::move(id)) {}
+  ~RefHandle();
+  RefHandle(const RefHandle&) = delete;
+  RefHandle& operator=(const RefHandle&) = delete;
+  const std::string& id() const { return id_; }
+
+ private:
+  std::string id_;
+};
+
+struct TaskArg {
+  std::string value;               // msgpack, when ref is null
+  std::shared_ptr<RefHandle> ref;  // an object to resolve before running
+};
+
+struct TaskOptions {
+  std::map<std::string, double> resources;
+  int max_retries = 3;
+};
+
+std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
+                                      std::vector<TaskArg> args,
+                                      const TaskOptions& options);
+std::shared_ptr<RefHandle> PutSerialized(std::string bytes);
+// Blocks until the object is ready; throws shoal::Error subclasses for failed
+// tasks and shoal::TimeoutError when timeout_ms >= 0 passes first.
+std::string GetSerialized(const RefHandle& ref, int64_t timeout_ms);
+// Indices of the ready objects among `refs` (at least `num_ready` of them
+// unless the timeout passes first; timeout_ms < 0 waits forever).
+std::vector<size_t> WaitReady(const std::vector<const RefHandle*>& refs,
+                              size_t num_ready, int64_t timeout_ms);
+
+// Function registry (SHOAL_REMOTE).
+using Invoker =
+    std::function<std::string(const std::vector<std::string_view>& args)>;
+void RegisterFunction(const std::string& name, const void* address,
+                      Invoker invoker);
+// The registered name of the function at `address`; throws shoal::Error when
+// the function was not registered.
+const std::string& FunctionName(const void* address);
+
+// Splits "f, ns::g" into names and registers each with its address.
+template <typename... Fns>
+bool RegisterFunctions(const char* names, Fns... fns);
+
+}  // namespace shoal::internal
+
+#endif  // SHOAL_INTERNAL_RUNTIME_H_

@@ -1,0 +1,779 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/process.h"
+#include "common/status_macros.h"
+#include "common/util.h"
+#include "rpc/rpc.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal {
+namespace {
+
+constexpr int64_t kBlobChunk = 4 << 20;
+constexpr size_t kMaxRememberedExits = 4096;
+
+struct Worker {
+  enum class State { kStarting, kIdle, kLeased };
+  std::string id;
+  pid_t pid = 0;
+  std::string job_id;
+  std::string binary_hash;
+  std::string address;
+  State state = State::kStarting;
+  std::string lease_id;
+  int64_t idle_since_us = 0;
+  std::string log_path;
+};
+
+struct Lease {
+  std::string id;
+  std::string worker_id;
+  ResourceSet shape;
+  uint64_t conn_id = 0;
+};
+
+struct PendingLease {
+  proto::RequestLeaseRequest request;
+  ResourceSet shape;
+  rpc::Responder responder;
+  int64_t arrival_us = 0;
+  bool infeasible = false;
+};
+
+// A lease granted before its worker registered.
+struct PendingGrant {
+  std::string lease_id;
+  rpc::Responder responder;
+};
+
+// Runs on the agent's event loop; not thread-safe.
+class AgentImpl : public NodeAgent {
+ public:
+  AgentImpl(AgentOptions options, std::unique_ptr<rpc::EventLoop> loop)
+      : options_(std::move(options)), loop_(std::move(loop)) {
+    total_ = options_.resources;
+    available_ = total_;
+    node_id_ = options_.node_id.empty() ? RandomHex(6) : options_.node_id;
+  }
+
+  ~AgentImpl() override { Stop(); }
+
+  absl::Status Start() {
+    RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/logs"));
+    RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/binaries"));
+    absl::Status status = RunOnLoop([&]() -> absl::Status {
+      ASSIGN_OR_RETURN(server_,
+                       rpc::Server::Create(loop_.get(), options_.node_ip,
+                                           options_.port, options_.token));
+      address_ = absl::StrCat(options_.node_ip, ":", server_->port());
+      head_ =
+          std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
+                                         options_.token, "agent " + node_id_);
+      RegisterHandlers();
+      return absl::OkStatus();
+    });
+    RETURN_IF_ERROR(status);
+    // The first registration is synchronous so that `shoal start` can say
+    // whether the node joined.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::Status reg;
+    loop_->Post([&] {
+      Register([&](absl::Status s) {
+        std::lock_guard<std::mutex> lock(mu);
+        reg = s;
+        done = true;
+        cv.notify_all();
+      });
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    if (!reg.ok()) {
+      return Annotate(reg, absl::StrCat("cannot join the cluster at ",
+                                        options_.head_address));
+    }
+    loop_->Post([this] {
+      ScheduleHeartbeat();
+      ScheduleReaper();
+    });
+    return absl::OkStatus();
+  }
+
+  std::string address() const override { return address_; }
+  std::string node_id() const override { return node_id_; }
+
+  void Wait() override {
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    stop_cv_.wait(lock, [&] { return stop_requested_; });
+  }
+
+  void Stop() override {
+    if (!loop_) return;
+    RequestStop();
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    loop_->Post([&] {
+      auto finish = [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        done = true;
+        cv.notify_all();
+      };
+      if (!registered_ || head_ == nullptr) return finish();
+      proto::UnregisterNodeRequest req;
+      req.set_node_id(node_id_);
+      req.set_reason("stopped by its operator (shoal stop)");
+      rpc::CallProto<proto::Empty>(
+          head_.get(), proto::UNREGISTER_NODE, req,
+          [finish](absl::StatusOr<proto::Empty>) { finish(); }, 1000);
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return done; });
+    }
+    RunOnLoop([&]() -> absl::Status {
+      if (server_) server_->Shutdown();
+      head_.reset();
+      for (auto& [id, w] : workers_) {
+        if (w.pid > 0) kill(w.pid, SIGTERM);
+      }
+      // Give workers a moment to exit, then make sure.
+      for (int i = 0; i < 50; ++i) {
+        bool any = false;
+        for (auto& [id, w] : workers_) {
+          if (w.pid > 0 && waitpid(w.pid, nullptr, WNOHANG) == 0) any = true;
+        }
+        if (!any) break;
+        usleep(20000);
+      }
+      for (auto& [id, w] : workers_) {
+        if (w.pid > 0 && kill(w.pid, SIGKILL) == 0) waitpid(w.pid, nullptr, 0);
+      }
+      workers_.clear();
+      return absl::OkStatus();
+    }).IgnoreError();
+    loop_->Stop();
+    server_.reset();
+    loop_.reset();
+  }
+
+ private:
+  absl::Status RunOnLoop(std::function<absl::Status()> fn) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::Status status;
+    loop_->Post([&] {
+      absl::Status s = fn();
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    return status;
+  }
+
+  void RequestStop() {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_requested_ = true;
+    stop_cv_.notify_all();
+  }
+
+  void RegisterHandlers() {
+    rpc::Server* s = server_.get();
+    rpc::RegisterProto<proto::RequestLeaseRequest>(
+        s, proto::REQUEST_LEASE,
+        [this](const auto& r, rpc::Responder resp) { RequestLease(r, resp); });
+    rpc::RegisterProto<proto::ReturnLeaseRequest>(
+        s, proto::RETURN_LEASE, [this](const auto& r, rpc::Responder resp) {
+          ReleaseLease(r.lease_id(), r.kill_worker());
+          resp.Reply(proto::Empty());
+        });
+    rpc::RegisterProto<proto::RegisterWorkerRequest>(
+        s, proto::REGISTER_WORKER, [this](const auto& r, rpc::Responder resp) {
+          RegisterWorker(r, resp);
+        });
+    rpc::RegisterProto<proto::GetWorkerExitRequest>(
+        s, proto::GET_WORKER_EXIT, [this](const auto& r, rpc::Responder resp) {
+          GetWorkerExit(r.worker_id(), resp, 0);
+        });
+    rpc::RegisterProto<proto::Empty>(s, proto::GET_AGENT_INFO,
+                                     [this](const auto&, rpc::Responder resp) {
+                                       proto::AgentInfo info;
+                                       *info.mutable_node() = SelfInfo();
+                                       info.set_num_workers(workers_.size());
+                                       info.set_num_leases(leases_.size());
+                                       resp.Reply(info);
+                                     });
+    rpc::RegisterProto<proto::Empty>(
+        s, proto::SHUTDOWN_AGENT, [this](const auto&, rpc::Responder resp) {
+          SHOAL_LOG(INFO) << "shutdown requested by " << resp.peer();
+          resp.Reply(proto::Empty());
+          RequestStop();
+        });
+    server_->OnDisconnect([this](uint64_t conn) { OnDisconnect(conn); });
+  }
+
+  proto::NodeInfo SelfInfo() const {
+    proto::NodeInfo info;
+    info.set_node_id(node_id_);
+    info.set_address(address_);
+    info.set_node_ip(options_.node_ip);
+    info.set_hostname(Hostname());
+    info.set_alive(true);
+    info.set_is_head_node(options_.is_head_node);
+    total_.ToProto(info.mutable_total());
+    available_.ToProto(info.mutable_available());
+    for (const auto& [k, v] : options_.labels) (*info.mutable_labels())[k] = v;
+    info.set_session_dir(options_.session_dir);
+    return info;
+  }
+
+  // ---- Head ----
+
+  void Register(std::function<void(absl::Status)> done) {
+    proto::RegisterNodeRequest req;
+    *req.mutable_node() = SelfInfo();
+    rpc::CallProto<proto::RegisterNodeReply>(
+        head_.get(), proto::REGISTER_NODE, req,
+        [this, done](absl::StatusOr<proto::RegisterNodeReply> reply) {
+          if (reply.ok()) {
+            registered_ = true;
+            if (reply->heartbeat_interval_ms() > 0) {
+              heartbeat_ms_ = reply->heartbeat_interval_ms();
+            }
+            SHOAL_LOG(INFO)
+                << "registered node " << node_id_ << " at " << address_
+                << " with head " << options_.head_address;
+          }
+          if (done) done(reply.status());
+        },
+        5000);
+  }
+
+  void ScheduleHeartbeat() {
+    loop_->RunAfter(heartbeat_ms_, [this] {
+      if (head_ == nullptr) return;
+      proto::HeartbeatRequest req;
+      req.set_node_id(node_id_);
+      available_.ToProto(req.mutable_available());
+      FillDemands(&req);
+      rpc::CallProto<proto::HeartbeatReply>(
+          head_.get(), proto::HEARTBEAT, req,
+          [this](absl::StatusOr<proto::HeartbeatReply> reply) {
+            if (!reply.ok()) {
+              if (!head_warned_) {
+                SHOAL_LOG(WARNING)
+                    << "heartbeat to head failed: " << reply.status()
+                    << " (retrying)";
+                head_warned_ = true;
+              }
+            } else if (reply->unknown_node()) {
+              SHOAL_LOG(WARNING) << "the head does not know this node (it "
+                                    "restarted or declared it dead); "
+                                    "registering again";
+              Register(nullptr);
+            } else {
+              head_warned_ = false;
+              view_.assign(reply->nodes().begin(), reply->nodes().end());
+              Dispatch();
+            }
+            ScheduleHeartbeat();
+          },
+          std::max<int64_t>(heartbeat_ms_ * 4, 2000));
+    });
+  }
+
+  void FillDemands(proto::HeartbeatRequest* req) const {
+    std::map<std::pair<std::string, bool>, proto::ResourceDemand> by_shape;
+    for (const PendingLease& p : pending_) {
+      auto key = std::make_pair(p.shape.DebugString(), p.infeasible);
+      auto [it, added] = by_shape.emplace(key, proto::ResourceDemand());
+      if (added) {
+        p.shape.ToProto(it->second.mutable_shape());
+        it->second.set_infeasible(p.infeasible);
+      }
+      it->second.set_count(it->second.count() + 1);
+    }
+    for (auto& [k, d] : by_shape) *req->add_demands() = d;
+  }
+
+  // ---- Leases ----
+
+  // The alive node (other than this one and the excluded) that fits `shape`
+  // now, preferring the most available CPU; else one whose total fits.
+  const proto::NodeInfo* FindSpillbackNode(const PendingLease& p,
+                                           bool need_available) const {
+    const proto::NodeInfo* best = nullptr;
+    int64_t best_cpu = -1;
+    for (const proto::NodeInfo& n : view_) {
+      if (!n.alive() || n.node_id() == node_id_) continue;
+      bool excluded = false;
+      for (const auto& e : p.request.excluded_nodes())
+        excluded |= e == n.node_id();
+      if (excluded) continue;
+      ResourceSet have =
+          ResourceSet::FromProto(need_available ? n.available() : n.total());
+      if (!have.Contains(p.shape)) continue;
+      int64_t cpu = ResourceSet::FromProto(n.available()).Get("CPU");
+      if (cpu > best_cpu) {
+        best = &n;
+        best_cpu = cpu;
+      }
+    }
+    return best;
+  }
+
+  void RequestLease(const proto::RequestLeaseRequest& r, rpc::Responder resp) {
+    PendingLease p;
+    p.request = r;
+    p.shape = ResourceSet::FromProto(r.shape());
+    p.responder = std::move(resp);
+    p.arrival_us = MonotonicUs();
+    if (!TryPlace(p)) pending_.push_back(std::move(p));
+  }
+
+  // Grants, spills back or fails `p`; false when it must wait.
+  bool TryPlace(PendingLease& p) {
+    if (total_.Contains(p.shape)) {
+      p.infeasible = false;
+      if (available_.Contains(p.shape)) {
+        Grant(p);
+        return true;
+      }
+      if (!p.request.no_spillback()) {
+        if (const auto* n = FindSpillbackNode(p, /*need_available=*/true)) {
+          Spillback(p, *n);
+          return true;
+        }
+      }
+      return false;  // wait for local resources
+    }
+    if (const auto* n = FindSpillbackNode(p, /*need_available=*/true)) {
+      Spillback(p, *n);
+      return true;
+    }
+    if (const auto* n = FindSpillbackNode(p, /*need_available=*/false)) {
+      Spillback(p, *n);
+      return true;
+    }
+    p.infeasible = true;
+    if (MonotonicUs() - p.arrival_us >= options_.infeasible_grace_ms * 1000) {
+      std::vector<NodeTotals> nodes;
+      bool self_in_view = false;
+      for (const proto::NodeInfo& n : view_) {
+        if (!n.alive()) continue;
+        self_in_view |= n.node_id() == node_id_;
+        nodes.push_back({absl::StrCat(n.node_id(), " (", n.address(), ")"),
+                         ResourceSet::FromProto(n.total())});
+      }
+      if (!self_in_view) {
+        nodes.push_back({absl::StrCat(node_id_, " (", address_, ")"), total_});
+      }
+      proto::RequestLeaseReply reply;
+      reply.set_outcome(proto::RequestLeaseReply::INFEASIBLE);
+      reply.set_error(absl::StrCat("infeasible request ", p.shape.DebugString(),
+                                   ": ", DescribeInfeasible(p.shape, nodes)));
+      SHOAL_LOG(WARNING) << reply.error();
+      p.responder.Reply(reply);
+      return true;
+    }
+    EnsureDispatchTimer(p.arrival_us + options_.infeasible_grace_ms * 1000);
+    return false;
+  }
+
+  void EnsureDispatchTimer(int64_t at_us) {
+    if (dispatch_timer_at_ != 0 && dispatch_timer_at_ <= at_us) return;
+    if (dispatch_timer_ != 0) loop_->CancelTimer(dispatch_timer_);
+    dispatch_timer_at_ = at_us;
+    int64_t delay_ms = std::max<int64_t>(1, (at_us - MonotonicUs()) / 1000 + 1);
+    dispatch_timer_ = loop_->RunAfter(delay_ms, [this] {
+      dispatch_timer_ = 0;
+      dispatch_timer_at_ = 0;
+      Dispatch();
+    });
+  }
+
+  void Dispatch() {
+    std::deque<PendingLease> waiting;
+    waiting.swap(pending_);
+    while (!waiting.empty()) {
+      PendingLease p = std::move(waiting.front());
+      waiting.pop_front();
+      if (!TryPlace(p)) pending_.push_back(std::move(p));
+    }
+  }
+
+  void Spillback(const PendingLease& p, const proto::NodeInfo& node) {
+    proto::RequestLeaseReply reply;
+    reply.set_outcome(proto::RequestLeaseReply::SPILLBACK);
+    reply.set_spillback_address(node.address());
+    reply.set_spillback_node_id(node.node_id());
+    p.responder.Reply(reply);
+  }
+
+  void Grant(PendingLease& p) {
+    available_.Subtract(p.shape);
+    Lease lease;
+    lease.id = RandomHex(8);
+    lease.shape = p.shape;
+    lease.conn_id = p.responder.connection_id();
+    // Reuse an idle worker of the same job and binary.
+    for (auto& [id, w] : workers_) {
+      if (w.state == Worker::State::kIdle && w.job_id == p.request.job_id() &&
+          w.binary_hash == p.request.binary_hash()) {
+        w.state = Worker::State::kLeased;
+        w.lease_id = lease.id;
+        lease.worker_id = id;
+        leases_[lease.id] = lease;
+        ReplyGranted(p.responder, lease, w);
+        return;
+      }
+    }
+    std::string worker_id = RandomHex(6);
+    lease.worker_id = worker_id;
+    leases_[lease.id] = lease;
+    Worker& w = workers_[worker_id];
+    w.id = worker_id;
+    w.job_id = p.request.job_id();
+    w.binary_hash = p.request.binary_hash();
+    w.state = Worker::State::kStarting;
+    w.lease_id = lease.id;
+    starting_[worker_id] = {lease.id, p.responder};
+    ResolveBinary(p.request.binary_path(), p.request.binary_hash(),
+                  [this, worker_id](absl::StatusOr<std::string> path) {
+                    if (!path.ok()) return FailStart(worker_id, path.status());
+                    StartWorker(worker_id, *path);
+                  });
+  }
+
+  void ReplyGranted(const rpc::Responder& responder, const Lease& lease,
+                    const Worker& w) {
+    proto::RequestLeaseReply reply;
+    reply.set_outcome(proto::RequestLeaseReply::GRANTED);
+    reply.set_lease_id(lease.id);
+    reply.set_worker_id(w.id);
+    reply.set_worker_address(w.address);
+    reply.set_worker_pid(w.pid);
+    reply.set_node_id(node_id_);
+    responder.Reply(reply);
+  }
+
+  void FailStart(const std::string& worker_id, const absl::Status& why) {
+    auto it = starting_.find(worker_id);
+    if (it != starting_.end()) {
+      proto::RequestLeaseReply reply;
+      reply.set_outcome(proto::RequestLeaseReply::FAILED);
+      reply.set_error(std::string(why.message()));
+      it->second.responder.Reply(reply);
+      starting_.erase(it);
+    }
+    auto w = workers_.find(worker_id);
+    if (w != workers_.end()) {
+      RememberExit(worker_id, std::string(why.message()));
+      DropLease(w->second.lease_id);
+      workers_.erase(w);
+    }
+    Dispatch();
+  }
+
+  void DropLease(const std::string& lease_id) {
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end()) return;
+    available_.Add(it->second.shape);
+    leases_.erase(it);
+  }
+
+  void ReleaseLease(const std::string& lease_id, bool kill_worker) {
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end()) return;
+    std::string worker_id = it->second.worker_id;
+    DropLease(lease_id);
+    auto w = workers_.find(worker_id);
+    if (w != workers_.end()) {
+      if (kill_worker && w->second.pid > 0) {
+        kill(w->second.pid, SIGKILL);
+      } else if (w->second.state == Worker::State::kLeased) {
+        w->second.state = Worker::State::kIdle;
+        w->second.lease_id.clear();
+        w->second.idle_since_us = MonotonicUs();
+      }
+    }
+    Dispatch();
+  }
+
+  void OnDisconnect(uint64_t conn) {
+    std::vector<std::string> gone;
+    for (const auto& [id, l] : leases_) {
+      if (l.conn_id == conn) gone.push_back(id);
+    }
+    // The requester is gone: its workers may be mid-task for nobody.
+    for (const auto& id : gone) ReleaseLease(id, /*kill_worker=*/true);
+    std::deque<PendingLease> keep;
+    for (auto& p : pending_) {
+      if (p.responder.connection_id() != conn) keep.push_back(std::move(p));
+    }
+    pending_.swap(keep);
+  }
+
+  // ---- Workers ----
+
+  // The path of a file with `hash`: the driver's own path when it holds the
+  // same file, else a copy fetched from the head.
+  void ResolveBinary(const std::string& path, const std::string& hash,
+                     std::function<void(absl::StatusOr<std::string>)> done) {
+    if (hash.empty()) return done(path);
+    if (FileHasHash(path, hash)) return done(path);
+    std::string cached = options_.session_dir + "/binaries/" + hash;
+    if (FileHasHash(cached, hash)) return done(cached);
+    fetch_waiters_[hash].push_back(std::move(done));
+    if (fetch_waiters_[hash].size() > 1) return;  // already fetching
+    SHOAL_LOG(INFO) << "fetching binary " << hash.substr(0, 12)
+                    << " from the head (" << path << " is not here)";
+    std::string partial = cached + ".partial";
+    unlink(partial.c_str());
+    FetchChunk(hash, partial, cached, 0);
+  }
+
+  void FetchChunk(const std::string& hash, const std::string& partial,
+                  const std::string& final_path, int64_t offset) {
+    proto::GetBlobChunkRequest req;
+    req.set_hash(hash);
+    req.set_offset(offset);
+    req.set_max_bytes(kBlobChunk);
+    rpc::CallProto<proto::BlobChunk>(
+        head_.get(), proto::GET_BLOB_CHUNK, req,
+        [this, hash, partial, final_path,
+         offset](absl::StatusOr<proto::BlobChunk> chunk) {
+          auto finish = [this, hash](absl::StatusOr<std::string> result) {
+            auto waiters = std::move(fetch_waiters_[hash]);
+            fetch_waiters_.erase(hash);
+            for (auto& w : waiters) w(result);
+          };
+          if (!chunk.ok()) {
+            return finish(
+                Annotate(chunk.status(),
+                         "cannot fetch the worker binary from the head"));
+          }
+          std::ofstream f(partial, std::ios::binary | std::ios::app);
+          f.write(chunk->data().data(), chunk->data().size());
+          f.close();
+          if (!chunk->last()) {
+            return FetchChunk(hash, partial, final_path,
+                              offset + chunk->data().size());
+          }
+          auto got = Sha256File(partial);
+          if (!got.ok() || *got != hash) {
+            unlink(partial.c_str());
+            return finish(absl::DataLossError(
+                "the binary fetched from the head does not match its hash"));
+          }
+          chmod(partial.c_str(), 0755);
+          rename(partial.c_str(), final_path.c_str());
+          finish(final_path);
+        },
+        60000);
+  }
+
+  bool FileHasHash(const std::string& path, const std::string& hash) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return false;
+    std::string key = absl::StrCat(path, "|", st.st_size, "|",
+                                   st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+    auto it = hash_cache_.find(key);
+    if (it == hash_cache_.end()) {
+      auto h = Sha256File(path);
+      if (!h.ok()) return false;
+      it = hash_cache_.emplace(key, *h).first;
+    }
+    return it->second == hash;
+  }
+
+  void StartWorker(const std::string& worker_id, const std::string& binary) {
+    auto wit = workers_.find(worker_id);
+    if (wit == workers_.end()) return;
+    Worker& w = wit->second;
+    SpawnOptions spawn;
+    spawn.argv = {binary};
+    spawn.env = {
+        {"SHOAL_ROLE", "worker"},
+        {"SHOAL_WORKER_ID", worker_id},
+        {"SHOAL_AGENT_ADDRESS", address_},
+        {"SHOAL_NODE_ID", node_id_},
+        {"SHOAL_NODE_IP", options_.node_ip},
+        {"SHOAL_JOB_ID", w.job_id},
+        {"SHOAL_TOKEN", options_.token},
+        {"SHOAL_ADDRESS", options_.head_address},
+        {"SHOAL_SESSION_DIR", options_.session_dir},
+    };
+    w.log_path =
+        absl::StrCat(options_.session_dir, "/logs/worker-", worker_id, ".log");
+    spawn.log_path = w.log_path;
+    auto pid = Spawn(spawn);
+    if (!pid.ok()) return FailStart(worker_id, pid.status());
+    w.pid = *pid;
+  }
+
+  void RegisterWorker(const proto::RegisterWorkerRequest& r,
+                      rpc::Responder resp) {
+    auto it = workers_.find(r.worker_id());
+    if (it == workers_.end()) {
+      return resp.Error(absl::NotFoundError("this agent did not start worker " +
+                                            r.worker_id()));
+    }
+    Worker& w = it->second;
+    w.address = absl::StrCat(options_.node_ip, ":", r.port());
+    if (w.pid == 0) w.pid = r.pid();
+    resp.Reply(proto::Empty());
+    auto s = starting_.find(r.worker_id());
+    if (s == starting_.end()) return;
+    PendingGrant grant = std::move(s->second);
+    starting_.erase(s);
+    auto lease = leases_.find(grant.lease_id);
+    if (lease == leases_.end()) {
+      // The requester went away while the worker started.
+      w.state = Worker::State::kIdle;
+      w.lease_id.clear();
+      w.idle_since_us = MonotonicUs();
+      return;
+    }
+    w.state = Worker::State::kLeased;
+    ReplyGranted(grant.responder, lease->second, w);
+  }
+
+  void RememberExit(const std::string& worker_id, const std::string& what) {
+    exits_[worker_id] = what;
+    exit_order_.push_back(worker_id);
+    if (exit_order_.size() > kMaxRememberedExits) {
+      exits_.erase(exit_order_.front());
+      exit_order_.pop_front();
+    }
+  }
+
+  void ScheduleReaper() {
+    loop_->RunAfter(100, [this] {
+      Reap();
+      ReapIdle();
+      ScheduleReaper();
+    });
+  }
+
+  void Reap() {
+    while (true) {
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+        if (it->second.pid != pid) continue;
+        Worker w = it->second;
+        std::string what =
+            absl::StrCat("worker pid ", pid, " on node ", node_id_, " ",
+                         DescribeWaitStatus(status));
+        if (w.state == Worker::State::kStarting) {
+          what += absl::StrCat(" before it registered; see ", w.log_path);
+        }
+        if (w.state != Worker::State::kIdle) {
+          SHOAL_LOG(WARNING) << what;
+        }
+        RememberExit(w.id, what);
+        if (w.state == Worker::State::kStarting) {
+          FailStart(w.id, absl::UnavailableError(what));
+        } else {
+          DropLease(w.lease_id);
+          workers_.erase(it);
+          Dispatch();
+        }
+        break;
+      }
+    }
+  }
+
+  void ReapIdle() {
+    int64_t now = MonotonicUs();
+    for (auto& [id, w] : workers_) {
+      if (w.state == Worker::State::kIdle && w.pid > 0 &&
+          now - w.idle_since_us > options_.worker_idle_timeout_ms * 1000) {
+        kill(w.pid, SIGTERM);
+        w.idle_since_us = now;  // SIGKILL follows if it lingers another period
+      }
+    }
+  }
+
+  // Answers when the worker has been reaped (waiting up to ~2 s for it).
+  void GetWorkerExit(const std::string& worker_id, rpc::Responder resp,
+                     int attempt) {
+    Reap();
+    proto::GetWorkerExitReply reply;
+    if (auto it = exits_.find(worker_id); it != exits_.end()) {
+      reply.set_exited(true);
+      reply.set_description(it->second);
+      return resp.Reply(reply);
+    }
+    if (workers_.count(worker_id) == 0 || attempt >= 20) {
+      reply.set_description(workers_.count(worker_id)
+                                ? "the worker is still running"
+                                : "this agent does not know the worker");
+      return resp.Reply(reply);
+    }
+    loop_->RunAfter(100, [this, worker_id, resp, attempt] {
+      GetWorkerExit(worker_id, resp, attempt + 1);
+    });
+  }
+
+  AgentOptions options_;
+  std::unique_ptr<rpc::EventLoop> loop_;
+  std::unique_ptr<rpc::Server> server_;
+  std::unique_ptr<rpc::Channel> head_;
+  std::string node_id_;
+  std::string address_;
+  bool registered_ = false;
+  bool head_warned_ = false;
+  int64_t heartbeat_ms_ = 500;
+
+  ResourceSet total_;
+  ResourceSet available_;
+  std::vector<proto::NodeInfo> view_;
+  std::map<std::string, Worker> workers_;
+  std::map<std::string, Lease> leases_;
+  std::map<std::string, PendingGrant> starting_;
+  std::deque<PendingLease> pending_;
+  uint64_t dispatch_timer_ = 0;
+  int64_t dispatch_timer_at_ = 0;
+  std::map<std::string, std::string> exits_;
+  std::deque<std::string> exit_order_;
+  std::map<std::string, std::string> hash_cache_;
+  std::map<std::string,
+           std::vector<std::function<void(absl::StatusOr<std::string>)>>>
+      fetch_waiters_;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_requested_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Create(
+    const AgentOptions& options) {
+  ASSIGN_OR_RETURN(auto loop, rpc::EventLoop::Create("shoal-agent"));
+  auto agent = std::make_unique<AgentImpl>(options, std::move(loop));
+  RETURN_IF_ERROR(agent->Start());
+  return agent;
+}
+
+}  // namespace shoal

@@ -1,0 +1,48 @@
+// The node agent: registers its node with the head, heartbeats, keeps the
+// node's resources, grants worker leases (or points the requester to a better
+// node: spillback), starts and reaps worker processes.
+//
+// Threading: all state lives on the agent's event loop.
+#ifndef SHOAL_AGENT_AGENT_H_
+#define SHOAL_AGENT_AGENT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "scheduling/resource_set.h"
+
+namespace shoal {
+
+struct AgentOptions {
+  std::string head_address;  // host:port
+  std::string token;
+  std::string node_ip = "127.0.0.1";  // listen address, advertised to peers
+  int port = 0;
+  std::string session_dir;
+  std::string node_id;  // empty: random
+  ResourceSet resources;
+  std::map<std::string, std::string> labels;
+  bool is_head_node = false;
+  // How long an infeasible lease request waits for a node that fits to join.
+  int64_t infeasible_grace_ms = 5000;
+  int64_t worker_idle_timeout_ms = 10000;
+};
+
+class NodeAgent {
+ public:
+  static absl::StatusOr<std::unique_ptr<NodeAgent>> Create(
+      const AgentOptions& options);
+  virtual ~NodeAgent() = default;
+  virtual std::string address() const = 0;
+  virtual std::string node_id() const = 0;
+  // Blocks until SHUTDOWN_AGENT or Stop().
+  virtual void Wait() = 0;
+  // Unregisters from the head and ends every worker.
+  virtual void Stop() = 0;
+};
+
+}  // namespace shoal
+
+#endif  // SHOAL_AGENT_AGENT_H_

@@ -1,0 +1,184 @@
+// shoal::Init and friends: the process-wide runtime and the local cluster.
+#include "shoal/api.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "api/core_runtime.h"
+#include "api/local_cluster.h"
+#include "common/logging.h"
+#include "common/session.h"
+#include "common/util.h"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal {
+namespace {
+
+std::mutex g_mu;
+std::shared_ptr<internal::CoreRuntime> g_runtime;
+std::unique_ptr<internal::LocalClusterProcesses> g_local_cluster;
+bool g_atexit_registered = false;
+
+std::shared_ptr<internal::CoreRuntime> Runtime() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_runtime;
+}
+
+std::shared_ptr<internal::CoreRuntime> RequireRuntime() {
+  auto rt = Runtime();
+  if (rt == nullptr) {
+    // A worker that submits tasks joins the cluster it runs in.
+    const char* role = getenv("SHOAL_ROLE");
+    if (role != nullptr && std::string(role) == "worker") {
+      Init();
+      rt = Runtime();
+    }
+  }
+  if (rt == nullptr) {
+    throw Error("Shoal is not initialized: call shoal::Init() first");
+  }
+  return rt;
+}
+
+std::map<std::string, double> SumResources(bool available) {
+  auto status = RequireRuntime()->ClusterStatus();
+  if (!status.ok()) {
+    throw Error(
+        absl::StrCat("cannot reach the head: ", status.status().message()));
+  }
+  ResourceSet sum;
+  for (const auto& n : status->nodes()) {
+    if (!n.alive()) continue;
+    sum.Add(ResourceSet::FromProto(available ? n.available() : n.total()));
+  }
+  return sum.ToDoubles();
+}
+
+}  // namespace
+
+RemoteError::RemoteError(std::string function, std::string node,
+                         std::string message)
+    : Error(absl::StrCat(function, " raised on node ", node, ": ", message)),
+      function_(std::move(function)),
+      node_(std::move(node)),
+      message_(std::move(message)) {}
+
+void Init() { Init(InitOptions()); }
+
+void Init(const InitOptions& options) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_runtime != nullptr) return;
+  internal::RuntimeOptions rt;
+  rt.head_address = options.address;
+  rt.token = options.token;
+  std::string temp_dir =
+      options.temp_dir.empty() ? DefaultTempDir() : options.temp_dir;
+  if (rt.head_address.empty()) {
+    const char* env = getenv("SHOAL_ADDRESS");
+    if (env && *env) rt.head_address = env;
+  }
+  if (rt.head_address.empty()) {
+    auto cluster = internal::LocalClusterProcesses::Start(
+        temp_dir, options.num_cpus, options.resources);
+    if (!cluster.ok()) {
+      throw Error(absl::StrCat("cannot start a local cluster: ",
+                               cluster.status().message()));
+    }
+    g_local_cluster = std::move(*cluster);
+    rt.head_address = g_local_cluster->head_address();
+    rt.token = g_local_cluster->token();
+  } else {
+    absl::Status st =
+        ResolveClusterAddress(temp_dir, &rt.head_address, &rt.token);
+    if (!st.ok()) throw Error(std::string(st.message()));
+  }
+  auto runtime = internal::CoreRuntime::Connect(rt);
+  if (!runtime.ok()) {
+    g_local_cluster.reset();
+    throw Error(absl::StrCat("cannot connect to the cluster at ",
+                             rt.head_address, ": ",
+                             runtime.status().message()));
+  }
+  g_runtime = std::move(*runtime);
+  if (!g_atexit_registered) {
+    g_atexit_registered = true;
+    std::atexit([] { Shutdown(); });
+  }
+}
+
+void Shutdown() {
+  std::shared_ptr<internal::CoreRuntime> rt;
+  std::unique_ptr<internal::LocalClusterProcesses> cluster;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    rt = std::move(g_runtime);
+    cluster = std::move(g_local_cluster);
+  }
+  if (rt) rt->Shutdown();
+  rt.reset();
+  cluster.reset();  // stops the local head and agent
+}
+
+bool IsInitialized() { return Runtime() != nullptr; }
+
+std::map<std::string, double> ClusterResources() { return SumResources(false); }
+std::map<std::string, double> AvailableResources() {
+  return SumResources(true);
+}
+
+std::vector<NodeInfo> Nodes() {
+  auto status = RequireRuntime()->ClusterStatus();
+  if (!status.ok()) {
+    throw Error(
+        absl::StrCat("cannot reach the head: ", status.status().message()));
+  }
+  std::vector<NodeInfo> out;
+  for (const auto& n : status->nodes()) {
+    NodeInfo info;
+    info.node_id = n.node_id();
+    info.address = n.address();
+    info.hostname = n.hostname();
+    info.alive = n.alive();
+    info.is_head_node = n.is_head_node();
+    info.total = ResourceSet::FromProto(n.total()).ToDoubles();
+    info.available = ResourceSet::FromProto(n.available()).ToDoubles();
+    info.labels.insert(n.labels().begin(), n.labels().end());
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+namespace internal {
+
+RefHandle::~RefHandle() {
+  if (auto rt = Runtime()) rt->Release(id_);
+}
+
+std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
+                                      std::vector<TaskArg> args,
+                                      const TaskOptions& options) {
+  return RequireRuntime()->Submit(function_name, std::move(args), options);
+}
+
+std::shared_ptr<RefHandle> PutSerialized(std::string bytes) {
+  return RequireRuntime()->Put(std::move(bytes));
+}
+
+std::string GetSerialized(const RefHandle& ref, int64_t timeout_ms) {
+  return RequireRuntime()->Get(ref, timeout_ms);
+}
+
+std::vector<size_t> WaitReady(const std::vector<const RefHandle*>& refs,
+                              size_t num_ready, int64_t timeout_ms) {
+  return RequireRuntime()->Wait(refs, num_ready, timeout_ms);
+}
+
+}  // namespace internal
+}  // namespace shoal

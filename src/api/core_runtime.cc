@@ -1,0 +1,810 @@
+#include "api/core_runtime.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/util.h"
+#include "rpc/rpc.h"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::internal {
+namespace {
+
+constexpr size_t kMaxInFlightPerWorker = 32;
+constexpr int kMaxPendingLeaseRequests = 10;
+constexpr int kMaxLeaseFailures = 3;
+constexpr int64_t kBlobChunk = 4 << 20;
+
+enum class ErrorKind { kNone, kRemote, kWorkerDied, kInfeasible, kOther };
+
+struct ObjectEntry {
+  enum class State { kPending, kReady, kFailed };
+  State state = State::kPending;
+  std::string value;
+  ErrorKind error_kind = ErrorKind::kNone;
+  std::string error;  // full message
+  std::string function, node, remote_message;
+  bool released = false;
+};
+
+struct TaskEntry {
+  std::string id;
+  std::string function;
+  std::vector<TaskArg> args;
+  std::vector<std::string> values;  // resolved arguments
+  ResourceSet shape;
+  std::string shape_key;
+  int retries_left = 3;
+  int attempt = 0;
+  int deps_pending = 0;
+};
+
+struct LeasedWorker {
+  std::string lease_id;
+  std::string worker_id;
+  std::string address;
+  std::string node_id;
+  std::string agent_address;
+  std::unique_ptr<rpc::Channel> channel;
+  std::deque<std::string> in_flight;  // task ids, in push order
+  int64_t idle_since_us = 0;
+};
+
+struct ShapeQueue {
+  ResourceSet shape;
+  std::deque<std::string> queue;
+  std::vector<std::unique_ptr<LeasedWorker>> workers;
+  int pending_lease_requests = 0;
+  int consecutive_failures = 0;
+};
+
+class CoreRuntimeImpl : public CoreRuntime {
+ public:
+  CoreRuntimeImpl(RuntimeOptions options, std::unique_ptr<rpc::EventLoop> loop)
+      : options_(std::move(options)),
+        loop_(std::move(loop)),
+        prefix_(RandomHex(6)) {}
+
+  ~CoreRuntimeImpl() override { Shutdown(); }
+
+  absl::Status Start() {
+    head_ = std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
+                                           options_.token, "driver");
+    binary_path_ = SelfExecutable();
+    ASSIGN_OR_RETURN(binary_hash_, Sha256File(binary_path_));
+    proto::RegisterJobRequest job;
+    job.set_driver_host(Hostname());
+    job.set_driver_pid(getpid());
+    job.set_binary_path(binary_path_);
+    job.set_binary_hash(binary_hash_);
+    ASSIGN_OR_RETURN(auto reply, CallHead<proto::RegisterJobReply>(
+                                     proto::REGISTER_JOB, job));
+    job_id_ = reply.job_id();
+    RETURN_IF_ERROR(UploadBinary());
+    ASSIGN_OR_RETURN(auto status, ClusterStatus());
+    RunOnLoop([&] {
+      SetNodes(status);
+      ScheduleMaintenance();
+    });
+    return absl::OkStatus();
+  }
+
+  // ---- User-thread API ----
+
+  std::shared_ptr<RefHandle> Submit(const std::string& function_name,
+                                    std::vector<TaskArg> args,
+                                    const TaskOptions& options) override {
+    std::map<std::string, double> resources = options.resources;
+    if (resources.count("CPU") == 0) resources["CPU"] = 1;
+    auto shape = ResourceSet::FromDoubles(resources);
+    if (!shape.ok()) {
+      throw Error(absl::StrCat("bad resources for task ", function_name, ": ",
+                               shape.status().message()));
+    }
+    if (options.max_retries < 0) {
+      throw Error("max_retries must be 0 or more");
+    }
+    auto task = std::make_unique<TaskEntry>();
+    task->id = NewId();
+    task->function = function_name;
+    task->args = std::move(args);
+    task->shape = *shape;
+    task->shape_key = shape->DebugString();
+    task->retries_left = options.max_retries;
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      objects_[task->id];
+    }
+    auto handle = std::make_shared<RefHandle>(task->id);
+    TaskEntry* raw = task.release();
+    loop_->Post([this, raw] { OnSubmit(std::unique_ptr<TaskEntry>(raw)); });
+    return handle;
+  }
+
+  std::shared_ptr<RefHandle> Put(std::string bytes) override {
+    std::string id = NewId();
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      ObjectEntry& e = objects_[id];
+      e.state = ObjectEntry::State::kReady;
+      e.value = std::move(bytes);
+    }
+    return std::make_shared<RefHandle>(id);
+  }
+
+  std::string Get(const RefHandle& ref, int64_t timeout_ms) override {
+    std::unique_lock<std::mutex> lock(obj_mu_);
+    auto it = objects_.find(ref.id());
+    if (it == objects_.end()) {
+      throw Error(absl::StrCat("object ", ref.id(),
+                               " is not known to this process (it was made by "
+                               "another driver or before a Shutdown)"));
+    }
+    auto ready = [&] {
+      it = objects_.find(ref.id());
+      return it == objects_.end() ||
+             it->second.state != ObjectEntry::State::kPending;
+    };
+    if (timeout_ms < 0) {
+      ++waiters_;
+      obj_cv_.wait(lock, ready);
+      --waiters_;
+    } else {
+      ++waiters_;
+      bool ok =
+          obj_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+      --waiters_;
+      if (!ok) {
+        throw TimeoutError(absl::StrCat(
+            "object ", ref.id(), " was not ready within ", timeout_ms, " ms"));
+      }
+    }
+    if (it == objects_.end()) throw Error("object released while waiting");
+    const ObjectEntry& e = it->second;
+    if (e.state == ObjectEntry::State::kReady) return e.value;
+    switch (e.error_kind) {
+      case ErrorKind::kRemote:
+        throw RemoteError(e.function, e.node, e.remote_message);
+      case ErrorKind::kWorkerDied:
+        throw WorkerDiedError(e.error);
+      case ErrorKind::kInfeasible:
+        throw InfeasibleError(e.error);
+      default:
+        throw Error(e.error);
+    }
+  }
+
+  std::vector<size_t> Wait(const std::vector<const RefHandle*>& refs,
+                           size_t num_ready, int64_t timeout_ms) override {
+    num_ready = std::min(num_ready, refs.size());
+    std::unique_lock<std::mutex> lock(obj_mu_);
+    std::vector<size_t> ready;
+    auto check = [&] {
+      ready.clear();
+      for (size_t i = 0; i < refs.size(); ++i) {
+        auto it = objects_.find(refs[i]->id());
+        if (it == objects_.end() ||
+            it->second.state != ObjectEntry::State::kPending) {
+          ready.push_back(i);
+        }
+      }
+      return ready.size() >= num_ready;
+    };
+    ++waiters_;
+    if (timeout_ms < 0) {
+      obj_cv_.wait(lock, check);
+    } else {
+      obj_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), check);
+    }
+    --waiters_;
+    return ready;
+  }
+
+  void Release(const std::string& object_id) override {
+    std::lock_guard<std::mutex> lock(obj_mu_);
+    auto it = objects_.find(object_id);
+    if (it == objects_.end()) return;
+    if (it->second.state == ObjectEntry::State::kPending) {
+      it->second.released = true;
+    } else {
+      objects_.erase(it);
+    }
+  }
+
+  absl::StatusOr<proto::ClusterStatus> ClusterStatus() override {
+    return CallHead<proto::ClusterStatus>(proto::GET_CLUSTER_STATUS,
+                                          proto::Empty());
+  }
+
+  void Shutdown() override {
+    if (!loop_) return;
+    std::promise<void> done;
+    int pending_returns = 0;
+    loop_->Post([&] {
+      // Return every lease; wait (briefly) for the agents to take them back.
+      auto remaining = std::make_shared<int>(0);
+      auto finish = [&done, remaining] {
+        if (--*remaining == 0) done.set_value();
+      };
+      for (auto& [key, q] : shapes_) {
+        for (auto& w : q.workers) {
+          ++*remaining;
+          ++pending_returns;
+          proto::ReturnLeaseRequest req;
+          req.set_lease_id(w->lease_id);
+          rpc::CallProto<proto::Empty>(
+              AgentChannel(w->agent_address), proto::RETURN_LEASE, req,
+              [finish](absl::StatusOr<proto::Empty>) { finish(); }, 1000);
+        }
+      }
+      if (*remaining == 0) done.set_value();
+    });
+    done.get_future().wait();
+    RunOnLoop([&] {
+      shapes_.clear();
+      agents_.clear();
+      head_.reset();
+    });
+    loop_->Stop();
+    loop_.reset();
+    std::lock_guard<std::mutex> lock(obj_mu_);
+    objects_.clear();
+  }
+
+ private:
+  std::string NewId() {
+    return absl::StrCat(prefix_, "-", next_id_.fetch_add(1));
+  }
+
+  void RunOnLoop(std::function<void()> fn) {
+    if (loop_->InLoop()) return fn();
+    std::promise<void> done;
+    loop_->Post([&] {
+      fn();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+  template <typename Reply>
+  absl::StatusOr<Reply> CallHead(int method,
+                                 const google::protobuf::MessageLite& request,
+                                 int64_t timeout_ms = 10000) {
+    std::promise<absl::StatusOr<Reply>> promise;
+    std::string payload = rpc::Serialize(request);
+    loop_->Post([&, payload] {
+      rpc::CallProto<Reply>(
+          head_.get(), method, request,
+          [&](absl::StatusOr<Reply> r) { promise.set_value(std::move(r)); },
+          timeout_ms);
+    });
+    return promise.get_future().get();
+  }
+
+  absl::Status UploadBinary() {
+    proto::BlobRef ref;
+    ref.set_hash(binary_hash_);
+    ASSIGN_OR_RETURN(auto has,
+                     CallHead<proto::HasBlobReply>(proto::HAS_BLOB, ref));
+    if (has.present()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::string data, ReadFile(binary_path_));
+    int64_t offset = 0;
+    do {
+      proto::BlobChunk chunk;
+      chunk.set_hash(binary_hash_);
+      chunk.set_offset(offset);
+      int64_t n = std::min<int64_t>(kBlobChunk, data.size() - offset);
+      chunk.set_data(data.substr(offset, n));
+      offset += n;
+      chunk.set_last(offset >= static_cast<int64_t>(data.size()));
+      chunk.set_total_size(data.size());
+      ASSIGN_OR_RETURN(auto ignored,
+                       CallHead<proto::Empty>(proto::PUT_BLOB_CHUNK, chunk));
+      (void)ignored;
+    } while (offset < static_cast<int64_t>(data.size()));
+    return absl::OkStatus();
+  }
+
+  // ---- Loop thread ----
+
+  void SetNodes(const proto::ClusterStatus& status) {
+    nodes_.assign(status.nodes().begin(), status.nodes().end());
+    if (!local_agent_.empty() && !bad_agents_.count(local_agent_)) return;
+    local_agent_.clear();
+    // Prefer an agent on this host; else any alive one.
+    for (const auto& n : nodes_) {
+      if (n.alive() && !bad_agents_.count(n.address()) &&
+          IsLocalAddress(n.node_ip())) {
+        local_agent_ = n.address();
+        return;
+      }
+    }
+    for (const auto& n : nodes_) {
+      if (n.alive() && !bad_agents_.count(n.address())) {
+        local_agent_ = n.address();
+        return;
+      }
+    }
+  }
+
+  void RefreshNodes() {
+    rpc::CallProto<proto::ClusterStatus>(
+        head_.get(), proto::GET_CLUSTER_STATUS, proto::Empty(),
+        [this](absl::StatusOr<proto::ClusterStatus> s) {
+          if (!s.ok()) return;
+          // Agents the head reports alive get another chance.
+          for (const auto& n : s->nodes()) {
+            if (n.alive() && bad_agents_.count(n.address()) &&
+                MonotonicUs() - bad_agents_[n.address()] > 2000000) {
+              bad_agents_.erase(n.address());
+            }
+          }
+          SetNodes(*s);
+          for (auto& [key, q] : shapes_) Pump(q);
+        },
+        5000);
+  }
+
+  void ScheduleMaintenance() {
+    loop_->RunAfter(100, [this] {
+      ReturnIdleLeases();
+      if (++maintenance_ticks_ % 10 == 0) RefreshNodes();
+      ScheduleMaintenance();
+    });
+  }
+
+  rpc::Channel* AgentChannel(const std::string& address) {
+    auto& ch = agents_[address];
+    if (ch == nullptr) {
+      ch = std::make_unique<rpc::Channel>(loop_.get(), address, options_.token,
+                                          "driver " + job_id_);
+    }
+    return ch.get();
+  }
+
+  void OnSubmit(std::unique_ptr<TaskEntry> task) {
+    TaskEntry* t = task.get();
+    tasks_[t->id] = std::move(task);
+    t->values.resize(t->args.size());
+    std::string failed_dep;
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      for (size_t i = 0; i < t->args.size(); ++i) {
+        if (t->args[i].ref == nullptr) {
+          t->values[i] = std::move(t->args[i].value);
+          continue;
+        }
+        const std::string& dep = t->args[i].ref->id();
+        auto it = objects_.find(dep);
+        if (it == objects_.end()) {
+          failed_dep = dep;
+          break;
+        }
+        if (it->second.state == ObjectEntry::State::kPending) {
+          ++t->deps_pending;
+          dependents_[dep].push_back(t->id);
+        } else if (it->second.state == ObjectEntry::State::kReady) {
+          t->values[i] = it->second.value;
+        } else {
+          ObjectEntry copy = it->second;
+          copy.state = ObjectEntry::State::kPending;
+          // Dependents fail with the error of what they depend on.
+          loop_->Post([this, id = t->id, copy] { FailTask(id, copy); });
+          return;
+        }
+      }
+    }
+    if (!failed_dep.empty()) {
+      ObjectEntry e;
+      e.error_kind = ErrorKind::kOther;
+      e.error = absl::StrCat("argument object ", failed_dep,
+                             " is not owned by this driver; pass values or "
+                             "refs this driver created");
+      return FailTask(t->id, e);
+    }
+    if (t->deps_pending == 0) Enqueue(t);
+  }
+
+  void Enqueue(TaskEntry* t, bool front = false) {
+    ShapeQueue& q = shapes_[t->shape_key];
+    if (q.shape.empty()) q.shape = t->shape;
+    if (front) {
+      q.queue.push_front(t->id);
+    } else {
+      q.queue.push_back(t->id);
+    }
+    Pump(q);
+  }
+
+  void Pump(ShapeQueue& q) {
+    for (auto& w : q.workers) {
+      while (!q.queue.empty() && w->in_flight.size() < kMaxInFlightPerWorker) {
+        std::string id = q.queue.front();
+        q.queue.pop_front();
+        Push(q, *w, id);
+      }
+    }
+    int wanted = static_cast<int>(std::min<size_t>(
+        q.queue.size(), static_cast<size_t>(kMaxPendingLeaseRequests)));
+    while (q.pending_lease_requests < wanted && !local_agent_.empty()) {
+      RequestLease(q, local_agent_, {}, /*no_spillback=*/false);
+    }
+  }
+
+  void Push(ShapeQueue& q, LeasedWorker& w, const std::string& task_id) {
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return;
+    TaskEntry& t = *it->second;
+    proto::TaskSpec spec;
+    spec.set_task_id(t.id);
+    spec.set_function_name(t.function);
+    for (const auto& v : t.values) spec.add_args(v);
+    spec.set_attempt(t.attempt);
+    w.in_flight.push_back(t.id);
+    std::string key = t.shape_key;
+    std::string lease = w.lease_id;
+    w.channel->Call(proto::PUSH_TASK, spec.SerializeAsString(),
+                    [this, key, lease, task_id](absl::StatusOr<std::string> r) {
+                      OnTaskReply(key, lease, task_id, std::move(r));
+                    });
+  }
+
+  LeasedWorker* FindWorker(ShapeQueue& q, const std::string& lease_id) {
+    for (auto& w : q.workers) {
+      if (w->lease_id == lease_id) return w.get();
+    }
+    return nullptr;
+  }
+
+  void OnTaskReply(const std::string& key, const std::string& lease_id,
+                   const std::string& task_id,
+                   absl::StatusOr<std::string> reply) {
+    ShapeQueue& q = shapes_[key];
+    LeasedWorker* w = FindWorker(q, lease_id);
+    if (w == nullptr) return;  // the worker was already declared lost
+    if (!reply.ok() &&
+        reply.status().code() == absl::StatusCode::kUnavailable) {
+      return OnWorkerLost(q, lease_id, task_id, reply.status());
+    }
+    auto pos = std::find(w->in_flight.begin(), w->in_flight.end(), task_id);
+    if (pos != w->in_flight.end()) w->in_flight.erase(pos);
+    if (w->in_flight.empty()) w->idle_since_us = MonotonicUs();
+    std::string node = w->node_id;
+    if (!reply.ok()) {
+      ObjectEntry e;
+      e.error_kind = ErrorKind::kOther;
+      e.error =
+          absl::StrCat("task ", task_id, " failed: ", reply.status().message());
+      FailTask(task_id, e);
+    } else {
+      proto::TaskResult result;
+      if (!result.ParseFromString(*reply)) {
+        ObjectEntry e;
+        e.error_kind = ErrorKind::kOther;
+        e.error = "malformed task result from worker";
+        FailTask(task_id, e);
+      } else if (result.ok()) {
+        CompleteTask(task_id, std::move(*result.mutable_value()));
+      } else {
+        auto t = tasks_.find(task_id);
+        ObjectEntry e;
+        e.error_kind = ErrorKind::kRemote;
+        e.function = t != tasks_.end() ? t->second->function : "?";
+        e.node = node;
+        e.remote_message = result.error();
+        FailTask(task_id, e);
+      }
+    }
+    Pump(q);
+  }
+
+  // A worker's connection broke: the oldest task in flight was running and
+  // is charged one retry; the others never started and go back to the queue.
+  void OnWorkerLost(ShapeQueue& q, const std::string& lease_id,
+                    const std::string& failed_task, const absl::Status& why) {
+    auto pos =
+        std::find_if(q.workers.begin(), q.workers.end(),
+                     [&](const auto& w) { return w->lease_id == lease_id; });
+    if (pos == q.workers.end()) return;
+    std::unique_ptr<LeasedWorker> w = std::move(*pos);
+    q.workers.erase(pos);
+    std::deque<std::string> in_flight = std::move(w->in_flight);
+    for (auto it = in_flight.rbegin(); it != in_flight.rend(); ++it) {
+      if (*it == failed_task) continue;
+      auto t = tasks_.find(*it);
+      if (t != tasks_.end()) q.queue.push_front(*it);
+    }
+    std::string worker_id = w->worker_id;
+    std::string agent = w->agent_address;
+    // The channel is in the middle of failing its calls: free it later.
+    rpc::Channel* channel = w->channel.release();
+    loop_->Post([channel] { delete channel; });
+
+    proto::GetWorkerExitRequest req;
+    req.set_worker_id(worker_id);
+    rpc::CallProto<proto::GetWorkerExitReply>(
+        AgentChannel(agent), proto::GET_WORKER_EXIT, req,
+        [this, failed_task, agent, key = q.shape.DebugString(),
+         why](absl::StatusOr<proto::GetWorkerExitReply> exit) {
+          std::string how;
+          if (exit.ok() && exit->exited()) {
+            how = exit->description();
+          } else if (exit.ok()) {
+            how = absl::StrCat("connection lost (", why.message(),
+                               "); agent says: ", exit->description());
+          } else {
+            how = absl::StrCat("its node agent at ", agent,
+                               " is unreachable too: the node died (",
+                               why.message(), ")");
+            bad_agents_[agent] = MonotonicUs();
+            if (local_agent_ == agent) {
+              local_agent_.clear();
+              SetNodes(ClusterStatusFromNodes());
+            }
+          }
+          auto t = tasks_.find(failed_task);
+          if (t != tasks_.end()) {
+            TaskEntry& task = *t->second;
+            if (task.retries_left > 0) {
+              --task.retries_left;
+              ++task.attempt;
+              SHOAL_LOG(WARNING)
+                  << "task " << task.function << " (" << task.id << "): " << how
+                  << "; retrying (" << task.retries_left << " retries left)";
+              Enqueue(&task, /*front=*/true);
+            } else {
+              ObjectEntry e;
+              e.error_kind = ErrorKind::kWorkerDied;
+              e.error = absl::StrCat(
+                  "task ", task.function, " (", task.id,
+                  ") failed: the worker running it died: ", how, ". It ran ",
+                  task.attempt + 1,
+                  " time(s); raise SetMaxRetries() or look in the worker's "
+                  "log (session folder, logs/worker-*.log)");
+              FailTask(task.id, e);
+            }
+          }
+          auto q = shapes_.find(key);
+          if (q != shapes_.end()) Pump(q->second);
+        },
+        5000);
+    Pump(q);
+  }
+
+  proto::ClusterStatus ClusterStatusFromNodes() const {
+    proto::ClusterStatus s;
+    for (const auto& n : nodes_) *s.add_nodes() = n;
+    return s;
+  }
+
+  void RequestLease(ShapeQueue& q, const std::string& agent,
+                    std::vector<std::string> excluded, bool no_spillback) {
+    ++q.pending_lease_requests;
+    proto::RequestLeaseRequest req;
+    req.set_job_id(job_id_);
+    q.shape.ToProto(req.mutable_shape());
+    req.set_binary_path(binary_path_);
+    req.set_binary_hash(binary_hash_);
+    for (const auto& e : excluded) req.add_excluded_nodes(e);
+    req.set_no_spillback(no_spillback);
+    std::string key = q.shape.DebugString();
+    rpc::CallProto<proto::RequestLeaseReply>(
+        AgentChannel(agent), proto::REQUEST_LEASE, req,
+        [this, key, agent,
+         excluded](absl::StatusOr<proto::RequestLeaseReply> reply) mutable {
+          ShapeQueue& q = shapes_[key];
+          --q.pending_lease_requests;
+          if (!reply.ok()) {
+            if (reply.status().code() == absl::StatusCode::kPermissionDenied) {
+              return FailQueue(q, ErrorKind::kOther,
+                               std::string(reply.status().message()));
+            }
+            SHOAL_LOG(WARNING) << "lease request to " << agent
+                               << " failed: " << reply.status();
+            bad_agents_[agent] = MonotonicUs();
+            if (local_agent_ == agent) {
+              local_agent_.clear();
+              SetNodes(ClusterStatusFromNodes());
+            }
+            // Try again shortly, elsewhere if possible.
+            loop_->RunAfter(200, [this, key] {
+              RefreshNodes();
+              Pump(shapes_[key]);
+            });
+            return;
+          }
+          switch (reply->outcome()) {
+            case proto::RequestLeaseReply::GRANTED:
+              q.consecutive_failures = 0;
+              AddWorker(q, agent, *reply);
+              break;
+            case proto::RequestLeaseReply::SPILLBACK:
+              RequestLease(q, reply->spillback_address(), excluded,
+                           /*no_spillback=*/true);
+              break;
+            case proto::RequestLeaseReply::INFEASIBLE:
+              FailQueue(q, ErrorKind::kInfeasible, reply->error());
+              break;
+            default:
+              if (++q.consecutive_failures >= kMaxLeaseFailures) {
+                FailQueue(
+                    q, ErrorKind::kOther,
+                    absl::StrCat("cannot start a worker: ", reply->error()));
+                q.consecutive_failures = 0;
+              }
+              break;
+          }
+          Pump(q);
+        });
+  }
+
+  void AddWorker(ShapeQueue& q, const std::string& agent,
+                 const proto::RequestLeaseReply& reply) {
+    if (q.queue.empty()) {
+      proto::ReturnLeaseRequest ret;
+      ret.set_lease_id(reply.lease_id());
+      rpc::CallProto<proto::Empty>(AgentChannel(agent), proto::RETURN_LEASE,
+                                   ret, [](absl::StatusOr<proto::Empty>) {});
+      return;
+    }
+    auto w = std::make_unique<LeasedWorker>();
+    w->lease_id = reply.lease_id();
+    w->worker_id = reply.worker_id();
+    w->address = reply.worker_address();
+    w->node_id = reply.node_id();
+    w->agent_address = agent;
+    w->channel = std::make_unique<rpc::Channel>(
+        loop_.get(), w->address, options_.token, "driver " + job_id_);
+    w->idle_since_us = MonotonicUs();
+    q.workers.push_back(std::move(w));
+  }
+
+  void ReturnIdleLeases() {
+    int64_t now = MonotonicUs();
+    for (auto& [key, q] : shapes_) {
+      if (!q.queue.empty()) continue;
+      for (auto it = q.workers.begin(); it != q.workers.end();) {
+        LeasedWorker& w = **it;
+        if (w.in_flight.empty() &&
+            now - w.idle_since_us > options_.lease_idle_ms * 1000) {
+          proto::ReturnLeaseRequest req;
+          req.set_lease_id(w.lease_id);
+          rpc::CallProto<proto::Empty>(AgentChannel(w.agent_address),
+                                       proto::RETURN_LEASE, req,
+                                       [](absl::StatusOr<proto::Empty>) {});
+          it = q.workers.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+
+  void FailQueue(ShapeQueue& q, ErrorKind kind, const std::string& error) {
+    std::deque<std::string> queue = std::move(q.queue);
+    q.queue.clear();
+    ObjectEntry e;
+    e.error_kind = kind;
+    e.error = error;
+    for (const auto& id : queue) FailTask(id, e);
+  }
+
+  void CompleteTask(const std::string& id, std::string value) {
+    tasks_.erase(id);
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      auto it = objects_.find(id);
+      if (it != objects_.end()) {
+        if (it->second.released && dependents_.count(id) == 0) {
+          objects_.erase(it);
+        } else {
+          it->second.state = ObjectEntry::State::kReady;
+          it->second.value = std::move(value);
+        }
+      }
+      if (waiters_ > 0) obj_cv_.notify_all();
+    }
+    ResolveDependents(id);
+  }
+
+  void FailTask(const std::string& id, const ObjectEntry& error) {
+    tasks_.erase(id);
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      auto it = objects_.find(id);
+      if (it != objects_.end()) {
+        ObjectEntry& e = it->second;
+        e.state = ObjectEntry::State::kFailed;
+        e.error_kind = error.error_kind;
+        e.error = error.error_kind == ErrorKind::kRemote
+                      ? absl::StrCat(error.function, " raised on node ",
+                                     error.node, ": ", error.remote_message)
+                      : error.error;
+        e.function = error.function;
+        e.node = error.node;
+        e.remote_message = error.remote_message;
+      }
+      if (waiters_ > 0) obj_cv_.notify_all();
+    }
+    ResolveDependents(id);
+  }
+
+  void ResolveDependents(const std::string& object_id) {
+    auto deps = dependents_.find(object_id);
+    if (deps == dependents_.end()) return;
+    std::vector<std::string> waiting = std::move(deps->second);
+    dependents_.erase(deps);
+    ObjectEntry entry;
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      auto it = objects_.find(object_id);
+      if (it != objects_.end()) {
+        entry = it->second;
+        if (it->second.released) objects_.erase(it);
+      }
+    }
+    for (const auto& task_id : waiting) {
+      auto t = tasks_.find(task_id);
+      if (t == tasks_.end()) continue;
+      TaskEntry* task = t->second.get();
+      if (entry.state != ObjectEntry::State::kReady) {
+        FailTask(task_id, entry);
+        continue;
+      }
+      for (size_t i = 0; i < task->args.size(); ++i) {
+        if (task->args[i].ref && task->args[i].ref->id() == object_id) {
+          task->values[i] = entry.value;
+          --task->deps_pending;
+        }
+      }
+      if (task->deps_pending == 0) Enqueue(task);
+    }
+  }
+
+  RuntimeOptions options_;
+  std::unique_ptr<rpc::EventLoop> loop_;
+  const std::string prefix_;
+  std::atomic<uint64_t> next_id_{1};
+  std::string job_id_;
+  std::string binary_path_;
+  std::string binary_hash_;
+
+  // Object table (any thread).
+  std::mutex obj_mu_;
+  std::condition_variable obj_cv_;
+  std::unordered_map<std::string, ObjectEntry> objects_;
+  int waiters_ = 0;
+
+  // Loop-thread state.
+  std::unique_ptr<rpc::Channel> head_;
+  std::map<std::string, std::unique_ptr<rpc::Channel>> agents_;
+  std::vector<proto::NodeInfo> nodes_;
+  std::string local_agent_;
+  std::map<std::string, int64_t> bad_agents_;
+  std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
+  std::unordered_map<std::string, std::vector<std::string>> dependents_;
+  std::map<std::string, ShapeQueue> shapes_;
+  int64_t maintenance_ticks_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoreRuntime>> CoreRuntime::Connect(
+    const RuntimeOptions& options) {
+  ASSIGN_OR_RETURN(auto loop, rpc::EventLoop::Create("shoal-driver"));
+  auto runtime = std::make_unique<CoreRuntimeImpl>(options, std::move(loop));
+  RETURN_IF_ERROR(runtime->Start());
+  return runtime;
+}
+
+}  // namespace shoal::internal

@@ -1,0 +1,100 @@
+#include "api/local_cluster.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/process.h"
+#include "common/session.h"
+#include "common/status_macros.h"
+#include "common/util.h"
+
+namespace shoal::internal {
+
+absl::StatusOr<std::string> WaitForSessionFile(const std::string& session_dir,
+                                               const std::string& name,
+                                               pid_t pid,
+                                               const std::string& log_path,
+                                               int64_t timeout_ms) {
+  int64_t deadline = MonotonicUs() + timeout_ms * 1000;
+  while (MonotonicUs() < deadline) {
+    std::string value = ReadSessionFile(session_dir, name);
+    if (!value.empty()) return value;
+    int status = 0;
+    bool exited = waitpid(pid, &status, WNOHANG) == pid || !ProcessAlive(pid);
+    if (exited) {
+      std::string tail;
+      if (auto log = ReadFile(log_path); log.ok()) {
+        std::vector<std::string> lines = absl::StrSplit(*log, '\n');
+        size_t from = lines.size() > 8 ? lines.size() - 8 : 0;
+        for (size_t i = from; i < lines.size(); ++i) {
+          if (!lines[i].empty()) absl::StrAppend(&tail, "\n  ", lines[i]);
+        }
+      }
+      return absl::UnavailableError(
+          absl::StrCat("process ", pid, " exited during startup; its log (",
+                       log_path, ") ends with:", tail));
+    }
+    usleep(5000);
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("process ", pid, " did not become ready within ", timeout_ms,
+                   " ms; see ", log_path));
+}
+
+absl::StatusOr<std::unique_ptr<LocalClusterProcesses>>
+LocalClusterProcesses::Start(const std::string& temp_dir, double num_cpus,
+                             const std::map<std::string, double>& resources) {
+  std::unique_ptr<LocalClusterProcesses> c(new LocalClusterProcesses());
+  ASSIGN_OR_RETURN(c->session_dir_, CreateSessionDir(temp_dir));
+  c->token_ = RandomHex(16);
+  RETURN_IF_ERROR(WriteFile(c->session_dir_ + "/token", c->token_, 0600));
+  std::string self = SelfExecutable();
+  SpawnOptions head;
+  head.argv = {self,     "_head", "--node-ip-address", "127.0.0.1",
+               "--port", "0",     "--session-dir",     c->session_dir_};
+  head.env = {{"SHOAL_ROLE", "cli"}, {"SHOAL_TOKEN", c->token_}};
+  head.unset_env = {"SHOAL_ADDRESS"};
+  head.log_path = c->session_dir_ + "/logs/head.log";
+  ASSIGN_OR_RETURN(c->head_pid_, Spawn(head));
+  ASSIGN_OR_RETURN(c->head_address_,
+                   WaitForSessionFile(c->session_dir_, "cluster_address",
+                                      c->head_pid_, head.log_path, 15000));
+  SpawnOptions agent;
+  agent.argv = {self,
+                "_agent",
+                "--address",
+                c->head_address_,
+                "--node-ip-address",
+                "127.0.0.1",
+                "--session-dir",
+                c->session_dir_,
+                "--head-node"};
+  if (num_cpus >= 0) {
+    agent.argv.push_back("--num-cpus");
+    agent.argv.push_back(std::to_string(num_cpus));
+  }
+  if (!resources.empty()) {
+    agent.argv.push_back("--resources");
+    agent.argv.push_back(nlohmann::json(resources).dump());
+  }
+  agent.env = head.env;
+  agent.unset_env = head.unset_env;
+  agent.log_path = c->session_dir_ + "/logs/agent.log";
+  ASSIGN_OR_RETURN(c->agent_pid_, Spawn(agent));
+  ASSIGN_OR_RETURN(std::string ignored,
+                   WaitForSessionFile(c->session_dir_, "agent_address",
+                                      c->agent_pid_, agent.log_path, 15000));
+  (void)ignored;
+  return c;
+}
+
+LocalClusterProcesses::~LocalClusterProcesses() {
+  TerminateProcess(agent_pid_, 5000);
+  TerminateProcess(head_pid_, 5000);
+}
+
+}  // namespace shoal::internal

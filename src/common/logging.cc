@@ -1,0 +1,75 @@
+#include "common/logging.h"
+
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+
+namespace shoal::internal {
+namespace {
+
+std::string& Component() {
+  static std::string* component = new std::string("shoal");
+  return *component;
+}
+
+LogSeverity ParseSeverity(const char* text) {
+  if (text == nullptr) return LogSeverity::kInfo;
+  std::string_view v(text);
+  if (v == "debug") return LogSeverity::kDebug;
+  if (v == "warning") return LogSeverity::kWarning;
+  if (v == "error") return LogSeverity::kError;
+  return LogSeverity::kInfo;
+}
+
+const char* SeverityLetter(LogSeverity s) {
+  switch (s) {
+    case LogSeverity::kDebug:
+      return "D";
+    case LogSeverity::kInfo:
+      return "I";
+    case LogSeverity::kWarning:
+      return "W";
+    case LogSeverity::kError:
+      return "E";
+    case LogSeverity::kFatal:
+      return "F";
+  }
+  return "?";
+}
+
+}  // namespace
+
+LogSeverity MinLogSeverity() {
+  static const LogSeverity severity = ParseSeverity(getenv("SHOAL_LOG_LEVEL"));
+  return severity;
+}
+
+void SetLogComponent(const std::string& component) { Component() = component; }
+
+LogMessage::LogMessage(const char* file, int line, LogSeverity severity)
+    : severity_(severity) {
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  tm local;
+  localtime_r(&tv.tv_sec, &local);
+  char when[32];
+  strftime(when, sizeof(when), "%m%d %H:%M:%S", &local);
+  const char* base = strrchr(file, '/');
+  stream_ << SeverityLetter(severity) << when << "." << tv.tv_usec / 1000 << " "
+          << Component() << " " << getpid() << " " << (base ? base + 1 : file)
+          << ":" << line << "] ";
+}
+
+LogMessage::~LogMessage() {
+  stream_ << "\n";
+  std::string text = stream_.str();
+  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+  if (severity_ == LogSeverity::kFatal) abort();
+}
+
+}  // namespace shoal::internal

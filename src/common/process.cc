@@ -1,0 +1,119 @@
+#include "common/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/util.h"
+
+extern char** environ;
+
+namespace shoal {
+
+absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
+  if (options.argv.empty()) {
+    return absl::InvalidArgumentError("nothing to run");
+  }
+  // Everything the child needs is built before fork().
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = strchr(*e, '=');
+    if (eq == nullptr) continue;
+    env[std::string(*e, eq - *e)] = eq + 1;
+  }
+  for (const auto& name : options.unset_env) env.erase(name);
+  for (const auto& [k, v] : options.env) env[k] = v;
+  std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_strings = options.argv;
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  int log_fd = -1;
+  if (!options.log_path.empty()) {
+    log_fd = open(options.log_path.c_str(),
+                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      return absl::InternalError(absl::StrCat(
+          "cannot open log ", options.log_path, ": ", strerror(errno)));
+    }
+  }
+  // A pipe that closes on a successful exec tells the parent whether exec
+  // worked.
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    if (log_fd >= 0) close(log_fd);
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    if (log_fd >= 0) close(log_fd);
+    close(status_pipe[0]);
+    close(status_pipe[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(err)));
+  }
+  if (pid == 0) {
+    if (options.die_with_parent) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+    }
+    if (options.new_session) setsid();
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    if (log_fd >= 0) {
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
+    }
+    execve(argv[0], argv.data(), envp.data());
+    int err = errno;
+    ssize_t n = write(status_pipe[1], &err, sizeof(err));
+    (void)n;
+    _exit(127);
+  }
+  close(status_pipe[1]);
+  if (log_fd >= 0) close(log_fd);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(status_pipe[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  close(status_pipe[0]);
+  if (n == sizeof(child_errno)) {
+    waitpid(pid, nullptr, 0);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot run ", options.argv[0], ": ", strerror(child_errno)));
+  }
+  return pid;
+}
+
+void TerminateProcess(pid_t pid, int grace_ms) {
+  if (pid <= 0) return;
+  if (kill(pid, SIGTERM) != 0) return;
+  for (int waited = 0; waited < grace_ms; waited += 10) {
+    int status;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && !ProcessAlive(pid))) return;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, WNOHANG);
+}
+
+}  // namespace shoal

@@ -1,0 +1,34 @@
+// Starting and stopping child processes (the seam the agent and the CLI use).
+#ifndef SHOAL_COMMON_PROCESS_H_
+#define SHOAL_COMMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shoal {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is the executable path
+  // Added to (or replacing in) this process's environment.
+  std::map<std::string, std::string> env;
+  std::vector<std::string> unset_env;
+  std::string log_path;         // stdout and stderr, appended; empty: inherit
+  bool die_with_parent = true;  // PR_SET_PDEATHSIG(SIGKILL)
+  bool new_session = false;     // setsid(): survives the caller's terminal
+};
+
+// fork + exec. The child only makes async-signal-safe calls before exec.
+absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
+
+// Sends SIGTERM, waits up to `grace_ms` for the process to go, then SIGKILL.
+// Works for children (reaped here) and for other processes (polled).
+void TerminateProcess(pid_t pid, int grace_ms);
+
+}  // namespace shoal
+
+#endif  // SHOAL_COMMON_PROCESS_H_

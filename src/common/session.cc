@@ -1,0 +1,120 @@
+#include "common/session.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/util.h"
+
+namespace shoal {
+
+std::string DefaultTempDir() {
+  const char* env = getenv("SHOAL_TEMP_DIR");
+  return env && *env ? env : "/tmp/shoal";
+}
+
+absl::StatusOr<std::string> CreateSessionDir(const std::string& temp_dir) {
+  RETURN_IF_ERROR(MakeDirs(temp_dir));
+  time_t now = time(nullptr);
+  tm local;
+  localtime_r(&now, &local);
+  char stamp[64];
+  strftime(stamp, sizeof(stamp), "%Y-%m-%d_%H-%M-%S", &local);
+  std::string name = absl::StrCat("session_", stamp, "_", getpid());
+  std::string dir = absl::StrCat(temp_dir, "/", name);
+  RETURN_IF_ERROR(MakeDirs(dir + "/logs"));
+  std::string link = temp_dir + "/session_latest";
+  std::string tmp_link = absl::StrCat(link, ".", getpid());
+  unlink(tmp_link.c_str());
+  if (symlink(name.c_str(), tmp_link.c_str()) == 0) {
+    rename(tmp_link.c_str(), link.c_str());
+  }
+  return dir;
+}
+
+std::vector<std::string> ListSessionDirs(const std::string& temp_dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(temp_dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (absl::StartsWith(name, "session_") && name != "session_latest" &&
+        name.find('.') == std::string::npos) {
+      out.push_back(temp_dir + "/" + name);
+    }
+  }
+  closedir(d);
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+std::string ReadSessionFile(const std::string& session_dir,
+                            const std::string& name) {
+  auto text = ReadFile(session_dir + "/" + name);
+  if (!text.ok()) return "";
+  return std::string(absl::StripAsciiWhitespace(*text));
+}
+
+int64_t LivePid(const std::string& session_dir, const std::string& name) {
+  int64_t pid = 0;
+  if (!absl::SimpleAtoi(ReadSessionFile(session_dir, name + ".pid"), &pid)) {
+    return 0;
+  }
+  return ProcessAlive(pid) ? pid : 0;
+}
+
+LocalCluster FindLocalCluster(const std::string& temp_dir) {
+  for (const std::string& dir : ListSessionDirs(temp_dir)) {
+    if (LivePid(dir, "head") == 0 && LivePid(dir, "agent") == 0) continue;
+    LocalCluster c;
+    c.session_dir = dir;
+    c.head_address = ReadSessionFile(dir, "cluster_address");
+    c.token = ReadSessionFile(dir, "token");
+    if (!c.head_address.empty()) return c;
+  }
+  return {};
+}
+
+absl::Status ResolveClusterAddress(const std::string& temp_dir,
+                                   std::string* address, std::string* token) {
+  if (address->empty()) {
+    const char* env = getenv("SHOAL_ADDRESS");
+    if (env && *env) *address = env;
+  }
+  if (token->empty()) {
+    const char* env = getenv("SHOAL_TOKEN");
+    if (env && *env) *token = env;
+  }
+  LocalCluster local = FindLocalCluster(temp_dir);
+  if (address->empty()) {
+    if (local.head_address.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no cluster to talk to: pass --address HOST:PORT, set "
+          "SHOAL_ADDRESS, or start one here with `shoal start --head` (none "
+          "was started from ",
+          temp_dir, ")"));
+    }
+    *address = local.head_address;
+  }
+  if (token->empty() && local.head_address == *address) *token = local.token;
+  if (token->empty()) {
+    // A head elsewhere in this temp dir with the same port.
+    for (const std::string& dir : ListSessionDirs(temp_dir)) {
+      if (ReadSessionFile(dir, "cluster_address") == *address) {
+        *token = ReadSessionFile(dir, "token");
+        if (!token->empty()) break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shoal

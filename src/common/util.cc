@@ -1,0 +1,242 @@
+#include "common/util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace shoal {
+
+std::string RandomHex(int bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < raw.size()) {
+    ssize_t n = getrandom(raw.data() + got, raw.size() - got, 0);
+    if (n > 0) got += n;
+  }
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes * 2);
+  for (unsigned char c : raw) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t MonotonicUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Hostname() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+namespace {
+
+std::string DefaultRouteInterface() {
+  std::ifstream in("/proc/net/route");
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = absl::StrSplit(line, '\t', absl::SkipEmpty());
+    if (f.size() > 2 && f[1] == "00000000") return f[0];
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string PrimaryIpAddress() {
+  std::string route_iface = DefaultRouteInterface();
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string first, routed;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK)) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr,
+              buf, sizeof(buf));
+    if (first.empty()) first = buf;
+    if (routed.empty() && route_iface == a->ifa_name) routed = buf;
+  }
+  freeifaddrs(list);
+  if (!routed.empty()) return routed;
+  if (!first.empty()) return first;
+  return "127.0.0.1";
+}
+
+bool IsLocalAddress(const std::string& ip) {
+  if (ip == "localhost" || absl::StartsWith(ip, "127.")) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr,
+              buf, sizeof(buf));
+    found = ip == buf;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+absl::Status SplitHostPort(const std::string& address, std::string* host,
+                           int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), port) || *port <= 0 ||
+      *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad address \"", address,
+                     "\": expected HOST:PORT, e.g. 10.0.0.2:6379"));
+  }
+  *host = address.substr(0, colon);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  }
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents,
+                       int mode) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  }
+  fchmod(fd, mode);
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return absl::InternalError(
+          absl::StrCat("cannot write ", path, ": ", strerror(err)));
+    }
+    done += n;
+  }
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirs(const std::string& path, int mode) {
+  std::string partial;
+  for (const auto& part : absl::StrSplit(path, '/')) {
+    partial += std::string(part) + "/";
+    if (part.empty()) continue;
+    if (mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
+      return absl::InternalError(
+          absl::StrCat("cannot create ", partial, ": ", strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+absl::StatusOr<std::string> Sha256File(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  }
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::string buf(1 << 20, '\0');
+  ssize_t n;
+  while ((n = read(fd, buf.data(), buf.size())) > 0) {
+    EVP_DigestUpdate(ctx, buf.data(), n);
+  }
+  close(fd);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, digest, &len);
+  EVP_MD_CTX_free(ctx);
+  if (n < 0) return absl::InternalError(absl::StrCat("cannot read ", path));
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kDigits[digest[i] >> 4]);
+    out.push_back(kDigits[digest[i] & 15]);
+  }
+  return out;
+}
+
+std::string SelfExecutable() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  std::string path(buf);
+  const std::string kDeleted = " (deleted)";
+  if (absl::EndsWith(path, kDeleted))
+    path.resize(path.size() - kDeleted.size());
+  return path;
+}
+
+bool ProcessAlive(int64_t pid) {
+  if (pid <= 0) return false;
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) {
+    return absl::StrCat("exited with code ", WEXITSTATUS(status));
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return absl::StrCat("killed by signal ", sig, " (", name ? name : "?", ")");
+  }
+  return absl::StrCat("ended with wait status ", status);
+}
+
+}  // namespace shoal

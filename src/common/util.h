@@ -1,0 +1,54 @@
+// Small operating-system helpers shared by every Shoal process.
+#ifndef SHOAL_COMMON_UTIL_H_
+#define SHOAL_COMMON_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace shoal {
+
+// `bytes` random bytes from the kernel, hex encoded (2 * bytes characters).
+std::string RandomHex(int bytes);
+
+int64_t NowMs();        // wall clock, milliseconds since the epoch
+int64_t MonotonicUs();  // steady clock, microseconds
+
+std::string Hostname();
+
+// The IPv4 address of the interface that holds the default route, else the
+// first non-loopback address that is up, else 127.0.0.1. Reads /proc and the
+// interface list only: nothing is sent.
+std::string PrimaryIpAddress();
+// True when `ip` is assigned to an interface of this host (or is loopback).
+bool IsLocalAddress(const std::string& ip);
+
+// Splits "host:port". Fails with a message naming the expected form.
+absl::Status SplitHostPort(const std::string& address, std::string* host,
+                           int* port);
+
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+// Writes atomically (temp file + rename) with the given mode.
+absl::Status WriteFile(const std::string& path, const std::string& contents,
+                       int mode = 0644);
+absl::Status MakeDirs(const std::string& path, int mode = 0755);
+bool PathExists(const std::string& path);
+
+// Hex SHA-256 of a file's contents.
+absl::StatusOr<std::string> Sha256File(const std::string& path);
+
+// Absolute path of the running executable.
+std::string SelfExecutable();
+
+// True while a process with this pid exists (signal 0).
+bool ProcessAlive(int64_t pid);
+
+// "exited with code 3", "killed by signal 9 (Killed)" for a waitpid status.
+std::string DescribeWaitStatus(int status);
+
+}  // namespace shoal
+
+#endif  // SHOAL_COMMON_UTIL_H_

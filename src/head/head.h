@@ -1,0 +1,39 @@
+// The head: cluster tables (nodes, jobs, key-value pairs, binaries), node
+// health, and the cluster view that node agents use for spillback.
+//
+// Threading: all state lives on the head's event loop. Create() starts the
+// loop; the destructor stops it.
+#ifndef SHOAL_HEAD_HEAD_H_
+#define SHOAL_HEAD_HEAD_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace shoal {
+
+struct HeadOptions {
+  std::string host = "127.0.0.1";  // address to listen on
+  int port = 6379;
+  std::string token;
+  std::string session_dir;  // blobs/ lives here
+  int64_t heartbeat_interval_ms = 500;
+  // An agent silent for this long is marked dead.
+  int64_t health_timeout_ms = 5000;
+};
+
+class Head {
+ public:
+  static absl::StatusOr<std::unique_ptr<Head>> Create(
+      const HeadOptions& options);
+  virtual ~Head() = default;
+  virtual int port() const = 0;
+  // Blocks until a SHUTDOWN_HEAD request or Stop().
+  virtual void Wait() = 0;
+  virtual void Stop() = 0;
+};
+
+}  // namespace shoal
+
+#endif  // SHOAL_HEAD_HEAD_H_

@@ -1,0 +1,674 @@
+#include "rpc/rpc.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/util.h"
+#include "google/protobuf/message_lite.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::rpc {
+namespace {
+
+enum FrameKind : uint8_t {
+  kHello = 1,
+  kHelloOk = 2,
+  kRequest = 3,
+  kResponse = 4,
+  kError = 5,
+};
+
+constexpr size_t kHeaderSize = 17;
+constexpr uint32_t kMaxFrameSize = 1u << 30;
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+void SetSocketOptions(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+std::string PeerName(const sockaddr_in& addr) {
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf));
+  return absl::StrCat(buf, ":", ntohs(addr.sin_port));
+}
+
+}  // namespace
+
+// One TCP connection: frames in, frames out. Lives on the loop; kept alive by
+// its registration with the loop until closed.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using FrameFn =
+      std::function<void(uint8_t, uint32_t, uint64_t, std::string_view)>;
+  using CloseFn = std::function<void(const absl::Status&)>;
+
+  Connection(EventLoop* loop, int fd, std::string peer, uint64_t id)
+      : loop_(loop), fd_(fd), peer_(std::move(peer)), id_(id) {}
+  ~Connection() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  void Start(FrameFn on_frame, CloseFn on_close, bool connecting) {
+    on_frame_ = std::move(on_frame);
+    on_close_ = std::move(on_close);
+    connecting_ = connecting;
+    auto self = shared_from_this();
+    uint32_t events = EPOLLIN | EPOLLRDHUP;
+    if (connecting) events |= EPOLLOUT;
+    watching_out_ = connecting;
+    loop_->AddFd(fd_, events, [self](uint32_t ev) { self->OnEvents(ev); });
+  }
+
+  void Send(uint8_t kind, uint32_t method, uint64_t call_id,
+            std::string_view payload) {
+    if (closed_) return;
+    char header[kHeaderSize];
+    uint32_t len = static_cast<uint32_t>(kHeaderSize - 4 + payload.size());
+    memcpy(header, &len, 4);
+    header[4] = static_cast<char>(kind);
+    memcpy(header + 5, &method, 4);
+    memcpy(header + 9, &call_id, 8);
+    out_.append(header, kHeaderSize);
+    out_.append(payload.data(), payload.size());
+    ScheduleFlush();
+  }
+
+  void Close(const absl::Status& why) {
+    if (closed_) return;
+    closed_ = true;
+    loop_->RemoveFd(fd_);
+    close(fd_);
+    fd_ = -1;
+    CloseFn fn = std::move(on_close_);
+    on_frame_ = nullptr;
+    if (fn) fn(why);
+  }
+
+  // Sends what is queued, then closes (used to refuse a connection with a
+  // reason the peer can print).
+  void CloseAfterFlush(const absl::Status& why) {
+    close_after_flush_ = true;
+    close_reason_ = why;
+    ScheduleFlush();
+  }
+
+  void FlushNow() {
+    if (!connecting_) Flush();
+  }
+
+  void set_authenticated() { authenticated_ = true; }
+  bool authenticated() const { return authenticated_; }
+  bool closed() const { return closed_; }
+  const std::string& peer() const { return peer_; }
+  uint64_t id() const { return id_; }
+
+ private:
+  void ScheduleFlush() {
+    if (flush_scheduled_ || connecting_) return;
+    flush_scheduled_ = true;
+    auto self = shared_from_this();
+    loop_->RunAtIterationEnd([self] {
+      self->flush_scheduled_ = false;
+      self->Flush();
+    });
+  }
+
+  void Flush() {
+    while (!closed_ && out_pos_ < out_.size()) {
+      ssize_t n = send(fd_, out_.data() + out_pos_, out_.size() - out_pos_,
+                       MSG_NOSIGNAL);
+      if (n > 0) {
+        out_pos_ += n;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!watching_out_) {
+          watching_out_ = true;
+          loop_->ModifyFd(fd_, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+        }
+        return;
+      }
+      Close(absl::UnavailableError(
+          absl::StrCat("write to ", peer_, " failed: ", strerror(errno))));
+      return;
+    }
+    if (closed_) return;
+    out_.clear();
+    out_pos_ = 0;
+    if (watching_out_) {
+      watching_out_ = false;
+      loop_->ModifyFd(fd_, EPOLLIN | EPOLLRDHUP);
+    }
+    if (close_after_flush_) Close(close_reason_);
+  }
+
+  void OnEvents(uint32_t ev) {
+    if (closed_) return;
+    if (connecting_) {
+      if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err != 0) {
+          Close(absl::UnavailableError(
+              absl::StrCat("cannot connect to ", peer_, ": ", strerror(err))));
+          return;
+        }
+        connecting_ = false;
+        Flush();
+        if (closed_) return;
+      }
+    }
+    if (ev & EPOLLIN) {
+      if (!ReadAll()) return;
+    }
+    if ((ev & EPOLLOUT) && !connecting_) Flush();
+    if (closed_) return;
+    if (ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+      // Read what is left before giving up: the peer may have replied and
+      // then closed.
+      if (!ReadAll()) return;
+      Close(absl::UnavailableError(
+          absl::StrCat("connection to ", peer_, " closed by the peer")));
+    }
+  }
+
+  // Returns false when the connection closed.
+  bool ReadAll() {
+    char buf[65536];
+    while (true) {
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n > 0) {
+        in_.append(buf, n);
+        if (!Parse()) return false;
+        if (static_cast<size_t>(n) < sizeof(buf)) return true;
+        continue;
+      }
+      if (n == 0) {
+        Close(absl::UnavailableError(
+            absl::StrCat("connection to ", peer_, " closed by the peer")));
+        return false;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      Close(absl::UnavailableError(
+          absl::StrCat("read from ", peer_, " failed: ", strerror(errno))));
+      return false;
+    }
+  }
+
+  bool Parse() {
+    auto self = shared_from_this();  // a frame handler may drop the last ref
+    size_t pos = in_pos_;
+    while (in_.size() - pos >= 4) {
+      uint32_t len;
+      memcpy(&len, in_.data() + pos, 4);
+      if (len < kHeaderSize - 4 || len > kMaxFrameSize) {
+        SHOAL_LOG(WARNING) << "malformed frame from " << peer_ << " (length "
+                           << len << "); closing the connection";
+        Close(absl::DataLossError(absl::StrCat("malformed frame from ", peer_,
+                                               ": is it a Shoal process?")));
+        return false;
+      }
+      if (in_.size() - pos < 4 + static_cast<size_t>(len)) break;
+      const char* f = in_.data() + pos;
+      uint8_t kind = static_cast<uint8_t>(f[4]);
+      uint32_t method;
+      uint64_t call_id;
+      memcpy(&method, f + 5, 4);
+      memcpy(&call_id, f + 9, 8);
+      std::string_view payload(f + kHeaderSize, len - (kHeaderSize - 4));
+      pos += 4 + len;
+      in_pos_ = pos;
+      if (on_frame_) on_frame_(kind, method, call_id, payload);
+      if (closed_) return false;
+      pos = in_pos_;
+    }
+    // Compact.
+    if (pos == in_.size()) {
+      in_.clear();
+      in_pos_ = 0;
+    } else if (pos > (1 << 16)) {
+      in_.erase(0, pos);
+      in_pos_ = 0;
+    } else {
+      in_pos_ = pos;
+    }
+    return true;
+  }
+
+  EventLoop* loop_;
+  int fd_;
+  std::string peer_;
+  uint64_t id_;
+  FrameFn on_frame_;
+  CloseFn on_close_;
+  std::string in_;
+  size_t in_pos_ = 0;
+  std::string out_;
+  size_t out_pos_ = 0;
+  bool connecting_ = false;
+  bool watching_out_ = false;
+  bool flush_scheduled_ = false;
+  bool closed_ = false;
+  bool authenticated_ = false;
+  bool close_after_flush_ = false;
+  absl::Status close_reason_;
+};
+
+// ---- Responder ----
+
+void Responder::Reply(const google::protobuf::MessageLite& message) const {
+  ReplyRaw(Serialize(message));
+}
+
+void Responder::ReplyRaw(std::string payload) const {
+  if (conn_ == nullptr || conn_->closed()) return;
+  conn_->Send(kResponse, 0, call_id_, payload);
+}
+
+void Responder::ReplyNow(const google::protobuf::MessageLite& message) const {
+  if (conn_ == nullptr || conn_->closed()) return;
+  conn_->Send(kResponse, 0, call_id_, Serialize(message));
+  conn_->FlushNow();
+}
+
+void Responder::Error(const absl::Status& status) const {
+  if (conn_ == nullptr || conn_->closed()) return;
+  conn_->Send(kError, static_cast<uint32_t>(status.code()), call_id_,
+              std::string(status.message()));
+}
+
+uint64_t Responder::connection_id() const { return conn_ ? conn_->id() : 0; }
+
+const std::string& Responder::peer() const {
+  static const std::string kNone;
+  return conn_ ? conn_->peer() : kNone;
+}
+
+// ---- Server ----
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(EventLoop* loop,
+                                                       const std::string& host,
+                                                       int port,
+                                                       std::string token) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot listen on \"", host, "\": give an IPv4 address of this host"));
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    close(fd);
+    if (err == EADDRINUSE) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("address ", host, ":", port, " is already in use"));
+    }
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":",
+                                               port, ": ", strerror(err)));
+  }
+  if (listen(fd, 1024) != 0) {
+    int err = errno;
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("listen: ", strerror(err)));
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::unique_ptr<Server> server(
+      new Server(loop, fd, ntohs(addr.sin_port), std::move(token)));
+  Server* raw = server.get();
+  if (loop->InLoop()) {
+    loop->AddFd(fd, EPOLLIN, [raw](uint32_t) { raw->Accept(); });
+  } else {
+    loop->Post([raw, fd] {
+      raw->loop_->AddFd(fd, EPOLLIN, [raw](uint32_t) { raw->Accept(); });
+    });
+  }
+  return server;
+}
+
+Server::Server(EventLoop* loop, int listen_fd, int port, std::string token)
+    : loop_(loop),
+      listen_fd_(listen_fd),
+      port_(port),
+      token_(std::move(token)) {}
+
+Server::~Server() { Shutdown(); }
+
+void Server::Register(int method, Handler handler) {
+  handlers_[method] = std::move(handler);
+}
+
+void Server::OnDisconnect(std::function<void(uint64_t)> callback) {
+  on_disconnect_ = std::move(callback);
+}
+
+void Server::Shutdown() {
+  if (listen_fd_ >= 0) {
+    loop_->RemoveFd(listen_fd_);
+    close(listen_fd_);
+    listen_fd_ = -1;
+  }
+  auto conns = std::move(conns_);
+  conns_.clear();
+  on_disconnect_ = nullptr;
+  for (auto& [id, conn] : conns)
+    conn->Close(absl::CancelledError("server stopped"));
+}
+
+void Server::Accept() {
+  while (true) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        SHOAL_LOG(WARNING) << "accept: " << strerror(errno);
+      }
+      return;
+    }
+    SetSocketOptions(fd);
+    uint64_t id = next_conn_id_++;
+    auto conn = std::make_shared<Connection>(loop_, fd, PeerName(addr), id);
+    conns_[id] = conn;
+    std::weak_ptr<Connection> weak = conn;
+    conn->Start(
+        [this, weak](uint8_t kind, uint32_t method, uint64_t call_id,
+                     std::string_view payload) {
+          if (auto c = weak.lock()) OnFrame(c, kind, method, call_id, payload);
+        },
+        [this, id](const absl::Status&) {
+          auto it = conns_.find(id);
+          if (it == conns_.end()) return;
+          bool was_authenticated = it->second->authenticated();
+          conns_.erase(it);
+          if (was_authenticated && on_disconnect_) on_disconnect_(id);
+        },
+        /*connecting=*/false);
+  }
+}
+
+void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
+                     uint32_t method, uint64_t call_id,
+                     std::string_view payload) {
+  if (!conn->authenticated()) {
+    proto::Hello hello;
+    if (kind != kHello ||
+        !hello.ParseFromArray(payload.data(), payload.size())) {
+      SHOAL_LOG(WARNING) << "refused connection from " << conn->peer()
+                         << ": it did not start with a Shoal hello";
+      conn->Send(kError,
+                 static_cast<uint32_t>(absl::StatusCode::kUnauthenticated), 0,
+                 "this is a Shoal port: speak the Shoal protocol");
+      conn->CloseAfterFlush(absl::UnauthenticatedError("no hello"));
+      return;
+    }
+    if (!ConstantTimeEquals(hello.token(), token_)) {
+      SHOAL_LOG(WARNING) << "refused " << hello.peer_name() << " from "
+                         << conn->peer() << ": wrong or missing cluster token";
+      conn->Send(
+          kError, static_cast<uint32_t>(absl::StatusCode::kPermissionDenied), 0,
+          "the cluster refused the connection: wrong or missing cluster token. "
+          "Pass the token that `shoal start --head` printed with --token or "
+          "SHOAL_TOKEN (it is kept in the head's session folder, file token)");
+      conn->CloseAfterFlush(absl::PermissionDeniedError("bad token"));
+      return;
+    }
+    conn->set_authenticated();
+    conn->Send(kHelloOk, 0, 0, {});
+    return;
+  }
+  if (kind != kRequest) {
+    SHOAL_LOG(WARNING) << "unexpected frame kind " << int{kind} << " from "
+                       << conn->peer();
+    return;
+  }
+  auto it = handlers_.find(static_cast<int>(method));
+  Responder responder(conn, call_id);
+  if (it == handlers_.end()) {
+    responder.Error(absl::UnimplementedError(absl::StrCat(
+        "this process does not serve method ", method,
+        "; is the peer a different kind of Shoal process or version?")));
+    return;
+  }
+  it->second(payload, std::move(responder));
+}
+
+// ---- Channel ----
+
+Channel::Channel(EventLoop* loop, std::string address, std::string token,
+                 std::string peer_name)
+    : loop_(loop),
+      address_(std::move(address)),
+      token_(std::move(token)),
+      peer_name_(std::move(peer_name)) {}
+
+Channel::~Channel() {
+  *alive_ = false;
+  Close();
+}
+
+bool Channel::connected() const { return conn_ != nullptr && ready_; }
+
+void Channel::OnDisconnect(std::function<void(const absl::Status&)> callback) {
+  on_disconnect_ = std::move(callback);
+}
+
+void Channel::Close() {
+  if (conn_) {
+    auto conn = std::move(conn_);
+    conn->Close(absl::CancelledError("channel closed"));
+  }
+}
+
+void Channel::Connect() {
+  std::string host;
+  int port = 0;
+  absl::Status split = SplitHostPort(address_, &host, &port);
+  auto fail_soon = [this](absl::Status why) {
+    std::weak_ptr<bool> alive = alive_;
+    loop_->Post([this, alive, why] {
+      if (alive.lock() && *alive.lock()) OnClosed(why);
+    });
+  };
+  if (!split.ok()) {
+    conn_ = nullptr;
+    fail_soon(split);
+    return;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc =
+      getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    fail_soon(absl::UnavailableError(
+        absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc))));
+    return;
+  }
+  sockaddr_in addr;
+  memcpy(&addr, res->ai_addr, sizeof(addr));
+  freeaddrinfo(res);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    fail_soon(absl::InternalError(absl::StrCat("socket: ", strerror(errno))));
+    return;
+  }
+  SetSocketOptions(fd);
+  int r = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  if (r != 0 && errno != EINPROGRESS) {
+    int err = errno;
+    close(fd);
+    fail_soon(absl::UnavailableError(
+        absl::StrCat("cannot connect to ", address_, ": ", strerror(err))));
+    return;
+  }
+  auto conn = std::make_shared<Connection>(loop_, fd, address_, 0);
+  conn_ = conn;
+  ready_ = false;
+  std::weak_ptr<bool> alive = alive_;
+  std::weak_ptr<Connection> weak = conn;
+  conn->Start(
+      [this, alive](uint8_t kind, uint32_t method, uint64_t call_id,
+                    std::string_view payload) {
+        auto a = alive.lock();
+        if (a && *a) OnFrame(kind, method, call_id, payload);
+      },
+      [this, alive, weak](const absl::Status& why) {
+        auto a = alive.lock();
+        if (!a || !*a) return;
+        // Only the current connection's loss concerns us.
+        if (weak.lock() != conn_ && conn_ != nullptr) return;
+        OnClosed(why);
+      },
+      /*connecting=*/true);
+  proto::Hello hello;
+  hello.set_token(token_);
+  hello.set_peer_name(peer_name_);
+  std::string payload = hello.SerializeAsString();
+  // Written once the connection completes.
+  conn->Send(kHello, 0, 0, payload);
+}
+
+void Channel::Call(int method, std::string payload, Callback callback,
+                   int64_t timeout_ms) {
+  uint64_t id = next_call_id_++;
+  Pending& p = pending_[id];
+  p.callback = std::move(callback);
+  if (timeout_ms > 0) {
+    std::weak_ptr<bool> alive = alive_;
+    p.timer = loop_->RunAfter(timeout_ms, [this, alive, id, timeout_ms] {
+      auto a = alive.lock();
+      if (!a || !*a) return;
+      auto it = pending_.find(id);
+      if (it == pending_.end()) return;
+      it->second.timer = 0;
+      Fail(id, absl::DeadlineExceededError(absl::StrCat(
+                   "no reply from ", address_, " within ", timeout_ms, " ms")));
+    });
+  }
+  if (conn_ != nullptr && ready_) {
+    conn_->Send(kRequest, static_cast<uint32_t>(method), id, payload);
+    return;
+  }
+  char header[kHeaderSize];
+  uint32_t len = static_cast<uint32_t>(kHeaderSize - 4 + payload.size());
+  memcpy(header, &len, 4);
+  header[4] = static_cast<char>(kRequest);
+  uint32_t m = static_cast<uint32_t>(method);
+  memcpy(header + 5, &m, 4);
+  memcpy(header + 9, &id, 8);
+  queued_.push_back(std::string(header, kHeaderSize) + payload);
+  if (conn_ == nullptr) Connect();
+}
+
+void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
+                      std::string_view payload) {
+  if (kind == kHelloOk) {
+    ready_ = true;
+    auto queued = std::move(queued_);
+    queued_.clear();
+    for (const std::string& frame : queued) {
+      uint32_t m;
+      uint64_t id;
+      memcpy(&m, frame.data() + 5, 4);
+      memcpy(&id, frame.data() + 9, 8);
+      if (pending_.count(id) == 0) continue;  // timed out meanwhile
+      conn_->Send(kRequest, m, id, std::string_view(frame).substr(kHeaderSize));
+    }
+    return;
+  }
+  if (kind == kError && call_id == 0) {
+    // The server refused the handshake; it closes the connection next.
+    absl::Status why(static_cast<absl::StatusCode>(method),
+                     std::string(payload));
+    if (conn_) {
+      auto conn = conn_;
+      conn->Close(why);
+    }
+    return;
+  }
+  auto it = pending_.find(call_id);
+  if (it == pending_.end()) return;  // timed out
+  Pending p = std::move(it->second);
+  pending_.erase(it);
+  if (p.timer != 0) loop_->CancelTimer(p.timer);
+  if (kind == kResponse) {
+    p.callback(std::string(payload));
+  } else {
+    p.callback(absl::Status(static_cast<absl::StatusCode>(method),
+                            std::string(payload)));
+  }
+}
+
+void Channel::Fail(uint64_t call_id, const absl::Status& status) {
+  auto it = pending_.find(call_id);
+  if (it == pending_.end()) return;
+  Pending p = std::move(it->second);
+  pending_.erase(it);
+  if (p.timer != 0) loop_->CancelTimer(p.timer);
+  p.callback(status);
+}
+
+void Channel::OnClosed(const absl::Status& why) {
+  bool was_ready = ready_;
+  conn_ = nullptr;
+  ready_ = false;
+  queued_.clear();
+  absl::Status status = why;
+  if (why.code() != absl::StatusCode::kPermissionDenied &&
+      why.code() != absl::StatusCode::kUnauthenticated) {
+    status = absl::UnavailableError(why.message());
+  }
+  std::vector<uint64_t> ids;
+  ids.reserve(pending_.size());
+  for (auto& [id, p] : pending_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  std::weak_ptr<bool> alive = alive_;
+  for (uint64_t id : ids) {
+    Fail(id, status);
+    auto a = alive.lock();
+    if (!a || !*a) return;
+  }
+  if (was_ready && on_disconnect_) on_disconnect_(status);
+}
+
+bool ParseMessage(std::string_view payload, google::protobuf::MessageLite* m) {
+  return m->ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+}
+
+std::string Serialize(const google::protobuf::MessageLite& m) {
+  return m.SerializeAsString();
+}
+
+}  // namespace shoal::rpc

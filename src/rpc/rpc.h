@@ -1,0 +1,183 @@
+// Shoal's RPC: length-prefixed frames over TCP, one event loop per process.
+//
+// A frame is a 17-byte header (u32 length of the rest, u8 kind, u32 method,
+// u64 call id, little endian) and a payload, normally a serialized protobuf
+// message of proto/shoal/shoal.proto. Every connection starts with a Hello
+// frame that carries the cluster token; the server refuses (and logs) a
+// connection whose token is wrong before any request is read. Responses may
+// arrive in any order; the call id pairs them with requests. Frames written
+// during one loop iteration leave in one write(2): pipelined calls batch by
+// themselves. See docs/design/rpc.md for why this and not gRPC.
+//
+// Threading: Server and Channel live on one EventLoop; all their methods must
+// be called on that loop's thread, and callbacks run there.
+#ifndef SHOAL_RPC_RPC_H_
+#define SHOAL_RPC_RPC_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rpc/event_loop.h"
+
+namespace google::protobuf {
+class MessageLite;
+}
+
+namespace shoal::rpc {
+
+class Connection;
+
+// Replies to one request. Cheap to copy; may be kept and used later (on the
+// loop thread). Replying to a connection that has closed does nothing.
+class Responder {
+ public:
+  Responder() = default;
+  void Reply(const google::protobuf::MessageLite& message) const;
+  void ReplyRaw(std::string payload) const;
+  // Replies and writes to the socket at once instead of at the end of the
+  // loop iteration (a worker does this so that results already computed are
+  // not lost if the next task crashes the process).
+  void ReplyNow(const google::protobuf::MessageLite& message) const;
+  void Error(const absl::Status& status) const;
+  uint64_t connection_id() const;
+  const std::string& peer() const;
+
+ private:
+  friend class Server;
+  Responder(std::shared_ptr<Connection> conn, uint64_t call_id)
+      : conn_(std::move(conn)), call_id_(call_id) {}
+  std::shared_ptr<Connection> conn_;
+  uint64_t call_id_ = 0;
+};
+
+class Server {
+ public:
+  using Handler = std::function<void(std::string_view payload, Responder)>;
+
+  // Listens on host:port (port 0 picks one). Fails with a message naming the
+  // address when it is taken.
+  static absl::StatusOr<std::unique_ptr<Server>> Create(EventLoop* loop,
+                                                        const std::string& host,
+                                                        int port,
+                                                        std::string token);
+  ~Server();
+
+  int port() const { return port_; }
+  void Register(int method, Handler handler);
+  // Called when an authenticated connection closes (its id is the one
+  // Responder::connection_id() gave).
+  void OnDisconnect(std::function<void(uint64_t connection_id)> callback);
+  // Stops accepting and closes every connection.
+  void Shutdown();
+
+ private:
+  Server(EventLoop* loop, int listen_fd, int port, std::string token);
+  void Accept();
+  void OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
+               uint32_t method, uint64_t call_id, std::string_view payload);
+
+  EventLoop* loop_;
+  int listen_fd_;
+  int port_;
+  std::string token_;
+  uint64_t next_conn_id_ = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<Connection>> conns_;
+  std::unordered_map<int, Handler> handlers_;
+  std::function<void(uint64_t)> on_disconnect_;
+};
+
+// A client connection to one address. Connects on first use and again after a
+// failure; calls made while connecting wait for the handshake.
+class Channel {
+ public:
+  using Callback = std::function<void(absl::StatusOr<std::string> payload)>;
+
+  Channel(EventLoop* loop, std::string address, std::string token,
+          std::string peer_name);
+  ~Channel();
+
+  // timeout_ms <= 0: no deadline (the call still fails if the connection is
+  // lost).
+  void Call(int method, std::string payload, Callback callback,
+            int64_t timeout_ms = 0);
+  // Called each time an established connection is lost.
+  void OnDisconnect(std::function<void(const absl::Status&)> callback);
+  const std::string& address() const { return address_; }
+  bool connected() const;
+  size_t pending_calls() const { return pending_.size(); }
+  void Close();
+
+ private:
+  struct Pending {
+    Callback callback;
+    uint64_t timer = 0;
+  };
+  void Connect();
+  void OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
+               std::string_view payload);
+  void OnClosed(const absl::Status& why);
+  void Fail(uint64_t call_id, const absl::Status& status);
+
+  EventLoop* loop_;
+  const std::string address_;
+  const std::string token_;
+  const std::string peer_name_;
+  std::shared_ptr<Connection> conn_;
+  bool ready_ = false;  // handshake done
+  uint64_t next_call_id_ = 1;
+  std::unordered_map<uint64_t, Pending> pending_;
+  std::vector<std::string> queued_;  // encoded frames waiting for the handshake
+  std::function<void(const absl::Status&)> on_disconnect_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// Typed convenience over Channel::Call.
+bool ParseMessage(std::string_view payload, google::protobuf::MessageLite* m);
+std::string Serialize(const google::protobuf::MessageLite& m);
+
+template <typename Reply>
+void CallProto(Channel* channel, int method,
+               const google::protobuf::MessageLite& request,
+               std::function<void(absl::StatusOr<Reply>)> callback,
+               int64_t timeout_ms = 0) {
+  channel->Call(
+      method, Serialize(request),
+      [cb = std::move(callback), method](absl::StatusOr<std::string> payload) {
+        if (!payload.ok()) return cb(payload.status());
+        Reply reply;
+        if (!ParseMessage(*payload, &reply)) {
+          return cb(absl::DataLossError("malformed reply to method " +
+                                        std::to_string(method)));
+        }
+        cb(std::move(reply));
+      },
+      timeout_ms);
+}
+
+// Registers a typed handler: a request that does not parse gets an
+// InvalidArgument error and the handler is not called.
+template <typename Request>
+void RegisterProto(Server* server, int method,
+                   std::function<void(const Request&, Responder)> handler) {
+  server->Register(method, [h = std::move(handler), method](
+                               std::string_view payload, Responder r) {
+    Request request;
+    if (!ParseMessage(payload, &request)) {
+      r.Error(absl::InvalidArgumentError(
+          "malformed request for method " + std::to_string(method) +
+          ": the peer speaks another protocol version or sent garbage"));
+      return;
+    }
+    h(request, std::move(r));
+  });
+}
+
+}  // namespace shoal::rpc
+
+#endif  // SHOAL_RPC_RPC_H_

@@ -1,0 +1,70 @@
+// SHOAL_REMOTE's table: name -> invoker, and function address -> name.
+#include "worker/function_registry.h"
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "shoal/api.h"
+
+namespace shoal::internal {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, Invoker> by_name;
+  std::unordered_map<const void*, std::string> by_address;
+};
+
+Registry& GetRegistry() {
+  static Registry* registry = new Registry();
+  return *registry;
+}
+
+}  // namespace
+
+void RegisterFunction(const std::string& name, const void* address,
+                      Invoker invoker) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.by_name[name] = std::move(invoker);
+  r.by_address[address] = name;
+}
+
+const std::string& FunctionName(const void* address) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_address.find(address);
+  if (it == r.by_address.end()) {
+    throw Error(
+        "this function is not a remote function: register it with "
+        "SHOAL_REMOTE(name) at namespace scope");
+  }
+  return it->second;
+}
+
+const Invoker* FindInvoker(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> SplitFunctionNames(const char* names) {
+  std::vector<std::string> out;
+  std::string current;
+  for (const char* p = names;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      size_t b = current.find_first_not_of(" \t\n&");
+      size_t e = current.find_last_not_of(" \t\n");
+      out.push_back(b == std::string::npos ? "" : current.substr(b, e - b + 1));
+      current.clear();
+      if (*p == '\0') break;
+    } else {
+      current.push_back(*p);
+    }
+  }
+  return out;
+}
+
+}  // namespace shoal::internal
