@@ -287,6 +287,9 @@ struct NodeInfo {
   std::map<std::string, std::string> labels;
 };
 
+// In a worker: the node it runs on; in a driver: "" (it is no node's).
+std::string CurrentNodeId();
+
 // Totals and free amounts over alive nodes.
 std::map<std::string, double> ClusterResources();
 std::map<std::string, double> AvailableResources();

@@ -128,6 +128,15 @@ void Shutdown() {
 
 bool IsInitialized() { return Runtime() != nullptr; }
 
+std::string CurrentNodeId() {
+  const char* role = getenv("SHOAL_ROLE");
+  const char* node = getenv("SHOAL_NODE_ID");
+  if (role == nullptr || std::string(role) != "worker" || node == nullptr) {
+    return "";
+  }
+  return node;
+}
+
 std::map<std::string, double> ClusterResources() { return SumResources(false); }
 std::map<std::string, double> AvailableResources() {
   return SumResources(true);
