@@ -1,0 +1,172 @@
+#include "tests/testing/test_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/session.h"
+#include "common/util.h"
+
+namespace shoal::testing {
+
+int RunCli(const std::vector<std::string>& args, std::string* output,
+           const std::vector<std::string>& env) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return -1;
+  std::vector<std::string> argv_s = {SelfExecutable()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], 1);
+    dup2(pipe_fds[1], 2);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    setenv("SHOAL_ROLE", "cli", 1);
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0) out.append(buf, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
+    const ClusterSpec& spec) {
+  std::unique_ptr<TestCluster> owned(new TestCluster());
+  TestCluster& c = *owned;
+  c.spec_ = spec;
+  char tmpl[] = "/tmp/shoal-test-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
+  c.root_ = tmpl;
+  c.stopped_ = false;
+  const NodeSpec& head = spec.nodes.at(0);
+  std::vector<std::string> args = {"start",
+                                   "--head",
+                                   "--port",
+                                   "0",
+                                   "--node-ip-address",
+                                   "127.0.0.1",
+                                   "--temp-dir",
+                                   c.temp_dir(0),
+                                   "--num-cpus",
+                                   std::to_string(head.num_cpus),
+                                   "--health-timeout-ms",
+                                   std::to_string(spec.health_timeout_ms),
+                                   "--infeasible-grace-ms",
+                                   std::to_string(spec.infeasible_grace_ms)};
+  if (!head.node_id.empty()) {
+    args.push_back("--node-id");
+    args.push_back(head.node_id);
+  }
+  if (!head.resources_json.empty()) {
+    args.push_back("--resources");
+    args.push_back(head.resources_json);
+  }
+  std::string out;
+  if (RunCli(args, &out) != 0) {
+    return absl::InternalError("shoal start --head failed: " + out);
+  }
+  c.num_nodes_ = 1;
+  std::string dir = c.session_dir(0);
+  c.address_ = ReadSessionFile(dir, "cluster_address");
+  c.token_ = ReadSessionFile(dir, "token");
+  for (size_t i = 1; i < spec.nodes.size(); ++i) {
+    absl::Status st = c.AddNode(spec.nodes[i]);
+    if (!st.ok()) return st;
+  }
+  return owned;
+}
+
+TestCluster::~TestCluster() { Stop(); }
+
+std::string TestCluster::temp_dir(size_t node) const {
+  return absl::StrCat(root_, "/node", node);
+}
+
+std::string TestCluster::session_dir(size_t node) const {
+  return temp_dir(node) + "/session_latest";
+}
+
+pid_t TestCluster::agent_pid(size_t node) const {
+  int64_t pid = 0;
+  (void)absl::SimpleAtoi(ReadSessionFile(session_dir(node), "agent.pid"), &pid);
+  return static_cast<pid_t>(pid);
+}
+
+pid_t TestCluster::head_pid() const {
+  int64_t pid = 0;
+  (void)absl::SimpleAtoi(ReadSessionFile(session_dir(0), "head.pid"), &pid);
+  return static_cast<pid_t>(pid);
+}
+
+absl::Status TestCluster::AddNode(const NodeSpec& node) {
+  size_t index = num_nodes_;
+  std::vector<std::string> args = {"start",
+                                   "--address",
+                                   address_,
+                                   "--token",
+                                   token_,
+                                   "--node-ip-address",
+                                   "127.0.0.1",
+                                   "--temp-dir",
+                                   temp_dir(index),
+                                   "--num-cpus",
+                                   std::to_string(node.num_cpus),
+                                   "--infeasible-grace-ms",
+                                   std::to_string(spec_.infeasible_grace_ms)};
+  if (!node.node_id.empty()) {
+    args.push_back("--node-id");
+    args.push_back(node.node_id);
+  }
+  if (!node.resources_json.empty()) {
+    args.push_back("--resources");
+    args.push_back(node.resources_json);
+  }
+  std::string out;
+  if (RunCli(args, &out) != 0) {
+    return absl::InternalError("shoal start --address failed: " + out);
+  }
+  ++num_nodes_;
+  return absl::OkStatus();
+}
+
+void TestCluster::KillAgent(size_t node) {
+  pid_t pid = agent_pid(node);
+  if (pid > 0) kill(pid, SIGKILL);
+}
+
+void TestCluster::ExportEnvironment() const {
+  setenv("SHOAL_ADDRESS", address_.c_str(), 1);
+  setenv("SHOAL_TOKEN", token_.c_str(), 1);
+}
+
+void TestCluster::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  for (size_t i = num_nodes_; i-- > 0;) {
+    std::string out;
+    RunCli({"stop", "--temp-dir", temp_dir(i)}, &out);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(root_, ec);
+}
+
+}  // namespace shoal::testing

@@ -1,0 +1,71 @@
+// A real cluster for tests and benchmarks: a head and node agents started
+// with the `shoal` CLI (this binary re-executed with SHOAL_ROLE=cli), each
+// node with its own temp dir on loopback, as separate hosts would have.
+#ifndef SHOAL_TESTS_TESTING_TEST_CLUSTER_H_
+#define SHOAL_TESTS_TESTING_TEST_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shoal::testing {
+
+struct NodeSpec {
+  std::string node_id;         // --node-id
+  double num_cpus = 2;         // --num-cpus
+  std::string resources_json;  // --resources
+};
+
+struct ClusterSpec {
+  std::vector<NodeSpec> nodes;  // nodes[0] is the head node
+  int64_t health_timeout_ms = 2000;
+  int64_t infeasible_grace_ms = 1000;
+};
+
+// Runs the CLI (this executable with SHOAL_ROLE=cli) and returns its exit
+// code; stdout and stderr are captured into *output.
+int RunCli(const std::vector<std::string>& args, std::string* output,
+           const std::vector<std::string>& env = {});
+
+class TestCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<TestCluster>> Start(
+      const ClusterSpec& spec);
+  TestCluster(const TestCluster&) = delete;
+  TestCluster& operator=(const TestCluster&) = delete;
+  ~TestCluster();
+
+  const std::string& address() const { return address_; }
+  const std::string& token() const { return token_; }
+  const std::string& root() const { return root_; }
+  std::string temp_dir(size_t node) const;
+  // Session folder of node i.
+  std::string session_dir(size_t node) const;
+  pid_t agent_pid(size_t node) const;
+  pid_t head_pid() const;
+  // Adds a node agent (joins the running head).
+  absl::Status AddNode(const NodeSpec& node);
+  // kill -9 of node i's agent (its workers die with it).
+  void KillAgent(size_t node);
+  // Sets SHOAL_ADDRESS and SHOAL_TOKEN in this process.
+  void ExportEnvironment() const;
+  // `shoal stop` for every node, then removes the temp dirs.
+  void Stop();
+
+ private:
+  TestCluster() = default;
+  ClusterSpec spec_;
+  std::string root_;
+  std::string address_;
+  std::string token_;
+  size_t num_nodes_ = 0;
+  bool stopped_ = true;
+};
+
+}  // namespace shoal::testing
+
+#endif  // SHOAL_TESTS_TESTING_TEST_CLUSTER_H_
