@@ -81,7 +81,8 @@ class CoreRuntimeImpl : public CoreRuntime {
     head_ = std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
                                            options_.token, "driver");
     binary_path_ = SelfExecutable();
-    ASSIGN_OR_RETURN(binary_hash_, Sha256File(binary_path_));
+    // Read through /proc: the file may have been replaced or removed.
+    ASSIGN_OR_RETURN(binary_hash_, Sha256File("/proc/self/exe"));
     proto::RegisterJobRequest job;
     job.set_driver_host(Hostname());
     job.set_driver_pid(getpid());
@@ -297,7 +298,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     ASSIGN_OR_RETURN(auto has,
                      CallHead<proto::HasBlobReply>(proto::HAS_BLOB, ref));
     if (has.present()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string data, ReadFile(binary_path_));
+    ASSIGN_OR_RETURN(std::string data, ReadFile("/proc/self/exe"));
     int64_t offset = 0;
     do {
       proto::BlobChunk chunk;
@@ -471,6 +472,9 @@ class CoreRuntimeImpl : public CoreRuntime {
                    absl::StatusOr<std::string> reply) {
     ShapeQueue& q = shapes_[key];
     LeasedWorker* w = FindWorker(q, lease_id);
+    SHOAL_LOG(DEBUG) << "reply for " << task_id << " lease " << lease_id
+                     << " worker " << (w != nullptr) << ": "
+                     << (reply.ok() ? "ok" : reply.status().ToString());
     if (w == nullptr) return;  // the worker was already declared lost
     if (!reply.ok() &&
         reply.status().code() == absl::StatusCode::kUnavailable) {
@@ -699,7 +703,8 @@ class CoreRuntimeImpl : public CoreRuntime {
     for (const auto& id : queue) FailTask(id, e);
   }
 
-  void CompleteTask(const std::string& id, std::string value) {
+  // `id` is a copy: the task entry that may hold it is erased here.
+  void CompleteTask(std::string id, std::string value) {
     tasks_.erase(id);
     {
       std::lock_guard<std::mutex> lock(obj_mu_);
@@ -717,7 +722,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     ResolveDependents(id);
   }
 
-  void FailTask(const std::string& id, const ObjectEntry& error) {
+  void FailTask(std::string id, const ObjectEntry& error) {
     tasks_.erase(id);
     {
       std::lock_guard<std::mutex> lock(obj_mu_);

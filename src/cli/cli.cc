@@ -203,6 +203,33 @@ int RunAgent(const AgentFlags& f) {
   return 0;
 }
 
+// Who holds host:port: a Shoal head started from a temp dir we know (named
+// by session and pid), another cluster's Shoal head (it answers our hello),
+// or another program.
+std::string DescribeListener(const std::string& host, int port,
+                             const std::string& temp_dir) {
+  std::string address = absl::StrCat(host, ":", port);
+  for (const std::string& td : {temp_dir, DefaultTempDir()}) {
+    for (const std::string& d : ListSessionDirs(td)) {
+      if (LivePid(d, "head") != 0 &&
+          ReadSessionFile(d, "cluster_address") == address) {
+        return absl::StrCat(" by a running Shoal head (session ", d, ", pid ",
+                            LivePid(d, "head"), ")");
+      }
+    }
+  }
+  auto probe = CallOnce<proto::ClusterStatus>(
+      address, "probe", proto::GET_CLUSTER_STATUS, proto::Empty(), 2000);
+  if (!probe.ok() &&
+      probe.status().code() == absl::StatusCode::kPermissionDenied) {
+    return absl::StrCat(" by a running Shoal head at ", address,
+                        " (started from another temp dir; `shoal status "
+                        "--address ",
+                        address, "` shows it)");
+  }
+  return " by another program";
+}
+
 // ---- start ----
 
 struct StartFlags {
@@ -330,19 +357,9 @@ int Start(const StartFlags& f) {
     if (!pid.ok()) {
       std::string msg(pid.status().message());
       if (msg.find("already in use") != std::string::npos) {
-        std::string who = " by another program";
-        for (const std::string& td : {temp_dir, DefaultTempDir()}) {
-          for (const std::string& d : ListSessionDirs(td)) {
-            std::string addr = ReadSessionFile(d, "cluster_address");
-            if (LivePid(d, "head") != 0 &&
-                addr == absl::StrCat(host, ":", f.port)) {
-              who = absl::StrCat(" by the Shoal head of session ", d, " (pid ",
-                                 LivePid(d, "head"), ")");
-            }
-          }
-        }
         return Fail(absl::StrCat("cannot start the head: ", host, ":", f.port,
-                                 " is already in use", who,
+                                 " is already in use",
+                                 DescribeListener(host, f.port, temp_dir),
                                  ". Stop it with `shoal stop`, or choose "
                                  "another --port"));
       }

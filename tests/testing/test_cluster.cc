@@ -165,8 +165,11 @@ void TestCluster::Stop() {
     std::string out;
     RunCli({"stop", "--temp-dir", temp_dir(i)}, &out);
   }
-  std::error_code ec;
-  std::filesystem::remove_all(root_, ec);
+  // SHOAL_TEST_KEEP=1 keeps the logs for a post-mortem.
+  if (getenv("SHOAL_TEST_KEEP") == nullptr) {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
 }
 
 }  // namespace shoal::testing
