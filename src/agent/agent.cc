@@ -267,36 +267,51 @@ class AgentImpl : public NodeAgent {
   }
 
   void ScheduleHeartbeat() {
-    loop_->RunAfter(heartbeat_ms_, [this] {
-      if (head_ == nullptr) return;
-      proto::HeartbeatRequest req;
-      req.set_node_id(node_id_);
-      available_.ToProto(req.mutable_available());
-      FillDemands(&req);
-      rpc::CallProto<proto::HeartbeatReply>(
-          head_.get(), proto::HEARTBEAT, req,
-          [this](absl::StatusOr<proto::HeartbeatReply> reply) {
-            if (!reply.ok()) {
-              if (!head_warned_) {
-                SHOAL_LOG(WARNING)
-                    << "heartbeat to head failed: " << reply.status()
-                    << " (retrying)";
-                head_warned_ = true;
-              }
-            } else if (reply->unknown_node()) {
+    loop_->RunAfter(heartbeat_ms_, [this] { SendHeartbeat(/*periodic=*/true); });
+  }
+
+  // Tells the head about a change (lease granted or returned, request
+  // queued) soon, rather than at the next periodic heartbeat, so that
+  // `shoal status` and other agents' spillback see it. Coalesced.
+  void ReportSoon() {
+    if (report_scheduled_ || head_ == nullptr) return;
+    report_scheduled_ = true;
+    loop_->RunAfter(20, [this] {
+      report_scheduled_ = false;
+      SendHeartbeat(/*periodic=*/false);
+    });
+  }
+
+  void SendHeartbeat(bool periodic) {
+    if (head_ == nullptr) return;
+    proto::HeartbeatRequest req;
+    req.set_node_id(node_id_);
+    available_.ToProto(req.mutable_available());
+    FillDemands(&req);
+    rpc::CallProto<proto::HeartbeatReply>(
+        head_.get(), proto::HEARTBEAT, req,
+        [this, periodic](absl::StatusOr<proto::HeartbeatReply> reply) {
+          if (!reply.ok()) {
+            if (!head_warned_) {
+              SHOAL_LOG(WARNING) << "heartbeat to head failed: "
+                                 << reply.status() << " (retrying)";
+              head_warned_ = true;
+            }
+          } else if (reply->unknown_node()) {
+            if (periodic) {
               SHOAL_LOG(WARNING) << "the head does not know this node (it "
                                     "restarted or declared it dead); "
                                     "registering again";
               Register(nullptr);
-            } else {
-              head_warned_ = false;
-              view_.assign(reply->nodes().begin(), reply->nodes().end());
-              Dispatch();
             }
-            ScheduleHeartbeat();
-          },
-          std::max<int64_t>(heartbeat_ms_ * 4, 2000));
-    });
+          } else {
+            head_warned_ = false;
+            view_.assign(reply->nodes().begin(), reply->nodes().end());
+            Dispatch();
+          }
+          if (periodic) ScheduleHeartbeat();
+        },
+        std::max<int64_t>(heartbeat_ms_ * 4, 2000));
   }
 
   void FillDemands(proto::HeartbeatRequest* req) const {
@@ -346,6 +361,7 @@ class AgentImpl : public NodeAgent {
     p.responder = std::move(resp);
     p.arrival_us = MonotonicUs();
     if (!TryPlace(p)) pending_.push_back(std::move(p));
+    ReportSoon();
   }
 
   // Grants, spills back or fails `p`; false when it must wait.
@@ -497,6 +513,7 @@ class AgentImpl : public NodeAgent {
     if (it == leases_.end()) return;
     available_.Add(it->second.shape);
     leases_.erase(it);
+    ReportSoon();
   }
 
   void ReleaseLease(const std::string& lease_id, bool kill_worker) {
@@ -529,6 +546,7 @@ class AgentImpl : public NodeAgent {
       if (p.responder.connection_id() != conn) keep.push_back(std::move(p));
     }
     pending_.swap(keep);
+    ReportSoon();
   }
 
   // ---- Workers ----
@@ -743,6 +761,7 @@ class AgentImpl : public NodeAgent {
   std::string address_;
   bool registered_ = false;
   bool head_warned_ = false;
+  bool report_scheduled_ = false;
   int64_t heartbeat_ms_ = 500;
 
   ResourceSet total_;
