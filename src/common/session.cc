@@ -29,6 +29,11 @@ absl::StatusOr<std::string> CreateSessionDir(const std::string& temp_dir) {
   char stamp[64];
   strftime(stamp, sizeof(stamp), "%Y-%m-%d_%H-%M-%S", &local);
   std::string name = absl::StrCat("session_", stamp, "_", getpid());
+  // A process may start several sessions in one second (Init, Shutdown,
+  // Init): each gets its own folder.
+  for (int n = 1; PathExists(absl::StrCat(temp_dir, "/", name)); ++n) {
+    name = absl::StrCat("session_", stamp, "_", getpid(), "-", n);
+  }
   std::string dir = absl::StrCat(temp_dir, "/", name);
   RETURN_IF_ERROR(MakeDirs(dir + "/logs"));
   std::string link = temp_dir + "/session_latest";

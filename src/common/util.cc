@@ -15,8 +15,10 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -223,8 +225,16 @@ std::string SelfExecutable() {
 }
 
 bool ProcessAlive(int64_t pid) {
-  if (pid <= 0) return false;
-  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  // A value beyond pid_t (a corrupt pid file) would otherwise be truncated
+  // into some other process's pid, e.g. 2^32 + 1 into init's.
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  // A zombie (exited, not yet reaped by its parent) is not alive.
+  auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return true;
+  size_t paren = stat->rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat->size() ||
+         (*stat)[paren + 2] != 'Z';
 }
 
 std::string DescribeWaitStatus(int status) {

@@ -58,7 +58,7 @@ void EventLoop::Stop() {
 }
 
 bool EventLoop::InLoop() const {
-  return std::this_thread::get_id() == thread_id_;
+  return std::this_thread::get_id() == thread_id_.load();
 }
 
 void EventLoop::Post(std::function<void()> fn) {
@@ -137,7 +137,7 @@ void EventLoop::RunDueTimers() {
 }
 
 void EventLoop::Run() {
-  thread_id_ = std::this_thread::get_id();
+  thread_id_.store(std::this_thread::get_id());
   constexpr int kMaxEvents = 128;
   epoll_event events[kMaxEvents];
   std::vector<std::function<void()>> batch;

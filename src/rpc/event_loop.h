@@ -1,8 +1,8 @@
 // One thread that owns sockets, timers and the state of the managers that run
 // on it. Other threads hand it work with Post().
 //
-// Threading: Post(), RunAfterThreadSafe() and Stop() are thread-safe; every
-// other method must be called on the loop thread (InLoop()).
+// Threading: Post(), InLoop() and Stop() are thread-safe; every other method
+// must be called on the loop thread (InLoop()).
 #ifndef SHOAL_RPC_EVENT_LOOP_H_
 #define SHOAL_RPC_EVENT_LOOP_H_
 
@@ -61,7 +61,8 @@ class EventLoop {
   const int epoll_fd_;
   const int wake_fd_;
   std::thread thread_;
-  std::thread::id thread_id_;
+  // Written by the loop thread as it starts, read by InLoop() on any thread.
+  std::atomic<std::thread::id> thread_id_{};
   std::atomic<bool> stopping_{false};
 
   std::mutex mu_;

@@ -31,6 +31,12 @@ enum FrameKind : uint8_t {
 
 constexpr size_t kHeaderSize = 17;
 constexpr uint32_t kMaxFrameSize = 1u << 30;
+// Until a connection is authenticated only handshake frames (a Hello, its
+// answer or a refusal: a token and a few words) may arrive. Without this
+// bound anything that is not a Shoal peer is read as a frame length of up to
+// 1 GiB and buffered: the first bytes of an HTTP request, "GET ", read as
+// ~540 MB, so such a client was never answered nor disconnected.
+constexpr uint32_t kMaxHandshakeFrameSize = 64u << 10;
 
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -222,7 +228,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     while (in_.size() - pos >= 4) {
       uint32_t len;
       memcpy(&len, in_.data() + pos, 4);
-      if (len < kHeaderSize - 4 || len > kMaxFrameSize) {
+      const uint32_t max_len =
+          authenticated_ ? kMaxFrameSize : kMaxHandshakeFrameSize;
+      if (len < kHeaderSize - 4 || len > max_len) {
         SHOAL_LOG(WARNING) << "malformed frame from " << peer_ << " (length "
                            << len << "); closing the connection";
         Close(absl::DataLossError(absl::StrCat("malformed frame from ", peer_,
@@ -596,6 +604,7 @@ void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
                       std::string_view payload) {
   if (kind == kHelloOk) {
     ready_ = true;
+    conn_->set_authenticated();  // the server took our token
     auto queued = std::move(queued_);
     queued_.clear();
     for (const std::string& frame : queued) {

@@ -1,0 +1,243 @@
+#include "cli/status_format.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+void SetResources(const std::map<std::string, double>& amounts,
+                  proto::ResourceMap* out) {
+  absl::StatusOr<ResourceSet> set = ResourceSet::FromDoubles(amounts);
+  ASSERT_TRUE(set.ok()) << set.status();
+  set->ToProto(out);
+}
+
+proto::NodeInfo* AddNode(proto::ClusterStatus* status, const std::string& id,
+                         const std::string& address, bool alive, bool is_head) {
+  proto::NodeInfo* node = status->add_nodes();
+  node->set_node_id(id);
+  node->set_address(address);
+  node->set_hostname("host-" + id);
+  node->set_alive(alive);
+  node->set_is_head_node(is_head);
+  return node;
+}
+
+// Head n1 and worker n2 alive, n3 dead; 4 CPUs of which 1 is in use, 4 idle
+// accel_x, memory and object store memory, one pending and one infeasible
+// demand. The dead node's resources are large enough to show if they leaked
+// into the totals.
+proto::ClusterStatus MakeStatus() {
+  proto::ClusterStatus status;
+  status.set_head_address("10.0.0.1:6379");
+
+  proto::NodeInfo* head = AddNode(&status, "n1", "10.0.0.1:40001",
+                                  /*alive=*/true, /*is_head=*/true);
+  SetResources(
+      {{"CPU", 2}, {"memory", 8.0 * kGiB}, {"object_store_memory", 2.0 * kGiB}},
+      head->mutable_total());
+  SetResources(
+      {{"CPU", 1}, {"memory", 8.0 * kGiB}, {"object_store_memory", 2.0 * kGiB}},
+      head->mutable_available());
+  (*head->mutable_labels())["zone"] = "us-east-1a";
+
+  proto::NodeInfo* worker = AddNode(&status, "n2", "10.0.0.2:40002",
+                                    /*alive=*/true, /*is_head=*/false);
+  SetResources({{"CPU", 2},
+                {"accel_x", 4},
+                {"memory", 8.0 * kGiB},
+                {"object_store_memory", 2.0 * kGiB}},
+               worker->mutable_total());
+  SetResources({{"CPU", 2},
+                {"accel_x", 4},
+                {"memory", 8.0 * kGiB},
+                {"object_store_memory", 2.0 * kGiB}},
+               worker->mutable_available());
+  (*worker->mutable_labels())["accelerator"] = "accel_x-v1";
+
+  proto::NodeInfo* dead = AddNode(&status, "n3", "10.0.0.3:40003",
+                                  /*alive=*/false, /*is_head=*/false);
+  dead->set_death_reason("missed 5 heartbeats");
+  SetResources({{"CPU", 64}, {"accel_x", 8}}, dead->mutable_total());
+  SetResources({{"CPU", 32}}, dead->mutable_available());
+
+  proto::ResourceDemand* pending = status.add_demands();
+  SetResources({{"CPU", 1}}, pending->mutable_shape());
+  pending->set_count(3);
+  proto::ResourceDemand* infeasible = status.add_demands();
+  SetResources({{"accel_x", 8}}, infeasible->mutable_shape());
+  infeasible->set_count(1);
+  infeasible->set_infeasible(true);
+  return status;
+}
+
+// The lines of `text` from `start` to the next blank line, each with its
+// newline.
+std::string Section(const std::string& text, const std::string& start) {
+  size_t begin = text.find(start);
+  if (begin == std::string::npos) return "";
+  size_t end = text.find("\n\n", begin);
+  return text.substr(
+      begin, end == std::string::npos ? std::string::npos : end + 1 - begin);
+}
+
+TEST(FormatStatusTextTest, ListsNodesByState) {
+  const std::string text = FormatStatusText(MakeStatus(), /*verbose=*/false);
+  EXPECT_THAT(text, HasSubstr("Head: 10.0.0.1:6379"));
+  EXPECT_THAT(text, HasSubstr("Node status"));
+
+  const std::string nodes = Section(text, "Node status");
+  size_t active = nodes.find("Active:");
+  size_t dead = nodes.find("Dead:");
+  ASSERT_NE(active, std::string::npos) << text;
+  ASSERT_NE(dead, std::string::npos) << text;
+  ASSERT_LT(active, dead);
+  const std::string active_part = nodes.substr(active, dead - active);
+  const std::string dead_part = nodes.substr(dead);
+
+  EXPECT_THAT(active_part, HasSubstr(" n1  10.0.0.1:40001  ALIVE  (head)\n"));
+  EXPECT_THAT(active_part, HasSubstr(" n2  10.0.0.2:40002  ALIVE\n"));
+  EXPECT_THAT(active_part, Not(HasSubstr("n3")));
+  EXPECT_THAT(dead_part,
+              HasSubstr(" n3  10.0.0.3:40003  DEAD  missed 5 heartbeats\n"));
+  EXPECT_THAT(dead_part, Not(HasSubstr("n1")));
+}
+
+TEST(FormatStatusTextTest, UsageCountsAliveNodesOnlyWithMemoryLast) {
+  const std::string text = FormatStatusText(MakeStatus(), /*verbose=*/false);
+  const std::string usage = Section(text, "Usage:");
+  ASSERT_FALSE(usage.empty()) << text;
+
+  // The dead node's 64 CPUs and 8 accel_x do not count.
+  const std::vector<std::string> lines = {
+      " 1.0/4.0 CPU\n",
+      " 0.0/4.0 accel_x\n",
+      " 0B/16.00GiB memory\n",
+      " 0B/4.00GiB object_store_memory\n",
+  };
+  size_t previous = 0;
+  for (const std::string& line : lines) {
+    size_t at = usage.find(line);
+    ASSERT_NE(at, std::string::npos) << "no line \"" << line << "\" in\n"
+                                     << usage;
+    EXPECT_GE(at, previous) << "\"" << line << "\" out of order in\n" << usage;
+    previous = at;
+  }
+  EXPECT_THAT(usage, Not(HasSubstr("64")));
+  EXPECT_THAT(usage, Not(HasSubstr("/12.0 accel_x")));
+}
+
+TEST(FormatStatusTextTest, ListsPendingAndInfeasibleDemands) {
+  const std::string text = FormatStatusText(MakeStatus(), /*verbose=*/false);
+  const std::string demands = Section(text, "Demands:");
+  ASSERT_FALSE(demands.empty()) << text;
+  EXPECT_THAT(demands, HasSubstr(" {CPU: 1.0}: 3+ pending tasks\n"));
+  EXPECT_THAT(demands, HasSubstr(" {accel_x: 8.0}: 1+ infeasible"));
+  EXPECT_THAT(demands, Not(HasSubstr("{CPU: 1.0}: 3+ infeasible")));
+}
+
+TEST(FormatStatusTextTest, SaysSoWhenThereIsNothingToList) {
+  proto::ClusterStatus status;
+  status.set_head_address("10.0.0.1:6379");
+  const std::string text = FormatStatusText(status, /*verbose=*/false);
+  EXPECT_THAT(text, HasSubstr("Active:\n (no active nodes)\n"));
+  EXPECT_THAT(text, HasSubstr("Dead:\n (no dead nodes)\n"));
+  EXPECT_THAT(text, HasSubstr("Demands:\n (no resource demands)\n"));
+}
+
+TEST(FormatStatusTextTest, VerboseAddsPerNodeResourcesAndLabels) {
+  const proto::ClusterStatus status = MakeStatus();
+  const std::string terse = FormatStatusText(status, /*verbose=*/false);
+  const std::string verbose = FormatStatusText(status, /*verbose=*/true);
+
+  for (const std::string& extra : {
+           std::string("    host: host-n1\n"),
+           std::string("    host: host-n2\n"),
+           std::string("    label zone=us-east-1a\n"),
+           std::string("    label accelerator=accel_x-v1\n"),
+           std::string("    1.0/2.0 CPU\n"),  // n1
+           std::string("    0.0/2.0 CPU\n"),  // n2
+           std::string("    0.0/4.0 accel_x\n"),
+           std::string("    0B/8.00GiB memory\n"),
+           std::string("    32.0/64.0 CPU\n"),  // n3, listed under Dead:
+       }) {
+    EXPECT_THAT(verbose, HasSubstr(extra));
+    EXPECT_THAT(terse, Not(HasSubstr(extra)));
+  }
+  // The per-node lines sit under their node.
+  const std::string verbose_nodes = Section(verbose, "Node status");
+  EXPECT_LT(verbose_nodes.find(" n1 "), verbose_nodes.find("label zone="));
+  EXPECT_LT(verbose_nodes.find("label zone="), verbose_nodes.find(" n2 "));
+  // Totals are unchanged by --verbose.
+  EXPECT_THAT(Section(verbose, "Usage:"), HasSubstr(" 1.0/4.0 CPU\n"));
+}
+
+TEST(FormatStatusJsonTest, HasNodesUsageAndDemands) {
+  const std::string text = FormatStatusJson(MakeStatus());
+  nlohmann::json j = nlohmann::json::parse(text, nullptr,
+                                           /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << text;
+
+  EXPECT_EQ(j["head_address"], "10.0.0.1:6379");
+  ASSERT_TRUE(j["nodes"].is_array());
+  ASSERT_EQ(j["nodes"].size(), 3u);
+  std::map<std::string, std::string> states;
+  for (const auto& node : j["nodes"]) {
+    states[node["node_id"].get<std::string>()] =
+        node["state"].get<std::string>();
+  }
+  EXPECT_EQ(states, (std::map<std::string, std::string>{
+                        {"n1", "ALIVE"}, {"n2", "ALIVE"}, {"n3", "DEAD"}}));
+  EXPECT_EQ(j["nodes"][0]["is_head_node"], true);
+  EXPECT_EQ(j["nodes"][0]["labels"]["zone"], "us-east-1a");
+  EXPECT_EQ(j["nodes"][1]["total"]["accel_x"], 4.0);
+  EXPECT_EQ(j["nodes"][2]["death_reason"], "missed 5 heartbeats");
+  EXPECT_FALSE(j["nodes"][0].contains("death_reason"));
+
+  // Alive nodes only.
+  const nlohmann::json& usage = j["usage"];
+  EXPECT_EQ(usage["CPU"]["used"], 1.0);
+  EXPECT_EQ(usage["CPU"]["total"], 4.0);
+  EXPECT_EQ(usage["accel_x"]["used"], 0.0);
+  EXPECT_EQ(usage["accel_x"]["total"], 4.0);
+  EXPECT_EQ(usage["memory"]["total"], 16.0 * kGiB);
+  EXPECT_EQ(usage["object_store_memory"]["used"], 0.0);
+
+  ASSERT_TRUE(j["demands"].is_array());
+  ASSERT_EQ(j["demands"].size(), 2u);
+  EXPECT_EQ(j["demands"][0]["shape"]["CPU"], 1.0);
+  EXPECT_EQ(j["demands"][0]["count"], 3);
+  EXPECT_EQ(j["demands"][0]["infeasible"], false);
+  EXPECT_EQ(j["demands"][1]["shape"]["accel_x"], 8.0);
+  EXPECT_EQ(j["demands"][1]["infeasible"], true);
+}
+
+TEST(FormatStatusJsonTest, EmptyClusterHasEmptyCollections) {
+  nlohmann::json j =
+      nlohmann::json::parse(FormatStatusJson(proto::ClusterStatus()), nullptr,
+                            /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_TRUE(j["nodes"].is_array());
+  EXPECT_TRUE(j["nodes"].empty());
+  EXPECT_TRUE(j["usage"].is_object());
+  EXPECT_TRUE(j["usage"].empty());
+  EXPECT_TRUE(j["demands"].is_array());
+  EXPECT_TRUE(j["demands"].empty());
+}
+
+}  // namespace
+}  // namespace shoal::cli
