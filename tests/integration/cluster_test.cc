@@ -51,13 +51,17 @@ int64_t PidThenSleep(std::string dir) {
   std::this_thread::sleep_for(std::chrono::seconds(60));
   return -1;
 }
+// A task that submits a task: the worker joins the cluster as a driver.
+int64_t AddOneRemotely(int64_t x) {
+  return shoal::Get(shoal::Task(Add).Remote(x, int64_t{1}));
+}
 int64_t Sum(std::vector<int64_t> values) {
   int64_t s = 0;
   for (int64_t v : values) s += v;
   return s;
 }
 SHOAL_REMOTE(WhereAmI, Add, SlowIdentity, Thrower, Echo, KillSelf, PidThenSleep,
-             Sum);
+             AddOneRemotely, Sum);
 
 ClusterSpec ThreeNodes() {
   ClusterSpec spec;
@@ -157,6 +161,13 @@ TEST_F(ClusterTest, ObjectRefArgumentsResolveAcrossNodes) {
   auto waited = shoal::Wait(refs, 2, 10000);
   EXPECT_GE(waited.ready.size(), 2u);
   EXPECT_EQ(waited.ready.size() + waited.not_ready.size(), 4u);
+}
+
+TEST_F(ClusterTest, TasksCanSubmitTasks) {
+  cluster_ = StartCluster(ThreeNodes());
+  ASSERT_NE(cluster_, nullptr);
+  Connect(*cluster_);
+  EXPECT_EQ(shoal::Get(shoal::Task(AddOneRemotely).Remote(41), 30000), 42);
 }
 
 TEST_F(ClusterTest, RemoteExceptionCarriesFunctionNodeAndMessage) {
