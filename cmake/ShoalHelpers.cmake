@@ -2,7 +2,8 @@
 
 # Warnings for Shoal's own code (never for generated code).
 function(shoal_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
+    -Wno-missing-field-initializers)
   if(SHOAL_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

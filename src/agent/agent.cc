@@ -9,6 +9,7 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -24,9 +25,25 @@ namespace {
 constexpr int64_t kBlobChunk = 4 << 20;
 constexpr size_t kMaxRememberedExits = 4096;
 
+// Device ids per resource name ("TPU" -> {0, 1}).
+using DeviceIds = std::map<std::string, std::vector<int>>;
+
+std::string DeviceKey(const DeviceIds& devices) {
+  std::string key;
+  for (const auto& [name, ids] : devices) {
+    absl::StrAppend(&key, name, ":");
+    for (int id : ids) absl::StrAppend(&key, id, ",");
+    key += ";";
+  }
+  return key;
+}
+
 struct Worker {
   enum class State { kStarting, kIdle, kLeased };
   std::string id;
+  // A worker sees the devices it was started with for its whole life, so it
+  // is reused only by leases that hold the same devices.
+  std::string device_key;
   pid_t pid = 0;
   std::string job_id;
   std::string binary_hash;
@@ -41,6 +58,7 @@ struct Lease {
   std::string id;
   std::string worker_id;
   ResourceSet shape;
+  DeviceIds devices;
   uint64_t conn_id = 0;
 };
 
@@ -65,6 +83,10 @@ class AgentImpl : public NodeAgent {
       : options_(std::move(options)), loop_(std::move(loop)) {
     total_ = options_.resources;
     available_ = total_;
+    for (const auto& m : options_.accelerators) {
+      std::set<int>& ids = free_devices_[m->ResourceName()];
+      for (int i = 0; i < m->NumDevices(); ++i) ids.insert(i);
+    }
     node_id_ = options_.node_id.empty() ? RandomHex(6) : options_.node_id;
   }
 
@@ -267,7 +289,8 @@ class AgentImpl : public NodeAgent {
   }
 
   void ScheduleHeartbeat() {
-    loop_->RunAfter(heartbeat_ms_, [this] { SendHeartbeat(/*periodic=*/true); });
+    loop_->RunAfter(heartbeat_ms_,
+                    [this] { SendHeartbeat(/*periodic=*/true); });
   }
 
   // Tells the head about a change (lease granted or returned, request
@@ -293,8 +316,9 @@ class AgentImpl : public NodeAgent {
         [this, periodic](absl::StatusOr<proto::HeartbeatReply> reply) {
           if (!reply.ok()) {
             if (!head_warned_) {
-              SHOAL_LOG(WARNING) << "heartbeat to head failed: "
-                                 << reply.status() << " (retrying)";
+              SHOAL_LOG(WARNING)
+                  << "heartbeat to head failed: " << reply.status()
+                  << " (retrying)";
               head_warned_ = true;
             }
           } else if (reply->unknown_node()) {
@@ -366,6 +390,17 @@ class AgentImpl : public NodeAgent {
 
   // Grants, spills back or fails `p`; false when it must wait.
   bool TryPlace(PendingLease& p) {
+    for (const auto& m : options_.accelerators) {
+      absl::Status valid =
+          m->ValidateRequest(p.shape.GetDouble(m->ResourceName()));
+      if (!valid.ok()) {
+        proto::RequestLeaseReply reply;
+        reply.set_outcome(proto::RequestLeaseReply::INVALID);
+        reply.set_error(std::string(valid.message()));
+        p.responder.Reply(reply);
+        return true;
+      }
+    }
     if (total_.Contains(p.shape)) {
       p.infeasible = false;
       if (available_.Contains(p.shape)) {
@@ -443,16 +478,49 @@ class AgentImpl : public NodeAgent {
     p.responder.Reply(reply);
   }
 
+  // Takes device ids for each accelerator the shape asks for: whole devices
+  // are exclusive; a fraction (GPU: 0.5) shares the lowest-numbered device.
+  DeviceIds TakeDevices(const ResourceSet& shape) {
+    DeviceIds out;
+    for (const auto& m : options_.accelerators) {
+      const std::string& name = m->ResourceName();
+      int64_t fixed = shape.Get(name);
+      if (fixed <= 0) continue;
+      std::set<int>& free = free_devices_[name];
+      if (fixed < kResourceUnit) {
+        out[name] = {free.empty() ? 0 : *free.begin()};
+        continue;
+      }
+      int64_t count = fixed / kResourceUnit;
+      for (auto it = free.begin(); it != free.end() && count > 0; --count) {
+        out[name].push_back(*it);
+        it = free.erase(it);
+      }
+    }
+    return out;
+  }
+
+  void ReturnDevices(const Lease& lease) {
+    for (const auto& [name, ids] : lease.devices) {
+      if (lease.shape.Get(name) < kResourceUnit) continue;  // shared
+      free_devices_[name].insert(ids.begin(), ids.end());
+    }
+  }
+
   void Grant(PendingLease& p) {
     available_.Subtract(p.shape);
     Lease lease;
     lease.id = RandomHex(8);
     lease.shape = p.shape;
     lease.conn_id = p.responder.connection_id();
-    // Reuse an idle worker of the same job and binary.
+    lease.devices = TakeDevices(p.shape);
+    std::string device_key = DeviceKey(lease.devices);
+    // Reuse an idle worker of the same job and binary that sees the same
+    // devices.
     for (auto& [id, w] : workers_) {
       if (w.state == Worker::State::kIdle && w.job_id == p.request.job_id() &&
-          w.binary_hash == p.request.binary_hash()) {
+          w.binary_hash == p.request.binary_hash() &&
+          w.device_key == device_key) {
         w.state = Worker::State::kLeased;
         w.lease_id = lease.id;
         lease.worker_id = id;
@@ -468,6 +536,7 @@ class AgentImpl : public NodeAgent {
     w.id = worker_id;
     w.job_id = p.request.job_id();
     w.binary_hash = p.request.binary_hash();
+    w.device_key = device_key;
     w.state = Worker::State::kStarting;
     w.lease_id = lease.id;
     starting_[worker_id] = {lease.id, p.responder};
@@ -512,6 +581,7 @@ class AgentImpl : public NodeAgent {
     auto it = leases_.find(lease_id);
     if (it == leases_.end()) return;
     available_.Add(it->second.shape);
+    ReturnDevices(it->second);
     leases_.erase(it);
     ReportSoon();
   }
@@ -639,12 +709,56 @@ class AgentImpl : public NodeAgent {
         {"SHOAL_ADDRESS", options_.head_address},
         {"SHOAL_SESSION_DIR", options_.session_dir},
     };
+    if (auto lease = leases_.find(w.lease_id); lease != leases_.end()) {
+      absl::Status st = AddDeviceEnvironment(lease->second.devices, &spawn);
+      if (!st.ok()) return FailStart(worker_id, st);
+    }
     w.log_path =
         absl::StrCat(options_.session_dir, "/logs/worker-", worker_id, ".log");
     spawn.log_path = w.log_path;
     auto pid = Spawn(spawn);
     if (!pid.ok()) return FailStart(worker_id, pid.status());
     w.pid = *pid;
+  }
+
+  // What a worker holding `devices` must find in its environment: the
+  // accelerator's own variables (TPU_VISIBLE_CHIPS and bounds,
+  // CUDA_VISIBLE_DEVICES) and Shoal's (read by shoal::GetAssignedDevices()).
+  absl::Status AddDeviceEnvironment(const DeviceIds& devices,
+                                    SpawnOptions* spawn) {
+    for (const auto& m : options_.accelerators) {
+      auto it = devices.find(m->ResourceName());
+      if (it == devices.end()) {
+        // Hide this kind's devices from a worker that holds none of them.
+        ASSIGN_OR_RETURN(accel::DeviceEnvironment none,
+                         m->VisibleDevicesEnvironment({}));
+        for (const auto& [k, v] : none.set) spawn->env[k] = v;
+        for (const auto& k : none.unset) spawn->unset_env.push_back(k);
+        continue;
+      }
+      ASSIGN_OR_RETURN(accel::DeviceEnvironment env,
+                       m->VisibleDevicesEnvironment(it->second));
+      for (const auto& [k, v] : env.set) spawn->env[k] = v;
+      for (const auto& k : env.unset) spawn->unset_env.push_back(k);
+      std::string ids;
+      for (int id : it->second) {
+        absl::StrAppend(&ids, ids.empty() ? "" : ",", id);
+      }
+      spawn->env["SHOAL_DEVICE_KIND"] = m->ResourceName();
+      spawn->env["SHOAL_DEVICE_IDS"] = ids;
+      spawn->env["SHOAL_ACCELERATOR_TYPE"] = m->AcceleratorType();
+      auto labels = m->Labels();
+      for (const auto& [label, var] :
+           std::vector<std::pair<std::string, std::string>>{
+               {accel::kLabelTpuSliceName, "SHOAL_TPU_SLICE_NAME"},
+               {accel::kLabelTpuWorkerId, "SHOAL_TPU_WORKER_ID"},
+               {accel::kLabelAcceleratorType, "SHOAL_ACCELERATOR_NAME"}}) {
+        if (auto l = labels.find(label); l != labels.end()) {
+          spawn->env[var] = l->second;
+        }
+      }
+    }
+    return absl::OkStatus();
   }
 
   void RegisterWorker(const proto::RegisterWorkerRequest& r,
@@ -767,6 +881,7 @@ class AgentImpl : public NodeAgent {
   ResourceSet total_;
   ResourceSet available_;
   std::vector<proto::NodeInfo> view_;
+  std::map<std::string, std::set<int>> free_devices_;
   std::map<std::string, Worker> workers_;
   std::map<std::string, Lease> leases_;
   std::map<std::string, PendingGrant> starting_;

@@ -9,8 +9,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "accel/accelerator_manager.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal {
@@ -24,6 +26,10 @@ struct AgentOptions {
   std::string node_id;  // empty: random
   ResourceSet resources;
   std::map<std::string, std::string> labels;
+  // One per accelerator kind with devices on this node: validates requests
+  // and gives each leased worker the environment that shows it exactly its
+  // devices. Immutable snapshots, shared read-only.
+  std::vector<std::shared_ptr<const accel::AcceleratorManager>> accelerators;
   bool is_head_node = false;
   // How long an infeasible lease request waits for a node that fits to join.
   int64_t infeasible_grace_ms = 5000;

@@ -9,7 +9,9 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "api/core_runtime.h"
 #include "api/local_cluster.h"
 #include "common/logging.h"
@@ -135,6 +137,27 @@ std::string CurrentNodeId() {
     return "";
   }
   return node;
+}
+
+AssignedDevices GetAssignedDevices() {
+  auto env = [](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v ? v : "";
+  };
+  AssignedDevices out;
+  out.kind = env("SHOAL_DEVICE_KIND");
+  if (out.kind.empty()) return out;
+  for (absl::string_view id :
+       absl::StrSplit(env("SHOAL_DEVICE_IDS"), ',', absl::SkipEmpty())) {
+    int value = 0;
+    if (absl::SimpleAtoi(id, &value)) out.ids.push_back(value);
+  }
+  out.accelerator_type = env("SHOAL_ACCELERATOR_TYPE");
+  out.slice_name = env("SHOAL_TPU_SLICE_NAME");
+  if (!absl::SimpleAtoi(env("SHOAL_TPU_WORKER_ID"), &out.worker_id)) {
+    out.worker_id = -1;
+  }
+  return out;
 }
 
 std::map<std::string, double> ClusterResources() { return SumResources(false); }

@@ -20,7 +20,12 @@
 namespace shoal::internal {
 namespace {
 
+// Tasks pushed to one worker before earlier ones return. Pipelining pays for
+// tiny tasks (it hides the round trip) and hurts long ones (they would queue
+// behind each other on one worker while other leases sit idle), so the depth
+// follows the shape's measured run time: about 2 ms of work in flight.
 constexpr size_t kMaxInFlightPerWorker = 32;
+constexpr double kInFlightWorkUs = 2000;
 constexpr int kMaxPendingLeaseRequests = 10;
 constexpr int kMaxLeaseFailures = 3;
 constexpr int64_t kBlobChunk = 4 << 20;
@@ -66,6 +71,14 @@ struct ShapeQueue {
   std::vector<std::unique_ptr<LeasedWorker>> workers;
   int pending_lease_requests = 0;
   int consecutive_failures = 0;
+  double avg_exec_us = -1;  // moving average of the function's run time
+
+  size_t MaxInFlight() const {
+    if (avg_exec_us < 0) return 1;
+    double depth = kInFlightWorkUs / std::max(avg_exec_us, 1.0);
+    return static_cast<size_t>(
+        std::clamp(depth, 1.0, static_cast<double>(kMaxInFlightPerWorker)));
+  }
 };
 
 class CoreRuntimeImpl : public CoreRuntime {
@@ -429,7 +442,7 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   void Pump(ShapeQueue& q) {
     for (auto& w : q.workers) {
-      while (!q.queue.empty() && w->in_flight.size() < kMaxInFlightPerWorker) {
+      while (!q.queue.empty() && w->in_flight.size() < q.MaxInFlight()) {
         std::string id = q.queue.front();
         q.queue.pop_front();
         Push(q, *w, id);
@@ -498,6 +511,9 @@ class CoreRuntimeImpl : public CoreRuntime {
         e.error = "malformed task result from worker";
         FailTask(task_id, e);
       } else if (result.ok()) {
+        double exec = static_cast<double>(result.exec_us());
+        q.avg_exec_us =
+            q.avg_exec_us < 0 ? exec : 0.8 * q.avg_exec_us + 0.2 * exec;
         CompleteTask(task_id, std::move(*result.mutable_value()));
       } else {
         auto t = tasks_.find(task_id);
@@ -638,6 +654,9 @@ class CoreRuntimeImpl : public CoreRuntime {
               break;
             case proto::RequestLeaseReply::INFEASIBLE:
               FailQueue(q, ErrorKind::kInfeasible, reply->error());
+              break;
+            case proto::RequestLeaseReply::INVALID:
+              FailQueue(q, ErrorKind::kOther, reply->error());
               break;
             default:
               if (++q.consecutive_failures >= kMaxLeaseFailures) {

@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "accel/detect.h"
+#include "accel/fake_host.h"
 #include "agent/agent.h"
 #include "api/local_cluster.h"
 #include "cli/status_format.h"
@@ -151,7 +153,10 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
   if (f.num_cpus >= 0) detect.num_cpus = f.num_cpus;
   if (f.num_gpus >= 0) detect.num_gpus = f.num_gpus;
   if (f.num_tpus >= 0) detect.num_tpus = f.num_tpus;
-  ASSIGN_OR_RETURN(auto node, accel::DetectNode(detect));
+  ASSIGN_OR_RETURN(auto managers, accel::DetectAccelerators(detect));
+  ASSIGN_OR_RETURN(auto cpu, accel::DetectCpu(detect));
+  accel::NodeAccelerators node = accel::DescribeNode(cpu, managers);
+  for (auto& m : managers) o.accelerators.push_back(std::move(m));
   std::map<std::string, double> amounts = node.resources;
   if (!f.resources_json.empty()) {
     ASSIGN_OR_RETURN(ResourceSet extra,
@@ -467,6 +472,38 @@ int Status(std::string address, std::string token, const std::string& temp_dir,
   return 0;
 }
 
+// ---- dev fake-tpu ----
+
+struct FakeTpuFlags {
+  std::string type;
+  int worker = 0;
+  std::string root;
+  std::string name = "my-tpu";
+  std::string hostnames;
+  bool vfio = false;
+};
+
+int FakeTpu(const FakeTpuFlags& f) {
+  accel::FakeTpuHostOptions options;
+  options.accelerator_type = f.type;
+  options.worker_id = f.worker;
+  options.slice_name = f.name;
+  options.use_vfio = f.vfio;
+  if (!f.hostnames.empty()) {
+    options.worker_hostnames = absl::StrSplit(f.hostnames, ',');
+  }
+  std::map<std::string, std::string> env;
+  absl::Status st = accel::MakeFakeTpuHost(f.root, options, &env);
+  if (!st.ok()) return Fail(std::string(st.message()));
+  std::cerr << "Made a fake TPU host (" << f.type << ", worker " << f.worker
+            << ") under " << f.root
+            << ". Start a node agent on it with these variables set:\n";
+  std::cout << "export SHOAL_DEVICE_ROOT=" << f.root << "\n";
+  for (const auto& [k, v] : env)
+    std::cout << "export " << k << "=" << v << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
@@ -546,7 +583,23 @@ int Main(int argc, char** argv) {
   agent_cmd->add_option("--worker-idle-timeout-ms",
                         agent.worker_idle_timeout_ms);
 
+  FakeTpuFlags fake;
+  auto* dev_cmd = app.add_subcommand("dev", "Developer helpers");
+  auto* fake_cmd = dev_cmd->add_subcommand(
+      "fake-tpu", "Make a fake TPU host tree; prints the variables to export");
+  fake_cmd->add_option("--type", fake.type, "Accelerator type, e.g. v5p-16")
+      ->required();
+  fake_cmd->add_option("--worker", fake.worker, "TPU worker id of this host");
+  fake_cmd->add_option("--root", fake.root, "Directory to create it in")
+      ->required();
+  fake_cmd->add_option("--name", fake.name, "Slice name (TPU_NAME)");
+  fake_cmd->add_option("--hostnames", fake.hostnames,
+                       "TPU_WORKER_HOSTNAMES, comma separated");
+  fake_cmd->add_flag("--vfio", fake.vfio, "Chips as /dev/vfio groups");
+  dev_cmd->require_subcommand(1);
+
   CLI11_PARSE(app, argc, argv);
+  if (fake_cmd->parsed()) return FakeTpu(fake);
   if (start_cmd->parsed()) return Start(start);
   if (stop_cmd->parsed()) return Stop(stop_temp_dir, force);
   if (status_cmd->parsed()) {

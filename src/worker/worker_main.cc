@@ -8,6 +8,7 @@
 #include <typeinfo>
 
 #include "common/logging.h"
+#include "common/util.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 #include "worker/function_registry.h"
@@ -30,6 +31,7 @@ void RunTask(const proto::TaskSpec& spec, const rpc::Responder& responder) {
     result.set_error_type("shoal::UnknownFunction");
   } else {
     std::vector<std::string_view> args(spec.args().begin(), spec.args().end());
+    int64_t start = MonotonicUs();
     try {
       result.set_value((*invoker)(args));
       result.set_ok(true);
@@ -39,6 +41,7 @@ void RunTask(const proto::TaskSpec& spec, const rpc::Responder& responder) {
     } catch (...) {
       result.set_error("unknown exception (not derived from std::exception)");
     }
+    result.set_exec_us(MonotonicUs() - start);
   }
   responder.ReplyNow(result);
 }

@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
     args.push_back(head.resources_json);
   }
   std::string out;
-  if (RunCli(args, &out) != 0) {
+  if (RunCli(args, &out, head.env) != 0) {
     return absl::InternalError("shoal start --head failed: " + out);
   }
   c.num_nodes_ = 1;
@@ -141,7 +141,7 @@ absl::Status TestCluster::AddNode(const NodeSpec& node) {
     args.push_back(node.resources_json);
   }
   std::string out;
-  if (RunCli(args, &out) != 0) {
+  if (RunCli(args, &out, node.env) != 0) {
     return absl::InternalError("shoal start --address failed: " + out);
   }
   ++num_nodes_;

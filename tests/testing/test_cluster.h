@@ -18,6 +18,9 @@ struct NodeSpec {
   std::string node_id;         // --node-id
   double num_cpus = 2;         // --num-cpus
   std::string resources_json;  // --resources
+  // Environment of its `shoal start` (and so of its agent): e.g.
+  // SHOAL_DEVICE_ROOT and TPU_* for a fake TPU host.
+  std::vector<std::string> env;
 };
 
 struct ClusterSpec {

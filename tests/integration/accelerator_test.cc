@@ -1,0 +1,173 @@
+// Accelerators end to end on a simulated TPU v5p-16 slice: a head and two
+// node agents, each on a fake TPU host tree (workers 0 and 1, 4 chips each),
+// as `shoal dev fake-tpu` makes them.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "accel/fake_host.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shoal/api.h"
+#include "tests/testing/test_cluster.h"
+
+namespace {
+
+using ::shoal::testing::ClusterSpec;
+using ::shoal::testing::NodeSpec;
+using ::shoal::testing::RunCli;
+using ::shoal::testing::TestCluster;
+using ::testing::HasSubstr;
+
+// What a task holding chips sees.
+std::map<std::string, std::string> ChipView(int64_t hold_ms) {
+  std::map<std::string, std::string> view;
+  for (const char* name :
+       {"TPU_VISIBLE_CHIPS", "TPU_CHIPS_PER_HOST_BOUNDS", "TPU_HOST_BOUNDS"}) {
+    const char* v = getenv(name);
+    view[name] = v ? v : "<unset>";
+  }
+  view["node"] = shoal::CurrentNodeId();
+  shoal::AssignedDevices devices = shoal::GetAssignedDevices();
+  view["kind"] = devices.kind;
+  std::string ids;
+  for (int id : devices.ids)
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  view["ids"] = ids;
+  view["slice"] = devices.slice_name;
+  view["worker_id"] = std::to_string(devices.worker_id);
+  view["type"] = devices.accelerator_type;
+  // Hold the chip so that concurrent holders must get other chips.
+  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  return view;
+}
+SHOAL_REMOTE(ChipView);
+
+class AcceleratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/shoal-tpu-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    roots_ = tmpl;
+    ClusterSpec spec;
+    for (int worker = 0; worker < 2; ++worker) {
+      std::string root = roots_ + "/host" + std::to_string(worker);
+      std::map<std::string, std::string> env;
+      ASSERT_TRUE(
+          shoal::accel::MakeFakeTpuHost(root, "v5p-16", worker, &env).ok());
+      NodeSpec node{"tpu-" + std::to_string(worker), 8, ""};
+      node.env.push_back("SHOAL_DEVICE_ROOT=" + root);
+      for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
+      spec.nodes.push_back(node);
+    }
+    auto cluster = TestCluster::Start(spec);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    shoal::InitOptions options;
+    options.address = cluster_->address();
+    options.token = cluster_->token();
+    shoal::Init(options);
+  }
+  void TearDown() override {
+    shoal::Shutdown();
+    if (cluster_) cluster_->Stop();
+    std::error_code ec;
+    std::filesystem::remove_all(roots_, ec);
+  }
+
+  std::string roots_;
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+TEST_F(AcceleratorTest, StatusShowsTheSliceAsRayDoes) {
+  std::string out;
+  ASSERT_EQ(RunCli({"status", "--address", cluster_->address(), "--token",
+                    cluster_->token()},
+                   &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr(" 0.0/8.0 TPU\n"));
+  EXPECT_THAT(out, HasSubstr(" 0.0/1.0 TPU-v5p-16-head\n"));
+  EXPECT_THAT(out, HasSubstr(" 0.0/2.0 my-tpu\n"));
+  ASSERT_EQ(RunCli({"status", "--verbose", "--address", cluster_->address(),
+                    "--token", cluster_->token()},
+                   &out),
+            0);
+  EXPECT_THAT(out, HasSubstr("shoal.io/tpu-worker-id=1"));
+  EXPECT_THAT(out, HasSubstr("shoal.io/tpu-topology=2x2x2"));
+  auto total = shoal::ClusterResources();
+  EXPECT_EQ(total["TPU"], 8);
+  EXPECT_EQ(total["TPU-v5p-16-head"], 1);
+  EXPECT_EQ(total["my-tpu"], 2);
+}
+
+TEST_F(AcceleratorTest, EightOneChipTasksEachSeeADistinctChip) {
+  std::vector<shoal::ObjectRef<std::map<std::string, std::string>>> refs;
+  for (int i = 0; i < 8; ++i) {
+    refs.push_back(shoal::Task(ChipView).SetResource("TPU", 1).Remote(1500));
+  }
+  std::map<std::string, std::multiset<std::string>> chips_per_host;
+  for (const auto& view : shoal::Get(refs, 60000)) {
+    chips_per_host[view.at("node")].insert(view.at("TPU_VISIBLE_CHIPS"));
+    EXPECT_EQ(view.at("TPU_CHIPS_PER_HOST_BOUNDS"), "1,1,1");
+    EXPECT_EQ(view.at("TPU_HOST_BOUNDS"), "1,1,1");
+    EXPECT_EQ(view.at("kind"), "TPU");
+    EXPECT_EQ(view.at("ids"), view.at("TPU_VISIBLE_CHIPS"));
+    EXPECT_EQ(view.at("slice"), "my-tpu");
+    EXPECT_EQ(view.at("worker_id"), view.at("node") == "tpu-0" ? "0" : "1");
+  }
+  std::multiset<std::string> all_chips = {"0", "1", "2", "3"};
+  EXPECT_EQ(chips_per_host["tpu-0"], all_chips);
+  EXPECT_EQ(chips_per_host["tpu-1"], all_chips);
+}
+
+TEST_F(AcceleratorTest, TwoChipTaskGetsHalfAHostBounds) {
+  auto view = shoal::Get(shoal::Task(ChipView).SetResource("TPU", 2).Remote(0));
+  EXPECT_EQ(view.at("TPU_CHIPS_PER_HOST_BOUNDS"), "1,2,1");
+  EXPECT_EQ(view.at("TPU_HOST_BOUNDS"), "1,1,1");
+  EXPECT_EQ(view.at("TPU_VISIBLE_CHIPS").size(), 3u);  // "a,b"
+}
+
+TEST_F(AcceleratorTest, FourChipTaskSeesTheWholeHostWithoutBounds) {
+  std::vector<shoal::ObjectRef<std::map<std::string, std::string>>> refs;
+  for (int i = 0; i < 2; ++i) {
+    refs.push_back(shoal::Task(ChipView).SetResource("TPU", 4).Remote(500));
+  }
+  std::set<std::string> nodes;
+  for (const auto& view : shoal::Get(refs, 60000)) {
+    EXPECT_EQ(view.at("TPU_VISIBLE_CHIPS"), "0,1,2,3");
+    EXPECT_EQ(view.at("TPU_CHIPS_PER_HOST_BOUNDS"), "<unset>");
+    EXPECT_EQ(view.at("TPU_HOST_BOUNDS"), "<unset>");
+    nodes.insert(view.at("node"));
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{"tpu-0", "tpu-1"}));
+  // The slice head resource exists once: on worker 0.
+  auto head = shoal::Get(shoal::Task(ChipView)
+                             .SetResources({{"TPU", 4}, {"TPU-v5p-16-head", 1}})
+                             .Remote(0));
+  EXPECT_EQ(head.at("node"), "tpu-0");
+}
+
+TEST_F(AcceleratorTest, ThreeChipsFailWithAClearError) {
+  auto ref = shoal::Task(ChipView).SetResource("TPU", 3).Remote(0);
+  try {
+    shoal::Get(ref, 30000);
+    FAIL() << "expected an error";
+  } catch (const shoal::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("1, 2, 4 or 8"));
+    EXPECT_THAT(e.what(), HasSubstr("asked for 3"));
+  }
+  // Tasks without chips see none.
+  auto view = shoal::Get(shoal::Task(ChipView).Remote(0));
+  EXPECT_EQ(view.at("kind"), "");
+}
+
+}  // namespace
