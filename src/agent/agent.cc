@@ -640,6 +640,12 @@ class AgentImpl : public NodeAgent {
 
   void FetchChunk(const std::string& hash, const std::string& partial,
                   const std::string& final_path, int64_t offset) {
+    if (head_ == nullptr) {
+      auto waiters = std::move(fetch_waiters_[hash]);
+      fetch_waiters_.erase(hash);
+      for (auto& w : waiters) w(absl::CancelledError("the agent is stopping"));
+      return;
+    }
     proto::GetBlobChunkRequest req;
     req.set_hash(hash);
     req.set_offset(offset);

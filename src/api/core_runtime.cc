@@ -297,6 +297,10 @@ class CoreRuntimeImpl : public CoreRuntime {
     std::promise<absl::StatusOr<Reply>> promise;
     std::string payload = rpc::Serialize(request);
     loop_->Post([&, payload] {
+      if (head_ == nullptr) {
+        promise.set_value(absl::CancelledError("the runtime is shutting down"));
+        return;
+      }
       rpc::CallProto<Reply>(
           head_.get(), method, request,
           [&](absl::StatusOr<Reply> r) { promise.set_value(std::move(r)); },
@@ -352,6 +356,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   void RefreshNodes() {
+    if (head_ == nullptr) return;  // shutting down
     rpc::CallProto<proto::ClusterStatus>(
         head_.get(), proto::GET_CLUSTER_STATUS, proto::Empty(),
         [this](absl::StatusOr<proto::ClusterStatus> s) {

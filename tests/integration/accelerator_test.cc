@@ -78,7 +78,10 @@ class AcceleratorTest : public ::testing::Test {
   }
   void TearDown() override {
     shoal::Shutdown();
-    if (cluster_) cluster_->Stop();
+    if (cluster_) {
+      cluster_->Stop();
+      EXPECT_EQ(cluster_->sanitizer_reports(), "");
+    }
     std::error_code ec;
     std::filesystem::remove_all(roots_, ec);
   }

@@ -105,7 +105,10 @@ class ClusterTest : public ::testing::Test {
  protected:
   void TearDown() override {
     shoal::Shutdown();
-    if (cluster_) cluster_->Stop();
+    if (cluster_) {
+      cluster_->Stop();
+      EXPECT_EQ(cluster_->sanitizer_reports(), "");
+    }
   }
   std::unique_ptr<TestCluster> cluster_;
 };

@@ -161,13 +161,27 @@ void TestCluster::ExportEnvironment() const {
 void TestCluster::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  std::error_code ec;
   for (size_t i = num_nodes_; i-- > 0;) {
     std::string out;
     RunCli({"stop", "--temp-dir", temp_dir(i)}, &out);
   }
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(root_, ec)) {
+    if (entry.path().extension() != ".log") continue;
+    auto text = ReadFile(entry.path().string());
+    if (!text.ok()) continue;
+    for (const char* marker : {"ERROR: AddressSanitizer",
+                               "runtime error:", "ERROR: LeakSanitizer"}) {
+      size_t at = text->find(marker);
+      if (at != std::string::npos) {
+        absl::StrAppend(&sanitizer_reports_, entry.path().string(), ":\n",
+                        text->substr(at, 4000), "\n");
+      }
+    }
+  }
   // SHOAL_TEST_KEEP=1 keeps the logs for a post-mortem.
   if (getenv("SHOAL_TEST_KEEP") == nullptr) {
-    std::error_code ec;
     std::filesystem::remove_all(root_, ec);
   }
 }

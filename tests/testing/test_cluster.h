@@ -58,6 +58,9 @@ class TestCluster {
   void ExportEnvironment() const;
   // `shoal stop` for every node, then removes the temp dirs.
   void Stop();
+  // After Stop(): the sanitizer reports (ASan, UBSan, LeakSanitizer) found
+  // in the logs of the head, the agents and every worker, or "".
+  const std::string& sanitizer_reports() const { return sanitizer_reports_; }
 
  private:
   TestCluster() = default;
@@ -67,6 +70,7 @@ class TestCluster {
   std::string token_;
   size_t num_nodes_ = 0;
   bool stopped_ = true;
+  std::string sanitizer_reports_;
 };
 
 }  // namespace shoal::testing
