@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <set>
 
@@ -109,20 +110,10 @@ class AgentImpl : public NodeAgent {
     RETURN_IF_ERROR(status);
     // The first registration is synchronous so that `shoal start` can say
     // whether the node joined.
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    absl::Status reg;
-    loop_->Post([&] {
-      Register([&](absl::Status s) {
-        std::lock_guard<std::mutex> lock(mu);
-        reg = s;
-        done = true;
-        cv.notify_all();
-      });
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
+    std::promise<absl::Status> registered;
+    loop_->Post(
+        [&] { Register([&](absl::Status s) { registered.set_value(s); }); });
+    absl::Status reg = registered.get_future().get();
     if (!reg.ok()) {
       return Annotate(reg, absl::StrCat("cannot join the cluster at ",
                                         options_.head_address));
@@ -145,27 +136,18 @@ class AgentImpl : public NodeAgent {
   void Stop() override {
     if (!loop_) return;
     RequestStop();
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+    std::promise<void> unregistered;
     loop_->Post([&] {
-      auto finish = [&] {
-        std::lock_guard<std::mutex> lock(mu);
-        done = true;
-        cv.notify_all();
-      };
-      if (!registered_ || head_ == nullptr) return finish();
+      if (!registered_ || head_ == nullptr) return unregistered.set_value();
       proto::UnregisterNodeRequest req;
       req.set_node_id(node_id_);
       req.set_reason("stopped by its operator (shoal stop)");
       rpc::CallProto<proto::Empty>(
           head_.get(), proto::UNREGISTER_NODE, req,
-          [finish](absl::StatusOr<proto::Empty>) { finish(); }, 1000);
+          [&](absl::StatusOr<proto::Empty>) { unregistered.set_value(); },
+          1000);
     });
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return done; });
-    }
+    unregistered.get_future().wait();
     RunOnLoop([&]() -> absl::Status {
       if (server_) server_->Shutdown();
       head_.reset();
@@ -193,20 +175,9 @@ class AgentImpl : public NodeAgent {
   }
 
  private:
-  absl::Status RunOnLoop(std::function<absl::Status()> fn) {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+  absl::Status RunOnLoop(const std::function<absl::Status()>& fn) {
     absl::Status status;
-    loop_->Post([&] {
-      absl::Status s = fn();
-      std::lock_guard<std::mutex> lock(mu);
-      status = s;
-      done = true;
-      cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
+    loop_->RunSync([&] { status = fn(); });
     return status;
   }
 

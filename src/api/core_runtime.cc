@@ -280,15 +280,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     return absl::StrCat(prefix_, "-", next_id_.fetch_add(1));
   }
 
-  void RunOnLoop(std::function<void()> fn) {
-    if (loop_->InLoop()) return fn();
-    std::promise<void> done;
-    loop_->Post([&] {
-      fn();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
+  void RunOnLoop(const std::function<void()>& fn) { loop_->RunSync(fn); }
 
   template <typename Reply>
   absl::StatusOr<Reply> CallHead(int method,

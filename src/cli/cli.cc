@@ -79,6 +79,21 @@ absl::StatusOr<Reply> CallOnce(const std::string& address,
   return result;
 }
 
+// Runs until SIGTERM/SIGINT or the process's own shutdown request (its
+// Wait() returns), then stops it. `T` is Head or NodeAgent.
+template <typename T>
+void ServeUntilStopped(const sigset_t& stop, T& process, const char* what) {
+  std::thread waiter([&] {
+    process.Wait();
+    kill(getpid(), SIGTERM);
+  });
+  int sig = 0;
+  sigwait(&stop, &sig);
+  SHOAL_LOG(INFO) << what << " stopping";
+  process.Stop();
+  waiter.join();
+}
+
 // ---- _head ----
 
 struct HeadFlags {
@@ -109,16 +124,7 @@ int RunHead(const HeadFlags& f) {
       .IgnoreError();
   WriteFile(f.session_dir + "/cluster_address", address).IgnoreError();
   SHOAL_LOG(INFO) << "head listening on " << address;
-  // SHUTDOWN_HEAD ends Wait(); a signal ends sigwait. Either stops the head.
-  std::thread waiter([&] {
-    (*head)->Wait();
-    kill(getpid(), SIGTERM);
-  });
-  int sig = 0;
-  sigwait(&stop, &sig);
-  SHOAL_LOG(INFO) << "head stopping";
-  (*head)->Stop();
-  waiter.join();
+  ServeUntilStopped(stop, **head, "head");
   return 0;
 }
 
@@ -196,15 +202,7 @@ int RunAgent(const AgentFlags& f) {
   WriteFile(f.session_dir + "/node_id", (*agent)->node_id()).IgnoreError();
   WriteFile(f.session_dir + "/agent_address", (*agent)->address())
       .IgnoreError();
-  std::thread waiter([&] {
-    (*agent)->Wait();
-    kill(getpid(), SIGTERM);
-  });
-  int sig = 0;
-  sigwait(&stop, &sig);
-  SHOAL_LOG(INFO) << "node agent stopping";
-  (*agent)->Stop();
-  waiter.join();
+  ServeUntilStopped(stop, **agent, "node agent");
   return 0;
 }
 

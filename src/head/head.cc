@@ -38,25 +38,17 @@ class HeadImpl : public Head {
 
   absl::Status Start() {
     absl::Status status;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    loop_->Post([&] {
+    loop_->RunSync([&] {
       auto server = rpc::Server::Create(loop_.get(), options_.host,
                                         options_.port, options_.token);
       if (!server.ok()) {
         status = server.status();
-      } else {
-        server_ = std::move(*server);
-        RegisterHandlers();
-        ScheduleHealthCheck();
+        return;
       }
-      std::lock_guard<std::mutex> lock(mu);
-      done = true;
-      cv.notify_all();
+      server_ = std::move(*server);
+      RegisterHandlers();
+      ScheduleHealthCheck();
     });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
     RETURN_IF_ERROR(MakeDirs(BlobDir()));
     return status;
   }
@@ -75,19 +67,9 @@ class HeadImpl : public Head {
       stop_requested_ = true;
       stop_cv_.notify_all();
     }
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    loop_->Post([&] {
+    loop_->RunSync([&] {
       if (server_) server_->Shutdown();
-      std::lock_guard<std::mutex> lock(mu);
-      done = true;
-      cv.notify_all();
     });
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return done; });
-    }
     loop_->Stop();
     server_.reset();
     loop_.reset();

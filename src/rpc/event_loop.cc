@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -70,6 +71,16 @@ void EventLoop::Post(std::function<void()> fn) {
     wake_pending_ = true;
   }
   if (wake) Wake();
+}
+
+void EventLoop::RunSync(const std::function<void()>& fn) {
+  if (InLoop()) return fn();
+  std::promise<void> done;
+  Post([&] {
+    fn();
+    done.set_value();
+  });
+  done.get_future().wait();
 }
 
 void EventLoop::Wake() {

@@ -34,6 +34,9 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   void Post(std::function<void()> fn);
+  // Runs `fn` on the loop and waits for it (runs it at once when called on
+  // the loop thread). For setup and shutdown steps of the loop's owner.
+  void RunSync(const std::function<void()>& fn);
   // Runs `fn` at the end of the current iteration, after every ready event
   // has been handled: connections flush their output here, so that all the
   // frames produced by one iteration leave in one write. Loop thread only.
