@@ -5,6 +5,8 @@
 //   tasks_async_per_s      20,000 no-op tasks submitted, then all gathered
 //   tasks_sync_per_s       submit one task, get it, repeat
 //   task_roundtrip_p50_us  median of those round trips (p99 also printed)
+//   start_to_ready_ms      `shoal start --head` until head and agent are
+//                          ready (median of 3), detection included
 //
 //   ./build/bin/shoal_bench [--tasks N] [--sync N] [--cpus-per-node C]
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +43,28 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--sync")) num_sync = atoi(argv[i + 1]);
     if (!strcmp(argv[i], "--cpus-per-node")) cpus = atof(argv[i + 1]);
   }
+  // `shoal start --head` until it returns (head and agent both ready),
+  // on this machine (no accelerators): the cost of detection included.
+  std::vector<double> start_ms;
+  for (int i = 0; i < 3; ++i) {
+    char tmpl[] = "/tmp/shoal-bench-start-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return 1;
+    std::string out;
+    auto t0 = std::chrono::steady_clock::now();
+    int rc = shoal::testing::RunCli({"start", "--head", "--port", "0",
+                                     "--node-ip-address", "127.0.0.1",
+                                     "--temp-dir", tmpl},
+                                    &out);
+    start_ms.push_back(Seconds(t0) * 1e3);
+    shoal::testing::RunCli({"stop", "--temp-dir", tmpl}, &out);
+    std::filesystem::remove_all(tmpl);
+    if (rc != 0) {
+      fprintf(stderr, "shoal start failed: %s\n", out.c_str());
+      return 1;
+    }
+  }
+  std::sort(start_ms.begin(), start_ms.end());
+
   shoal::testing::ClusterSpec spec;
   spec.nodes = {{"bench-a", cpus, ""}, {"bench-b", cpus, ""}};
   auto cluster = shoal::testing::TestCluster::Start(spec);
@@ -96,6 +121,7 @@ int main(int argc, char** argv) {
   double sync_rate = num_sync / Seconds(sync_start);
   std::sort(latencies_us.begin(), latencies_us.end());
 
+  printf("start_to_ready_ms %.1f ms\n", start_ms[1]);
   printf("tasks_async_per_s %.0f tasks/s\n", best_async);
   printf("tasks_sync_per_s %.0f tasks/s\n", sync_rate);
   printf("task_roundtrip_p99_us %.1f us\n",
