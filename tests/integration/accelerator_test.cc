@@ -174,3 +174,49 @@ TEST_F(AcceleratorTest, ThreeChipsFailWithAClearError) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string VisibleGpus(int64_t hold_ms) {
+  const char* v = getenv("CUDA_VISIBLE_DEVICES");
+  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  return v ? v : "<unset>";
+}
+SHOAL_REMOTE(VisibleGpus);
+
+// A fake NVIDIA host (two H200s under /proc/driver/nvidia/gpus).
+TEST(GpuTest, EachGpuTaskSeesItsOwnDevice) {
+  char tmpl[] = "/tmp/shoal-gpu-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string root = tmpl;
+  ASSERT_TRUE(shoal::accel::MakeFakeNvidiaHost(root, 2, "NVIDIA H200").ok());
+  ClusterSpec spec;
+  NodeSpec node{"gpu-0", 4, ""};
+  node.env.push_back("SHOAL_DEVICE_ROOT=" + root);
+  spec.nodes.push_back(node);
+  auto cluster = TestCluster::Start(spec);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  shoal::InitOptions options;
+  options.address = (*cluster)->address();
+  options.token = (*cluster)->token();
+  shoal::Init(options);
+  auto total = shoal::ClusterResources();
+  EXPECT_EQ(total["GPU"], 2);
+  EXPECT_EQ(total["accelerator_type:H200"], 1);
+  std::vector<shoal::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 2; ++i) {
+    refs.push_back(shoal::Task(VisibleGpus).SetResource("GPU", 1).Remote(1000));
+  }
+  std::multiset<std::string> seen;
+  for (const auto& v : shoal::Get(refs, 60000)) seen.insert(v);
+  EXPECT_EQ(seen, (std::multiset<std::string>{"0", "1"}));
+  // A task without GPUs sees none.
+  EXPECT_EQ(shoal::Get(shoal::Task(VisibleGpus).Remote(0)), "");
+  shoal::Shutdown();
+  (*cluster)->Stop();
+  EXPECT_EQ((*cluster)->sanitizer_reports(), "");
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
+}
+
+}  // namespace
