@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -216,6 +217,44 @@ bool RegisterFunctions(const char* names, Fns... fns) {
 
 }  // namespace internal
 
+// ---- Placement groups ----
+
+enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
+
+struct PlacementGroupOptions {
+  std::string name;  // optional; GetPlacementGroup(name) finds it
+  // Each bundle's resources, e.g. {{"CPU", 1}, {"TPU", 4}}.
+  std::vector<std::map<std::string, double>> bundles;
+  PlacementStrategy strategy = PlacementStrategy::kPack;
+};
+
+// A set of resource bundles reserved together on the cluster's nodes: all
+// bundles or none (prepared on every node, then committed).
+class PlacementGroup {
+ public:
+  PlacementGroup() = default;
+  PlacementGroup(std::string id, std::string name, size_t bundle_count)
+      : id_(std::move(id)), name_(std::move(name)), bundles_(bundle_count) {}
+  const std::string& id() const { return id_; }
+  const std::string& name() const { return name_; }
+  size_t bundle_count() const { return bundles_; }
+  // True once every bundle is reserved; false if timeout_ms passes first.
+  // Throws shoal::InfeasibleError when the group can never be placed.
+  bool Wait(int64_t timeout_ms) const;
+  // The node id of each bundle (empty until the group is created).
+  std::vector<std::string> BundleNodes() const;
+
+ private:
+  std::string id_, name_;
+  size_t bundles_ = 0;
+};
+
+PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options);
+// Releases the bundles; tasks still running in them are stopped.
+void RemovePlacementGroup(const PlacementGroup& group);
+// The live group with this name, if any.
+std::optional<PlacementGroup> GetPlacementGroup(const std::string& name);
+
 template <typename F>
 class TaskCaller;
 
@@ -233,6 +272,13 @@ class TaskCaller<R (*)(Params...)> {
   }
   TaskCaller& SetResources(const std::map<std::string, double>& resources) {
     for (const auto& [k, v] : resources) options_.resources[k] = v;
+    return *this;
+  }
+  // Runs the task in bundle `bundle_index` of `group`: the resources it asks
+  // for are taken from that bundle's reservation.
+  TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index) {
+    options_.placement_group_id = group.id();
+    options_.bundle_index = bundle_index;
     return *this;
   }
   // Attempts after a worker death (default 3). An exception thrown by the

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/process.h"
@@ -25,6 +26,21 @@ namespace {
 
 constexpr int64_t kBlobChunk = 4 << 20;
 constexpr size_t kMaxRememberedExits = 4096;
+constexpr int64_t kPrepareExpiryMs = 10000;
+
+// A task placed in a bundle asks for "TPU_group_0_<pg>": its devices are
+// still TPU chips. Maps bundle resources back to the node resource they were
+// carved from (the largest form wins: the indexed and the any-bundle name
+// describe the same devices).
+ResourceSet BaseShape(const ResourceSet& shape) {
+  ResourceSet base;
+  for (const auto& [name, amount] : shape.amounts()) {
+    size_t at = name.find("_group_");
+    std::string root = at == std::string::npos ? name : name.substr(0, at);
+    if (amount > base.Get(root)) base.Set(root, amount);
+  }
+  return base;
+}
 
 // Device ids per resource name ("TPU" -> {0, 1}).
 using DeviceIds = std::map<std::string, std::vector<int>>;
@@ -219,7 +235,106 @@ class AgentImpl : public NodeAgent {
           resp.Reply(proto::Empty());
           RequestStop();
         });
+    rpc::RegisterProto<proto::BundleReservation>(
+        s, proto::PREPARE_BUNDLES, [this](const auto& r, rpc::Responder resp) {
+          PrepareBundles(r, resp);
+        });
+    rpc::RegisterProto<proto::BundleReservation>(
+        s, proto::COMMIT_BUNDLES, [this](const auto& r, rpc::Responder resp) {
+          absl::Status st = CommitBundles(r.pg_id());
+          if (!st.ok()) return resp.Error(st);
+          resp.Reply(proto::Empty());
+        });
+    rpc::RegisterProto<proto::BundleReservation>(
+        s, proto::CANCEL_BUNDLES, [this](const auto& r, rpc::Responder resp) {
+          CancelBundles(r.pg_id());
+          resp.Reply(proto::Empty());
+        });
     server_->OnDisconnect([this](uint64_t conn) { OnDisconnect(conn); });
+  }
+
+  // ---- Placement-group bundles (two-phase: prepare, then commit) ----
+
+  // Holds the bundles' resources (nothing else may take them) until the head
+  // commits or cancels; a prepare the head forgets expires.
+  void PrepareBundles(const proto::BundleReservation& r, rpc::Responder resp) {
+    if (prepared_.count(r.pg_id()) || committed_.count(r.pg_id())) {
+      return resp.Reply(proto::Empty());  // a retried prepare
+    }
+    Reservation res;
+    ResourceSet sum;
+    for (int i = 0; i < r.indices_size() && i < r.bundles_size(); ++i) {
+      res.bundles.emplace_back(r.indices(i),
+                               ResourceSet::FromProto(r.bundles(i)));
+      sum.Add(res.bundles.back().second);
+    }
+    if (!available_.Contains(sum)) {
+      return resp.Error(absl::FailedPreconditionError(absl::StrCat(
+          "node ", node_id_, " no longer has ", sum.DebugString(), " free")));
+    }
+    available_.Subtract(sum);
+    res.held = sum;
+    std::string pg = r.pg_id();
+    prepared_[pg] = std::move(res);
+    loop_->RunAfter(kPrepareExpiryMs, [this, pg] {
+      if (prepared_.count(pg)) {
+        SHOAL_LOG(WARNING) << "placement group " << pg
+                           << ": prepared bundles never committed; released";
+        CancelBundles(pg);
+      }
+    });
+    ReportSoon();
+    resp.Reply(proto::Empty());
+  }
+
+  // Turns held resources into the bundles' own resources, named as Ray names
+  // them: CPU_group_<index>_<pg> for one bundle, CPU_group_<pg> for any.
+  absl::Status CommitBundles(const std::string& pg) {
+    if (committed_.count(pg)) return absl::OkStatus();
+    auto it = prepared_.find(pg);
+    if (it == prepared_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "placement group ", pg, " has no prepared bundles on node ", node_id_,
+          " (they expired); the head will place it again"));
+    }
+    Reservation res = std::move(it->second);
+    prepared_.erase(it);
+    for (const auto& [index, shape] : res.bundles) {
+      for (const auto& [name, amount] : shape.amounts()) {
+        res.added.Set(absl::StrCat(name, "_group_", index, "_", pg), amount);
+        std::string any = absl::StrCat(name, "_group_", pg);
+        res.added.Set(any, res.added.Get(any) + amount);
+      }
+    }
+    total_.Add(res.added);
+    available_.Add(res.added);
+    committed_[pg] = std::move(res);
+    ReportSoon();
+    Dispatch();
+    return absl::OkStatus();
+  }
+
+  void CancelBundles(const std::string& pg) {
+    if (auto it = prepared_.find(pg); it != prepared_.end()) {
+      available_.Add(it->second.held);
+      prepared_.erase(it);
+    }
+    if (auto it = committed_.find(pg); it != committed_.end()) {
+      // Workers running in the group's bundles end with it.
+      std::vector<std::string> in_group;
+      for (const auto& [id, lease] : leases_) {
+        for (const auto& [name, amount] : lease.shape.amounts()) {
+          if (absl::EndsWith(name, "_" + pg)) in_group.push_back(id);
+        }
+      }
+      for (const auto& id : in_group) ReleaseLease(id, /*kill_worker=*/true);
+      total_.Subtract(it->second.added);
+      available_.Subtract(it->second.added);
+      available_.Add(it->second.held);
+      committed_.erase(it);
+    }
+    ReportSoon();
+    Dispatch();
   }
 
   proto::NodeInfo SelfInfo() const {
@@ -281,6 +396,7 @@ class AgentImpl : public NodeAgent {
     proto::HeartbeatRequest req;
     req.set_node_id(node_id_);
     available_.ToProto(req.mutable_available());
+    total_.ToProto(req.mutable_total());
     FillDemands(&req);
     rpc::CallProto<proto::HeartbeatReply>(
         head_.get(), proto::HEARTBEAT, req,
@@ -363,7 +479,7 @@ class AgentImpl : public NodeAgent {
   bool TryPlace(PendingLease& p) {
     for (const auto& m : options_.accelerators) {
       absl::Status valid =
-          m->ValidateRequest(p.shape.GetDouble(m->ResourceName()));
+          m->ValidateRequest(BaseShape(p.shape).GetDouble(m->ResourceName()));
       if (!valid.ok()) {
         proto::RequestLeaseReply reply;
         reply.set_outcome(proto::RequestLeaseReply::INVALID);
@@ -472,8 +588,9 @@ class AgentImpl : public NodeAgent {
   }
 
   void ReturnDevices(const Lease& lease) {
+    ResourceSet base = BaseShape(lease.shape);
     for (const auto& [name, ids] : lease.devices) {
-      if (lease.shape.Get(name) < kResourceUnit) continue;  // shared
+      if (base.Get(name) < kResourceUnit) continue;  // shared
       free_devices_[name].insert(ids.begin(), ids.end());
     }
   }
@@ -484,7 +601,7 @@ class AgentImpl : public NodeAgent {
     lease.id = RandomHex(8);
     lease.shape = p.shape;
     lease.conn_id = p.responder.connection_id();
-    lease.devices = TakeDevices(p.shape);
+    lease.devices = TakeDevices(BaseShape(p.shape));
     std::string device_key = DeviceKey(lease.devices);
     // Reuse an idle worker of the same job and binary that sees the same
     // devices.
@@ -859,6 +976,13 @@ class AgentImpl : public NodeAgent {
   ResourceSet available_;
   std::vector<proto::NodeInfo> view_;
   std::map<std::string, std::set<int>> free_devices_;
+  struct Reservation {
+    std::vector<std::pair<int, ResourceSet>> bundles;  // index, resources
+    ResourceSet held;   // taken from the node's own resources
+    ResourceSet added;  // the bundle resources, once committed
+  };
+  std::map<std::string, Reservation> prepared_;
+  std::map<std::string, Reservation> committed_;
   std::map<std::string, Worker> workers_;
   std::map<std::string, Lease> leases_;
   std::map<std::string, PendingGrant> starting_;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -185,6 +186,97 @@ std::vector<NodeInfo> Nodes() {
     out.push_back(std::move(info));
   }
   return out;
+}
+
+// ---- Placement groups ----
+
+namespace {
+
+proto::PlacementGroupInfo GetGroupInfo(const std::string& id,
+                                       const std::string& name) {
+  proto::GetPlacementGroupRequest req;
+  req.set_pg_id(id);
+  req.set_name(name);
+  proto::PlacementGroupInfo info;
+  absl::Status st =
+      RequireRuntime()->CallHead(proto::GET_PLACEMENT_GROUP, req, &info);
+  if (!st.ok()) throw Error(std::string(st.message()));
+  return info;
+}
+
+}  // namespace
+
+PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options) {
+  proto::PlacementGroupSpec spec;
+  spec.set_name(options.name);
+  spec.set_strategy(static_cast<proto::PlacementStrategy>(options.strategy));
+  for (const auto& bundle : options.bundles) {
+    auto shape = ResourceSet::FromDoubles(bundle);
+    if (!shape.ok()) {
+      throw Error(absl::StrCat("bad placement group bundle: ",
+                               shape.status().message()));
+    }
+    shape->ToProto(spec.add_bundles());
+  }
+  proto::PlacementGroupInfo info;
+  absl::Status st =
+      RequireRuntime()->CallHead(proto::CREATE_PLACEMENT_GROUP, spec, &info);
+  if (!st.ok()) {
+    throw Error(absl::StrCat("cannot create placement group: ", st.message()));
+  }
+  return PlacementGroup(info.pg_id(), options.name, options.bundles.size());
+}
+
+bool PlacementGroup::Wait(int64_t timeout_ms) const {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  auto pause = std::chrono::milliseconds(5);
+  while (true) {
+    proto::PlacementGroupInfo info = GetGroupInfo(id_, "");
+    switch (info.state()) {
+      case proto::PlacementGroupInfo::CREATED:
+        return true;
+      case proto::PlacementGroupInfo::FAILED:
+        throw InfeasibleError(info.error());
+      case proto::PlacementGroupInfo::REMOVED:
+        throw Error("placement group " + id_ + " was removed");
+      default:
+        break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
+
+std::vector<std::string> PlacementGroup::BundleNodes() const {
+  proto::PlacementGroupInfo info = GetGroupInfo(id_, "");
+  return {info.bundle_nodes().begin(), info.bundle_nodes().end()};
+}
+
+void RemovePlacementGroup(const PlacementGroup& group) {
+  proto::GetPlacementGroupRequest req;
+  req.set_pg_id(group.id());
+  proto::Empty reply;
+  absl::Status st =
+      RequireRuntime()->CallHead(proto::REMOVE_PLACEMENT_GROUP, req, &reply);
+  if (!st.ok()) throw Error(std::string(st.message()));
+}
+
+std::optional<PlacementGroup> GetPlacementGroup(const std::string& name) {
+  proto::GetPlacementGroupRequest req;
+  req.set_name(name);
+  proto::PlacementGroupInfo info;
+  absl::Status st =
+      RequireRuntime()->CallHead(proto::GET_PLACEMENT_GROUP, req, &info);
+  if (st.code() == absl::StatusCode::kNotFound) return std::nullopt;
+  if (!st.ok()) throw Error(std::string(st.message()));
+  if (info.state() == proto::PlacementGroupInfo::REMOVED ||
+      info.state() == proto::PlacementGroupInfo::FAILED) {
+    return std::nullopt;
+  }
+  return PlacementGroup(info.pg_id(), info.spec().name(),
+                        info.spec().bundles_size());
 }
 
 namespace internal {

@@ -120,6 +120,16 @@ class CoreRuntimeImpl : public CoreRuntime {
                                     const TaskOptions& options) override {
     std::map<std::string, double> resources = options.resources;
     if (resources.count("CPU") == 0) resources["CPU"] = 1;
+    if (!options.placement_group_id.empty()) {
+      // The bundle's own resources, as agents name them.
+      std::map<std::string, double> in_bundle;
+      for (const auto& [name, amount] : resources) {
+        if (amount <= 0) continue;
+        in_bundle[absl::StrCat(name, "_group_", options.bundle_index, "_",
+                               options.placement_group_id)] = amount;
+      }
+      resources = std::move(in_bundle);
+    }
     auto shape = ResourceSet::FromDoubles(resources);
     if (!shape.ok()) {
       throw Error(absl::StrCat("bad resources for task ", function_name, ": ",
@@ -233,6 +243,30 @@ class CoreRuntimeImpl : public CoreRuntime {
     } else {
       objects_.erase(it);
     }
+  }
+
+  absl::Status CallHead(int method,
+                        const google::protobuf::MessageLite& request,
+                        google::protobuf::MessageLite* reply) override {
+    std::promise<absl::StatusOr<std::string>> promise;
+    loop_->Post([&] {
+      if (head_ == nullptr) {
+        promise.set_value(absl::CancelledError("the runtime is shutting down"));
+        return;
+      }
+      head_->Call(
+          method, rpc::Serialize(request),
+          [&](absl::StatusOr<std::string> r) {
+            promise.set_value(std::move(r));
+          },
+          10000);
+    });
+    absl::StatusOr<std::string> payload = promise.get_future().get();
+    if (!payload.ok()) return payload.status();
+    if (!rpc::ParseMessage(*payload, reply)) {
+      return absl::DataLossError("malformed reply from the head");
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<proto::ClusterStatus> ClusterStatus() override {

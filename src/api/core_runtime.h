@@ -14,6 +14,9 @@
 #include "absl/status/statusor.h"
 #include "shoal/api.h"
 
+namespace google::protobuf {
+class MessageLite;
+}
 namespace shoal::proto {
 class ClusterStatus;
 }
@@ -42,6 +45,10 @@ class CoreRuntime {
                                    size_t num_ready, int64_t timeout_ms) = 0;
   virtual void Release(const std::string& object_id) = 0;
   virtual absl::StatusOr<proto::ClusterStatus> ClusterStatus() = 0;
+  // One request to the head; the reply is parsed into *reply.
+  virtual absl::Status CallHead(int method,
+                                const google::protobuf::MessageLite& request,
+                                google::protobuf::MessageLite* reply) = 0;
   // Returns leases and disconnects.
   virtual void Shutdown() = 0;
 };

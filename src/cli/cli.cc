@@ -102,6 +102,7 @@ struct HeadFlags {
   std::string session_dir;
   int64_t health_timeout_ms = 5000;
   int64_t heartbeat_ms = 500;
+  int64_t infeasible_grace_ms = 5000;
 };
 
 int RunHead(const HeadFlags& f) {
@@ -113,6 +114,7 @@ int RunHead(const HeadFlags& f) {
   options.token = EnvOr("SHOAL_TOKEN", "");
   options.session_dir = f.session_dir;
   options.health_timeout_ms = f.health_timeout_ms;
+  options.infeasible_grace_ms = f.infeasible_grace_ms;
   options.heartbeat_interval_ms = f.heartbeat_ms;
   if (options.token.empty()) {
     return Fail("the head needs a cluster token in SHOAL_TOKEN");
@@ -355,7 +357,8 @@ int Start(const StartFlags& f) {
     auto pid = StartDaemon(
         {SelfExecutable(), "_head", "--node-ip-address", host, "--port",
          std::to_string(f.port), "--session-dir", dir, "--health-timeout-ms",
-         std::to_string(f.health_timeout_ms)},
+         std::to_string(f.health_timeout_ms), "--infeasible-grace-ms",
+         std::to_string(f.infeasible_grace_ms)},
         dir, token, "head", "cluster_address", f.block);
     if (!pid.ok()) {
       std::string msg(pid.status().message());
@@ -562,6 +565,7 @@ int Main(int argc, char** argv) {
   head_cmd->add_option("--session-dir", head.session_dir)->required();
   head_cmd->add_option("--health-timeout-ms", head.health_timeout_ms);
   head_cmd->add_option("--heartbeat-ms", head.heartbeat_ms);
+  head_cmd->add_option("--infeasible-grace-ms", head.infeasible_grace_ms);
 
   AgentFlags agent;
   auto* agent_cmd =

@@ -3,18 +3,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "head/table_storage.h"
 #include "rpc/rpc.h"
+#include "scheduling/placement.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -69,6 +74,7 @@ class HeadImpl : public Head {
     }
     loop_->RunSync([&] {
       if (server_) server_->Shutdown();
+      agents_.clear();
     });
     loop_->Stop();
     server_.reset();
@@ -148,7 +154,270 @@ class HeadImpl : public Head {
           stop_requested_ = true;
           stop_cv_.notify_all();
         });
+    rpc::RegisterProto<proto::PlacementGroupSpec>(
+        s, proto::CREATE_PLACEMENT_GROUP,
+        [this](const auto& r, rpc::Responder resp) {
+          CreatePlacementGroup(r, resp);
+        });
+    rpc::RegisterProto<proto::GetPlacementGroupRequest>(
+        s, proto::GET_PLACEMENT_GROUP,
+        [this](const auto& r, rpc::Responder resp) {
+          PgEntry* pg = FindPg(r);
+          if (pg == nullptr) {
+            return resp.Error(absl::NotFoundError(absl::StrCat(
+                "no placement group ",
+                r.pg_id().empty() ? "named " + r.name() : r.pg_id())));
+          }
+          resp.Reply(pg->info);
+        });
+    rpc::RegisterProto<proto::GetPlacementGroupRequest>(
+        s, proto::REMOVE_PLACEMENT_GROUP,
+        [this](const auto& r, rpc::Responder resp) {
+          PgEntry* pg = FindPg(r);
+          if (pg == nullptr) return resp.Reply(proto::Empty());
+          RemovePlacementGroup(*pg);
+          resp.Reply(proto::Empty());
+        });
     server_->OnDisconnect([this](uint64_t conn) { OnDisconnect(conn); });
+  }
+
+  // ---- Placement groups ----
+  //
+  // One group is placed at a time: its bundles are prepared on every node
+  // they go to, then committed; if any node refuses, the prepared ones are
+  // cancelled and the group waits for its next turn. Because no two groups
+  // hold partial reservations at once, groups competing for the same nodes
+  // never deadlock.
+
+  struct PgEntry {
+    proto::PlacementGroupInfo info;
+    int64_t created_us = 0;
+  };
+
+  PgEntry* FindPg(const proto::GetPlacementGroupRequest& r) {
+    std::string id = r.pg_id();
+    if (id.empty()) {
+      auto n = pg_by_name_.find(r.name());
+      if (n == pg_by_name_.end()) return nullptr;
+      id = n->second;
+    }
+    auto it = pgs_.find(id);
+    return it == pgs_.end() ? nullptr : &it->second;
+  }
+
+  void CreatePlacementGroup(const proto::PlacementGroupSpec& spec,
+                            rpc::Responder resp) {
+    if (spec.bundles().empty()) {
+      return resp.Error(absl::InvalidArgumentError(
+          "a placement group needs at least one bundle"));
+    }
+    for (const auto& b : spec.bundles()) {
+      if (ResourceSet::FromProto(b).empty()) {
+        return resp.Error(absl::InvalidArgumentError(
+            "every bundle of a placement group must ask for some resource, "
+            "e.g. {\"CPU\": 1}"));
+      }
+    }
+    if (!spec.name().empty() && pg_by_name_.count(spec.name())) {
+      return resp.Error(absl::AlreadyExistsError(
+          absl::StrCat("a placement group named \"", spec.name(),
+                       "\" exists; remove it first or pick another name")));
+    }
+    PgEntry entry;
+    entry.info.set_pg_id(RandomHex(6));
+    *entry.info.mutable_spec() = spec;
+    entry.info.set_state(proto::PlacementGroupInfo::PENDING);
+    entry.created_us = MonotonicUs();
+    std::string id = entry.info.pg_id();
+    if (!spec.name().empty()) pg_by_name_[spec.name()] = id;
+    pgs_[id] = entry;
+    pending_pgs_.push_back(id);
+    resp.Reply(entry.info);
+    SchedulePlacementGroups();
+  }
+
+  void RemovePlacementGroup(PgEntry& pg) {
+    if (pg.info.state() == proto::PlacementGroupInfo::CREATED) {
+      std::set<std::string> nodes(pg.info.bundle_nodes().begin(),
+                                  pg.info.bundle_nodes().end());
+      for (const auto& node : nodes)
+        SendBundles(node, proto::CANCEL_BUNDLES, pg.info.pg_id(), {}, nullptr);
+    }
+    pg.info.set_state(proto::PlacementGroupInfo::REMOVED);
+    pg_by_name_.erase(pg.info.spec().name());
+    pending_pgs_.erase(
+        std::remove(pending_pgs_.begin(), pending_pgs_.end(), pg.info.pg_id()),
+        pending_pgs_.end());
+  }
+
+  rpc::Channel* AgentChannel(const std::string& address) {
+    auto& ch = agents_[address];
+    if (ch == nullptr) {
+      ch = std::make_unique<rpc::Channel>(loop_.get(), address, options_.token,
+                                          "head");
+    }
+    return ch.get();
+  }
+
+  // Sends a bundle request to the agent of `node_id`; `done` gets its status.
+  void SendBundles(
+      const std::string& node_id, int method, const std::string& pg_id,
+      const std::vector<std::pair<int, proto::ResourceMap>>& bundles,
+      std::function<void(absl::Status)> done) {
+    auto node = nodes_.find(node_id);
+    if (node == nodes_.end() || !node->second.info.alive()) {
+      if (done) done(absl::UnavailableError("node " + node_id + " is dead"));
+      return;
+    }
+    proto::BundleReservation req;
+    req.set_pg_id(pg_id);
+    for (const auto& [index, shape] : bundles) {
+      req.add_indices(index);
+      *req.add_bundles() = shape;
+    }
+    rpc::CallProto<proto::Empty>(
+        AgentChannel(node->second.info.address()), method, req,
+        [done](absl::StatusOr<proto::Empty> r) {
+          if (done) done(r.status());
+        },
+        3000);
+  }
+
+  // Nodes in a stable order: TPU hosts by worker id, others by address.
+  std::vector<PlacementNode> PlacementNodes(bool use_totals) const {
+    std::vector<std::pair<std::string, const proto::NodeInfo*>> alive;
+    for (const auto& [id, n] : nodes_) {
+      if (!n.info.alive()) continue;
+      auto w = n.info.labels().find("shoal.io/tpu-worker-id");
+      std::string key =
+          w != n.info.labels().end()
+              ? absl::StrCat(
+                    "0/",
+                    std::string(8 - std::min<size_t>(8, w->second.size()), '0'),
+                    w->second)
+              : absl::StrCat("1/", n.info.address());
+      alive.emplace_back(key, &n.info);
+    }
+    std::sort(alive.begin(), alive.end());
+    std::vector<PlacementNode> out;
+    for (const auto& [key, n] : alive) {
+      out.push_back(
+          {n->node_id(),
+           ResourceSet::FromProto(use_totals ? n->total() : n->available())});
+    }
+    return out;
+  }
+
+  // Gives every pending group one try, in order, until one is being placed.
+  void SchedulePlacementGroups() {
+    size_t n = pending_pgs_.size();
+    for (size_t i = 0; i < n && !placing_ && !pending_pgs_.empty(); ++i) {
+      std::string id = pending_pgs_.front();
+      pending_pgs_.pop_front();
+      TryPlaceGroup(id);
+    }
+  }
+
+  // Starts placing group `id`, fails it, or puts it back in line.
+  void TryPlaceGroup(const std::string& id) {
+    auto it = pgs_.find(id);
+    if (it == pgs_.end() ||
+        it->second.info.state() != proto::PlacementGroupInfo::PENDING) {
+      return;
+    }
+    PgEntry& pg = it->second;
+    std::vector<ResourceSet> bundles;
+    for (const auto& b : pg.info.spec().bundles()) {
+      bundles.push_back(ResourceSet::FromProto(b));
+    }
+    auto strategy = static_cast<PlacementStrategy>(pg.info.spec().strategy());
+    auto placed = PlaceBundles(bundles, strategy, PlacementNodes(false));
+    if (!placed) {
+      bool feasible =
+          PlaceBundles(bundles, strategy, PlacementNodes(true)).has_value();
+      if (!feasible &&
+          MonotonicUs() - pg.created_us > options_.infeasible_grace_ms * 1000) {
+        pg.info.set_state(proto::PlacementGroupInfo::FAILED);
+        pg.info.set_error(absl::StrCat(
+            "placement group ",
+            pg.info.spec().name().empty() ? id : pg.info.spec().name(), " (",
+            StrategyName(strategy), ", ", bundles.size(),
+            " bundles) cannot be placed on the cluster's nodes even when "
+            "they are idle; ask for smaller bundles, another strategy, or "
+            "add nodes"));
+        pg_by_name_.erase(pg.info.spec().name());
+        SHOAL_LOG(WARNING) << pg.info.error();
+      } else {
+        pending_pgs_.push_back(id);
+        RetryPlacementSoon();
+      }
+      return;
+    }
+    // Two-phase: prepare on every node, then commit.
+    std::map<std::string, std::vector<std::pair<int, proto::ResourceMap>>>
+        by_node;
+    for (size_t i = 0; i < placed->size(); ++i) {
+      by_node[(*placed)[i]].emplace_back(static_cast<int>(i),
+                                         pg.info.spec().bundles(i));
+    }
+    placing_ = true;
+    auto remaining = std::make_shared<size_t>(by_node.size());
+    auto ok_nodes = std::make_shared<std::vector<std::string>>();
+    auto failure = std::make_shared<absl::Status>();
+    for (const auto& [node, node_bundles] : by_node) {
+      SendBundles(node, proto::PREPARE_BUNDLES, id, node_bundles,
+                  [this, id, node, remaining, ok_nodes, failure,
+                   placed = *placed](absl::Status st) {
+                    if (st.ok()) {
+                      ok_nodes->push_back(node);
+                    } else {
+                      *failure = st;
+                    }
+                    if (--*remaining > 0) return;
+                    FinishPlacement(id, placed, *ok_nodes, *failure);
+                  });
+    }
+  }
+
+  void RetryPlacementSoon() {
+    if (retry_timer_armed_) return;
+    retry_timer_armed_ = true;
+    loop_->RunAfter(200, [this] {
+      retry_timer_armed_ = false;
+      SchedulePlacementGroups();
+    });
+  }
+
+  void FinishPlacement(const std::string& id,
+                       const std::vector<std::string>& placed,
+                       const std::vector<std::string>& ok_nodes,
+                       const absl::Status& failure) {
+    placing_ = false;
+    auto it = pgs_.find(id);
+    bool still_wanted =
+        it != pgs_.end() &&
+        it->second.info.state() == proto::PlacementGroupInfo::PENDING;
+    if (!failure.ok() || !still_wanted) {
+      for (const auto& node : ok_nodes) {
+        SendBundles(node, proto::CANCEL_BUNDLES, id, {}, nullptr);
+      }
+      if (still_wanted) {
+        SHOAL_LOG(INFO) << "placement group " << id << ": " << failure
+                        << "; will try again";
+        pending_pgs_.push_back(id);
+        RetryPlacementSoon();
+      }
+      return SchedulePlacementGroups();
+    }
+    for (const auto& node : ok_nodes) {
+      SendBundles(node, proto::COMMIT_BUNDLES, id, {}, nullptr);
+    }
+    PgEntry& pg = it->second;
+    pg.info.set_state(proto::PlacementGroupInfo::CREATED);
+    for (const auto& node : placed) pg.info.add_bundle_nodes(node);
+    SHOAL_LOG(INFO) << "placement group " << id << " created on "
+                    << absl::StrJoin(placed, ",");
+    SchedulePlacementGroups();
   }
 
   void RegisterNode(const proto::RegisterNodeRequest& r, rpc::Responder resp) {
@@ -188,6 +457,7 @@ class HeadImpl : public Head {
     NodeEntry& e = it->second;
     e.last_heartbeat_us = MonotonicUs();
     *e.info.mutable_available() = r.available();
+    if (r.has_total()) *e.info.mutable_total() = r.total();
     e.demands.assign(r.demands().begin(), r.demands().end());
     for (const auto& [id, n] : nodes_) *reply.add_nodes() = n.info;
     resp.Reply(reply);
@@ -345,6 +615,12 @@ class HeadImpl : public Head {
   std::map<uint64_t, std::string> node_by_conn_;
   std::map<uint64_t, std::string> job_by_conn_;
   int64_t next_job_ = 1;
+  std::map<std::string, PgEntry> pgs_;
+  std::map<std::string, std::string> pg_by_name_;
+  std::deque<std::string> pending_pgs_;
+  std::map<std::string, std::unique_ptr<rpc::Channel>> agents_;
+  bool placing_ = false;
+  bool retry_timer_armed_ = false;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

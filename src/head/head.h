@@ -21,6 +21,8 @@ struct HeadOptions {
   int64_t heartbeat_interval_ms = 500;
   // An agent silent for this long is marked dead.
   int64_t health_timeout_ms = 5000;
+  // How long a placement group that fits no node set waits for nodes.
+  int64_t infeasible_grace_ms = 5000;
 };
 
 class Head {

@@ -35,6 +35,10 @@ struct TaskArg {
 struct TaskOptions {
   std::map<std::string, double> resources;
   int max_retries = 3;
+  // Runs in this bundle of this placement group (its resources come from
+  // the bundle's reservation).
+  std::string placement_group_id;
+  int bundle_index = -1;
 };
 
 std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,

@@ -1,0 +1,36 @@
+// Where the bundles of a placement group go: a pure function of the bundles,
+// the strategy and the nodes' free resources.
+#ifndef SHOAL_SCHEDULING_PLACEMENT_H_
+#define SHOAL_SCHEDULING_PLACEMENT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduling/resource_set.h"
+
+namespace shoal {
+
+enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
+
+struct PlacementNode {
+  std::string node_id;
+  ResourceSet available;
+};
+
+// The node of each bundle (same order as `bundles`), or nullopt when the
+// nodes cannot hold them now. Nodes are tried in the order given (callers
+// pass a stable order, e.g. by address or TPU worker id):
+//   STRICT_PACK   every bundle on one node;
+//   PACK          as few nodes as possible, filling one before the next;
+//   STRICT_SPREAD every bundle on a different node;
+//   SPREAD        different nodes while there are any, then reuse.
+std::optional<std::vector<std::string>> PlaceBundles(
+    const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
+    const std::vector<PlacementNode>& nodes);
+
+std::string StrategyName(PlacementStrategy strategy);
+
+}  // namespace shoal
+
+#endif  // SHOAL_SCHEDULING_PLACEMENT_H_
