@@ -320,6 +320,43 @@ TaskCaller<R (*)(Params...)> Task(R (*fn)(Params...)) {
   return TaskCaller<R (*)(Params...)>(fn);
 }
 
+// ---- Launch modes ----
+
+// Device-centric launch on this host (what torch_xla.launch does): starts one
+// process per device this process holds (all chips of a TPU host, all GPUs;
+// on a host without accelerators, SHOAL_NUM_CPU_DEVICES stand-ins, default
+// 1), each a re-execution of this binary running fn(local_index, args...)
+// with exactly one device visible and the variables of PyTorch/XLA, torch
+// and Shoal set. Waits for all and returns their results in local-rank
+// order. If one fails, the others are stopped and shoal::Error names it.
+template <typename R, typename... Params, typename... Args>
+std::vector<R> Launch(R (*fn)(int, Params...), Args&&... args) {
+  static_assert(sizeof...(Args) == sizeof...(Params),
+                "Launch() passes as many arguments as fn takes after its "
+                "local index");
+  std::vector<std::string> packed;
+  (packed.push_back(
+       internal::Pack(std::decay_t<Params>(std::forward<Args>(args)))),
+   ...);
+  std::vector<std::string> results = internal::LaunchPerDevice(
+      internal::FunctionName(reinterpret_cast<const void*>(fn)), packed);
+  std::vector<R> out;
+  for (const auto& r : results) out.push_back(internal::Unpack<R>(r));
+  return out;
+}
+
+// Inside a process started by Launch or `shoal launch --per-device`: the
+// device it drives and its place in the gang.
+struct DeviceContext {
+  std::string kind;     // "TPU", "GPU", "CPU"
+  int local_index = 0;  // always 0: each process sees one device
+  int device_id = -1;   // the chip or GPU id on its host
+  int local_rank = 0;
+  int global_rank = 0;
+  int world_size = 1;
+};
+DeviceContext CurrentDevice();
+
 // ---- The cluster ----
 
 struct NodeInfo {

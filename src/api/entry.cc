@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "cli/cli.h"
+#include "launch/local_launch.h"
 #include "worker/worker_main.h"
 
 namespace {
@@ -24,6 +25,9 @@ int RoleMain(int argc, char** argv, char** envp) {
   const char* role = getenv("SHOAL_ROLE");
   if (role != nullptr && strcmp(role, "worker") == 0) {
     return shoal::internal::RunWorker();
+  }
+  if (role != nullptr && strcmp(role, "launch-child") == 0) {
+    return shoal::internal::RunLaunchChild();
   }
   if (role != nullptr && strcmp(role, "cli") == 0) {
     return shoal::cli::Main(argc, argv);

@@ -220,3 +220,73 @@ TEST(GpuTest, EachGpuTaskSeesItsOwnDevice) {
 }
 
 }  // namespace
+
+namespace {
+
+// One process per chip (shoal::Launch): what each process sees.
+std::map<std::string, std::string> PerChip(int local_index) {
+  shoal::DeviceContext d = shoal::CurrentDevice();
+  std::map<std::string, std::string> view;
+  view["local_index"] = std::to_string(local_index);
+  view["kind"] = d.kind;
+  view["device_id"] = std::to_string(d.device_id);
+  view["rank"] = std::to_string(d.global_rank);
+  view["world_size"] = std::to_string(d.world_size);
+  for (const char* name : {"TPU_VISIBLE_CHIPS", "TPU_PROCESS_BOUNDS",
+                           "PJRT_DEVICE", "RANK", "LOCAL_RANK"}) {
+    const char* v = getenv(name);
+    view[name] = v ? v : "<unset>";
+  }
+  return view;
+}
+std::vector<std::map<std::string, std::string>> LaunchOnHost() {
+  return shoal::Launch(PerChip);
+}
+int64_t FailOnRankTwo(int local_index) {
+  if (local_index == 2) throw std::runtime_error("chip 2 is on fire");
+  return local_index;
+}
+std::vector<int64_t> LaunchFailing() { return shoal::Launch(FailOnRankTwo); }
+SHOAL_REMOTE(PerChip, LaunchOnHost, FailOnRankTwo, LaunchFailing);
+
+TEST_F(AcceleratorTest, LaunchRunsOneProcessPerChipOnEveryHost) {
+  // One TPU: 4 task per host, each launching a process per chip.
+  int hosts = static_cast<int>(shoal::AvailableResources()["TPU"] / 4);
+  ASSERT_EQ(hosts, 2);
+  std::vector<shoal::ObjectRef<std::vector<std::map<std::string, std::string>>>>
+      refs;
+  for (int h = 0; h < hosts; ++h) {
+    refs.push_back(shoal::Task(LaunchOnHost).SetResource("TPU", 4).Remote());
+  }
+  std::set<std::string> ranks;
+  for (const auto& host : shoal::Get(refs, 60000)) {
+    ASSERT_EQ(host.size(), 4u);
+    for (size_t i = 0; i < host.size(); ++i) {
+      const auto& v = host[i];
+      EXPECT_EQ(v.at("local_index"), std::to_string(i));
+      EXPECT_EQ(v.at("kind"), "TPU");
+      EXPECT_EQ(v.at("TPU_VISIBLE_CHIPS"), std::to_string(i));
+      EXPECT_EQ(v.at("device_id"), std::to_string(i));
+      EXPECT_EQ(v.at("TPU_PROCESS_BOUNDS"), "2,2,2");
+      EXPECT_EQ(v.at("PJRT_DEVICE"), "TPU");
+      EXPECT_EQ(v.at("world_size"), "8");
+      EXPECT_EQ(v.at("RANK"), v.at("rank"));
+      ranks.insert(v.at("rank"));
+    }
+  }
+  EXPECT_EQ(ranks,
+            (std::set<std::string>{"0", "1", "2", "3", "4", "5", "6", "7"}));
+}
+
+TEST_F(AcceleratorTest, ALaunchWithAFailingRankFailsNamingIt) {
+  auto ref = shoal::Task(LaunchFailing).SetResource("TPU", 4).Remote();
+  try {
+    shoal::Get(ref, 60000);
+    FAIL() << "expected the launch to fail";
+  } catch (const shoal::RemoteError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("local rank 2"));
+    EXPECT_THAT(e.what(), HasSubstr("chip 2 is on fire"));
+  }
+}
+
+}  // namespace

@@ -53,6 +53,11 @@ std::string GetSerialized(const RefHandle& ref, int64_t timeout_ms);
 std::vector<size_t> WaitReady(const std::vector<const RefHandle*>& refs,
                               size_t num_ready, int64_t timeout_ms);
 
+// Runs registered function `function_name`(local_index, args...) once per
+// local device in child processes; results in local-rank order.
+std::vector<std::string> LaunchPerDevice(const std::string& function_name,
+                                         const std::vector<std::string>& args);
+
 // Function registry (SHOAL_REMOTE).
 using Invoker =
     std::function<std::string(const std::vector<std::string_view>& args)>;

@@ -1,0 +1,238 @@
+#include "launch/local_launch.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/process.h"
+#include "common/util.h"
+#include "launch/framework_env.h"
+#include "shoal/api.h"
+#include "shoal/shoal.pb.h"
+#include "worker/function_registry.h"
+
+namespace shoal::internal {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "";
+}
+
+int EnvInt(const char* name, int fallback) {
+  int value = 0;
+  return absl::SimpleAtoi(Env(name), &value) ? value : fallback;
+}
+
+// The gang this process launches on its host: every host of its TPU slice
+// (so global ranks span the slice), else this host alone.
+absl::StatusOr<std::pair<launch::LaunchSpec, int>> DescribeGang() {
+  AssignedDevices held = GetAssignedDevices();
+  launch::LaunchSpec spec;
+  spec.mode = launch::LaunchMode::kPerDevice;
+  std::string self = Env("SHOAL_NODE_IP");
+  if (self.empty()) self = "127.0.0.1";
+  if (held.kind == "TPU") {
+    std::vector<std::string> hosts =
+        absl::StrSplit(Env("TPU_WORKER_HOSTNAMES"), ',', absl::SkipEmpty());
+    int me = held.worker_id >= 0 ? held.worker_id : 0;
+    if (hosts.empty()) hosts.push_back(self);
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      launch::GangHost host;
+      host.address = hosts[h];
+      host.kind = launch::DeviceKind::kTpu;
+      host.num_devices = static_cast<int>(held.ids.size());
+      if (static_cast<int>(h) == me) {
+        // Local ids: this process sees only the chips it holds, renumbered
+        // as the chip ids of its host.
+        host.device_ids = held.ids;
+        host.num_devices = 0;
+        for (int id : held.ids)
+          host.num_devices = std::max(host.num_devices, id + 1);
+      }
+      host.tpu_accelerator_type = Env("TPU_ACCELERATOR_TYPE");
+      host.tpu_worker_id = static_cast<int>(h);
+      spec.hosts.push_back(host);
+    }
+    return std::make_pair(spec, me);
+  }
+  launch::GangHost host;
+  host.address = self;
+  if (held.kind == "GPU") {
+    host.kind = launch::DeviceKind::kGpu;
+    host.device_ids = held.ids;
+    for (int id : held.ids)
+      host.num_devices = std::max(host.num_devices, id + 1);
+  } else {
+    host.kind = launch::DeviceKind::kCpu;
+    host.num_devices = std::max(1, EnvInt("SHOAL_NUM_CPU_DEVICES", 1));
+  }
+  spec.hosts.push_back(host);
+  return std::make_pair(spec, 0);
+}
+
+}  // namespace
+
+std::vector<std::string> LaunchPerDevice(const std::string& function_name,
+                                         const std::vector<std::string>& args) {
+  auto gang = DescribeGang();
+  if (!gang.ok()) throw Error(std::string(gang.status().message()));
+  auto& [spec, my_host] = *gang;
+  auto envs = launch::ComputeLaunchEnvironments(spec);
+  if (!envs.ok()) {
+    throw Error(absl::StrCat("cannot launch one process per device: ",
+                             envs.status().message()));
+  }
+  char tmpl[] = "/tmp/shoal-launch-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw Error("cannot make a temp dir");
+  std::string dir = tmpl;
+  struct DirGuard {
+    std::string dir;
+    ~DirGuard() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } guard{dir};
+  proto::TaskSpec task;
+  task.set_function_name(function_name);
+  for (const auto& a : args) task.add_args(a);
+  std::string spec_path = dir + "/spec";
+  if (!WriteFile(spec_path, task.SerializeAsString(), 0600).ok()) {
+    throw Error("cannot write " + spec_path);
+  }
+
+  struct Child {
+    pid_t pid = 0;
+    int local_rank = 0;
+    int rank = 0;
+    std::string result_path;
+  };
+  std::vector<Child> children;
+  auto stop_all = [&] {
+    for (const Child& c : children) {
+      if (c.pid > 0) kill(c.pid, SIGKILL);
+    }
+    for (const Child& c : children) {
+      if (c.pid > 0) waitpid(c.pid, nullptr, 0);
+    }
+  };
+  for (const launch::ProcessEnvironment& p : *envs) {
+    if (p.node_rank != my_host) continue;
+    Child child;
+    child.local_rank = p.local_rank;
+    child.rank = p.rank;
+    child.result_path = absl::StrCat(dir, "/result-", p.local_rank);
+    SpawnOptions s;
+    s.argv = {SelfExecutable()};
+    s.env = p.set;
+    s.unset_env = p.unset;
+    s.env["SHOAL_ROLE"] = "launch-child";
+    s.env["SHOAL_LAUNCH_SPEC"] = spec_path;
+    s.env["SHOAL_LAUNCH_RESULT"] = child.result_path;
+    s.env["SHOAL_LAUNCH_LOCAL_INDEX"] = std::to_string(p.local_rank);
+    auto pid = Spawn(s);
+    if (!pid.ok()) {
+      stop_all();
+      throw Error(absl::StrCat("cannot start local rank ", p.local_rank, ": ",
+                               pid.status().message()));
+    }
+    child.pid = *pid;
+    children.push_back(child);
+  }
+  // Wait for all; the first failure stops the rest (torchrun's rule). Only
+  // our own children are waited for: a driver may have others (its local
+  // cluster).
+  std::string failure;
+  size_t running = children.size();
+  while (running > 0 && failure.empty()) {
+    bool progressed = false;
+    for (Child& c : children) {
+      if (c.pid == 0) continue;
+      int status = 0;
+      if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      progressed = true;
+      c.pid = 0;
+      --running;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      proto::TaskResult result;
+      auto text = ReadFile(c.result_path);
+      std::string why =
+          text.ok() && result.ParseFromString(*text) && !result.error().empty()
+              ? result.error()
+              : DescribeWaitStatus(status);
+      failure = absl::StrCat("rank ", c.rank, " (local rank ", c.local_rank,
+                             ") of the launch failed: ", why,
+                             "; the other ranks were stopped");
+      stop_all();
+      break;
+    }
+    if (!progressed) usleep(2000);
+  }
+  if (!failure.empty()) throw Error(failure);
+  std::vector<std::string> out;
+  for (const Child& c : children) {
+    proto::TaskResult result;
+    auto text = ReadFile(c.result_path);
+    if (!text.ok() || !result.ParseFromString(*text) || !result.ok()) {
+      throw Error(absl::StrCat("local rank ", c.local_rank,
+                               " exited without a result"));
+    }
+    out.push_back(result.value());
+  }
+  return out;
+}
+
+int RunLaunchChild() {
+  proto::TaskResult result;
+  auto spec_text = ReadFile(Env("SHOAL_LAUNCH_SPEC"));
+  proto::TaskSpec spec;
+  int code = 1;
+  if (!spec_text.ok() || !spec.ParseFromString(*spec_text)) {
+    result.set_error("cannot read the launch spec");
+  } else if (const Invoker* invoker = FindInvoker(spec.function_name())) {
+    std::string index = Pack(EnvInt("SHOAL_LAUNCH_LOCAL_INDEX", 0));
+    std::vector<std::string_view> args = {index};
+    for (const auto& a : spec.args()) args.push_back(a);
+    try {
+      result.set_value((*invoker)(args));
+      result.set_ok(true);
+      code = 0;
+    } catch (const std::exception& e) {
+      result.set_error(e.what());
+    }
+  } else {
+    result.set_error("no remote function named " + spec.function_name());
+  }
+  WriteFile(Env("SHOAL_LAUNCH_RESULT"), result.SerializeAsString(), 0600)
+      .IgnoreError();
+  fflush(stdout);
+  fflush(stderr);
+  _exit(code);
+}
+
+}  // namespace shoal::internal
+
+namespace shoal {
+
+DeviceContext CurrentDevice() {
+  DeviceContext d;
+  d.kind = internal::Env("SHOAL_DEVICE_KIND");
+  std::vector<std::string> ids =
+      absl::StrSplit(internal::Env("SHOAL_DEVICE_IDS"), ',', absl::SkipEmpty());
+  if (!ids.empty()) (void)absl::SimpleAtoi(ids[0], &d.device_id);
+  d.local_rank = internal::EnvInt("SHOAL_LOCAL_RANK", 0);
+  d.global_rank = internal::EnvInt("SHOAL_RANK", 0);
+  d.world_size = internal::EnvInt("SHOAL_WORLD_SIZE", 1);
+  return d;
+}
+
+}  // namespace shoal
