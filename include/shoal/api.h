@@ -357,6 +357,25 @@ struct DeviceContext {
 };
 DeviceContext CurrentDevice();
 
+namespace spmd {
+
+// Host-centric (multi-controller JAX) view of this process: one process per
+// host driving every device of the host.
+struct ProcessInfo {
+  int process_id = 0;  // dense 0..n-1, TPU hosts in worker-id order
+  int process_count = 1;
+  int local_device_count = 0;
+  int global_device_count = 0;      // 8 on each host of a v5p-16
+  std::string coordinator_address;  // host:port of process 0
+};
+
+// Reads what `shoal launch --per-host` set (SHOAL_PROCESS_ID, ...), or, in a
+// task that holds a whole TPU host, derives it from the slice (TPU_WORKER_ID,
+// TPU_WORKER_HOSTNAMES).
+ProcessInfo Initialize();
+
+}  // namespace spmd
+
 // ---- The cluster ----
 
 struct NodeInfo {

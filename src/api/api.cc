@@ -134,7 +134,8 @@ bool IsInitialized() { return Runtime() != nullptr; }
 std::string CurrentNodeId() {
   const char* role = getenv("SHOAL_ROLE");
   const char* node = getenv("SHOAL_NODE_ID");
-  if (role == nullptr || std::string(role) != "worker" || node == nullptr) {
+  if (role == nullptr || node == nullptr ||
+      (std::string(role) != "worker" && std::string(role) != "launch-child")) {
     return "";
   }
   return node;

@@ -723,14 +723,21 @@ class CoreRuntimeImpl : public CoreRuntime {
     q.workers.push_back(std::move(w));
   }
 
+  // Returns leases idle for lease_idle_ms; at once when tasks of another
+  // shape are waiting for a lease (an idle lease of ours may be what holds
+  // the resources they need).
   void ReturnIdleLeases() {
     int64_t now = MonotonicUs();
+    bool starving = false;
+    for (const auto& [key, q] : shapes_) {
+      starving |= !q.queue.empty() && q.pending_lease_requests > 0;
+    }
     for (auto& [key, q] : shapes_) {
       if (!q.queue.empty()) continue;
+      int64_t idle_us = starving ? 0 : options_.lease_idle_ms * 1000;
       for (auto it = q.workers.begin(); it != q.workers.end();) {
         LeasedWorker& w = **it;
-        if (w.in_flight.empty() &&
-            now - w.idle_since_us > options_.lease_idle_ms * 1000) {
+        if (w.in_flight.empty() && now - w.idle_since_us >= idle_us) {
           proto::ReturnLeaseRequest req;
           req.set_lease_id(w.lease_id);
           rpc::CallProto<proto::Empty>(AgentChannel(w.agent_address),

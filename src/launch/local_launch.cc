@@ -235,4 +235,37 @@ DeviceContext CurrentDevice() {
   return d;
 }
 
+namespace spmd {
+
+ProcessInfo Initialize() {
+  using internal::Env;
+  using internal::EnvInt;
+  ProcessInfo info;
+  if (!Env("SHOAL_PROCESS_ID").empty()) {
+    info.process_id = EnvInt("SHOAL_PROCESS_ID", 0);
+    info.process_count = EnvInt("SHOAL_NUM_PROCESSES", 1);
+    info.local_device_count = EnvInt("SHOAL_LOCAL_DEVICE_COUNT", 0);
+    info.global_device_count = EnvInt("SHOAL_GLOBAL_DEVICE_COUNT", 0);
+    info.coordinator_address = Env("SHOAL_COORDINATOR_ADDRESS");
+    return info;
+  }
+  AssignedDevices held = GetAssignedDevices();
+  info.local_device_count = static_cast<int>(held.ids.size());
+  std::vector<std::string> hosts =
+      absl::StrSplit(Env("TPU_WORKER_HOSTNAMES"), ',', absl::SkipEmpty());
+  if (held.kind == "TPU" && !hosts.empty()) {
+    info.process_id = std::max(held.worker_id, 0);
+    info.process_count = static_cast<int>(hosts.size());
+    info.coordinator_address =
+        absl::StrCat(hosts[0], ":", launch::kTpuCoordinatorPort);
+  } else {
+    info.coordinator_address = absl::StrCat(
+        Env("SHOAL_NODE_IP").empty() ? "127.0.0.1" : Env("SHOAL_NODE_IP"), ":",
+        launch::kTpuCoordinatorPort);
+  }
+  info.global_device_count = info.local_device_count * info.process_count;
+  return info;
+}
+
+}  // namespace spmd
 }  // namespace shoal

@@ -1,0 +1,96 @@
+// The seed walkthrough on a TPU slice (real, or simulated with
+// `shoal dev fake-tpu`): the same function on one device, on every device of
+// one host, on every device of every host, and host-centric.
+//
+//   SHOAL_ADDRESS=head:6379 ./build/bin/seed_walkthrough
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "shoal/api.h"
+
+namespace {
+
+// A 2x2 random tensor made on this process's device, described in one line.
+std::string RandomTensorOnDevice(int local_index) {
+  shoal::DeviceContext device = shoal::CurrentDevice();
+  shoal::AssignedDevices held = shoal::GetAssignedDevices();
+  int chip = device.device_id >= 0 ? device.device_id
+                                   : (held.ids.empty() ? -1 : held.ids[0]);
+  std::mt19937 rng(1000 + device.global_rank * 10 + local_index);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::ostringstream out;
+  out << "rank " << device.global_rank << "/" << device.world_size << " on "
+      << shoal::CurrentNodeId() << " "
+      << (held.kind.empty() ? "CPU" : held.kind) << ":" << chip << " tensor([[";
+  for (int i = 0; i < 4; ++i) {
+    out << (i == 2 ? "], [" : (i ? ", " : "")) << uniform(rng);
+  }
+  out << "]])";
+  return out.str();
+}
+
+std::string OneDevice() { return RandomTensorOnDevice(0); }
+
+std::vector<std::string> EveryDeviceOfThisHost() {
+  return shoal::Launch(RandomTensorOnDevice);
+}
+
+int64_t GlobalDeviceCount() {
+  return shoal::spmd::Initialize().global_device_count;
+}
+
+SHOAL_REMOTE(RandomTensorOnDevice, OneDevice, EveryDeviceOfThisHost,
+             GlobalDeviceCount);
+
+}  // namespace
+
+int main() {
+  shoal::Init();
+  double chips = shoal::AvailableResources()["TPU"];
+  int hosts = static_cast<int>(chips / 4);
+  std::printf("Cluster: %.0f TPU chips, %d host(s) of 4\n", chips, hosts);
+  if (hosts < 1) {
+    std::printf(
+        "No TPU host of 4 chips: start nodes on TPU hosts (or fake ones: "
+        "shoal dev fake-tpu)\n");
+    return 1;
+  }
+
+  std::printf("\n1. One device (a task holding one chip):\n  %s\n",
+              shoal::Get(shoal::Task(OneDevice).SetResource("TPU", 1).Remote())
+                  .c_str());
+
+  std::printf(
+      "\n2. One host, every device (shoal::Launch in a TPU: 4 task):\n");
+  for (const auto& line : shoal::Get(
+           shoal::Task(EveryDeviceOfThisHost).SetResource("TPU", 4).Remote())) {
+    std::printf("  %s\n", line.c_str());
+  }
+
+  std::printf("\n3. Every host, every device (one TPU: 4 task per host):\n");
+  std::vector<shoal::ObjectRef<std::vector<std::string>>> per_host;
+  for (int h = 0; h < hosts; ++h) {
+    per_host.push_back(
+        shoal::Task(EveryDeviceOfThisHost).SetResource("TPU", 4).Remote());
+  }
+  for (const auto& lines : shoal::Get(per_host)) {
+    for (const auto& line : lines) std::printf("  %s\n", line.c_str());
+  }
+
+  std::printf("\n4. Host-centric (one process per host, all its chips):\n");
+  std::vector<shoal::ObjectRef<int64_t>> counts;
+  for (int h = 0; h < hosts; ++h) {
+    counts.push_back(
+        shoal::Task(GlobalDeviceCount).SetResource("TPU", 4).Remote());
+  }
+  int h = 0;
+  for (int64_t count : shoal::Get(counts)) {
+    std::printf("  host process %d: global device count %ld\n", h++,
+                static_cast<long>(count));
+  }
+  shoal::Shutdown();
+  return 0;
+}
