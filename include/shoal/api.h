@@ -238,8 +238,9 @@ class PlacementGroup {
   const std::string& id() const { return id_; }
   const std::string& name() const { return name_; }
   size_t bundle_count() const { return bundles_; }
-  // True once every bundle is reserved; false if timeout_ms passes first.
-  // Throws shoal::InfeasibleError when the group can never be placed.
+  // True once every bundle is reserved; false if timeout_ms passes first
+  // (timeout_ms < 0 waits as long as it takes). Throws
+  // shoal::InfeasibleError when the group can never be placed.
   bool Wait(int64_t timeout_ms) const;
   // The node id of each bundle (empty until the group is created).
   std::vector<std::string> BundleNodes() const;
@@ -250,6 +251,21 @@ class PlacementGroup {
 };
 
 PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options);
+
+// Every host of a TPU slice reserved as one gang (a STRICT_SPREAD group with
+// one whole-host bundle per worker, bundle i on TPU worker i).
+struct SliceReservation {
+  PlacementGroup group;
+  std::string slice_name;
+  std::string accelerator_type;  // "v5p-16"
+  int chips_per_host = 0;
+  std::vector<std::string> hosts;  // node ids, in TPU worker-id order
+};
+// Reserves slice `slice_name` (empty: the cluster's only slice). Throws
+// shoal::Error when the slice is unknown or not all its hosts have joined,
+// shoal::TimeoutError when timeout_ms (>= 0) passes first.
+SliceReservation ReserveTpuSlice(const std::string& slice_name = "",
+                                 int64_t timeout_ms = -1);
 // Releases the bundles; tasks still running in them are stopped.
 void RemovePlacementGroup(const PlacementGroup& group);
 // The live group with this name, if any.

@@ -229,8 +229,12 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options) {
 }
 
 bool PlacementGroup::Wait(int64_t timeout_ms) const {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  // timeout_ms < 0: as long as it takes (ten days stand for that here).
+  constexpr int64_t kForeverMs = 10LL * 24 * 3600 * 1000;
+  int64_t wait_ms =
+      timeout_ms < 0 ? kForeverMs : std::min(timeout_ms, kForeverMs);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   auto pause = std::chrono::milliseconds(5);
   while (true) {
     proto::PlacementGroupInfo info = GetGroupInfo(id_, "");
@@ -253,6 +257,75 @@ bool PlacementGroup::Wait(int64_t timeout_ms) const {
 std::vector<std::string> PlacementGroup::BundleNodes() const {
   proto::PlacementGroupInfo info = GetGroupInfo(id_, "");
   return {info.bundle_nodes().begin(), info.bundle_nodes().end()};
+}
+
+SliceReservation ReserveTpuSlice(const std::string& slice_name,
+                                 int64_t timeout_ms) {
+  // The slice's hosts, as their agents label them.
+  std::map<std::string, std::vector<std::pair<int, NodeInfo>>> slices;
+  for (const NodeInfo& n : Nodes()) {
+    if (!n.alive) continue;
+    auto name = n.labels.find("shoal.io/tpu-slice-name");
+    if (name == n.labels.end()) continue;
+    int worker = -1;
+    auto w = n.labels.find("shoal.io/tpu-worker-id");
+    if (w != n.labels.end()) (void)absl::SimpleAtoi(w->second, &worker);
+    slices[name->second].emplace_back(worker, n);
+  }
+  if (slices.empty()) throw Error("the cluster has no TPU slice hosts");
+  std::string name = slice_name;
+  if (name.empty()) {
+    if (slices.size() > 1) {
+      throw Error(
+          "the cluster has several TPU slices; name the one to reserve");
+    }
+    name = slices.begin()->first;
+  }
+  auto it = slices.find(name);
+  if (it == slices.end()) {
+    throw Error("no host of TPU slice \"" + name + "\" is in the cluster");
+  }
+  auto& hosts = it->second;
+  std::sort(hosts.begin(), hosts.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const NodeInfo& first = hosts.front().second;
+  int expected = static_cast<int>(hosts.size());
+  if (auto n = first.labels.find("shoal.io/tpu-num-workers");
+      n != first.labels.end()) {
+    (void)absl::SimpleAtoi(n->second, &expected);
+  }
+  if (static_cast<int>(hosts.size()) != expected) {
+    throw Error(absl::StrCat("TPU slice ", name, " has ", hosts.size(), " of ",
+                             expected,
+                             " hosts in the cluster; start node agents on the "
+                             "others (shoal start --address=...)"));
+  }
+  SliceReservation out;
+  out.slice_name = name;
+  auto type = first.labels.find("shoal.io/accelerator-type");
+  if (type != first.labels.end()) out.accelerator_type = type->second;
+  out.chips_per_host =
+      static_cast<int>(first.total.count("TPU") ? first.total.at("TPU") : 0);
+  PlacementGroupOptions options;
+  options.name = absl::StrCat("tpu-slice-", name, "-", RandomHex(3));
+  options.strategy = PlacementStrategy::kStrictSpread;
+  for (int i = 0; i < expected; ++i) {
+    std::map<std::string, double> bundle = {
+        {"TPU", out.chips_per_host}, {name, 1}, {"CPU", 1}};
+    // Worker 0 alone has the slice-head resource: it pins bundle 0 there.
+    if (i == 0 && !out.accelerator_type.empty()) {
+      bundle["TPU-" + out.accelerator_type + "-head"] = 1;
+    }
+    options.bundles.push_back(bundle);
+  }
+  out.group = CreatePlacementGroup(options);
+  if (!out.group.Wait(timeout_ms)) {
+    RemovePlacementGroup(out.group);
+    throw TimeoutError(absl::StrCat("TPU slice ", name, " was not free within ",
+                                    timeout_ms, " ms"));
+  }
+  out.hosts = out.group.BundleNodes();
+  return out;
 }
 
 void RemovePlacementGroup(const PlacementGroup& group) {

@@ -409,8 +409,39 @@ class HeadImpl : public Head {
       }
       return SchedulePlacementGroups();
     }
+    // Commit everywhere; the group is created once every node confirms.
+    placing_ = true;
+    auto remaining = std::make_shared<size_t>(ok_nodes.size());
+    auto failed = std::make_shared<absl::Status>();
     for (const auto& node : ok_nodes) {
-      SendBundles(node, proto::COMMIT_BUNDLES, id, {}, nullptr);
+      SendBundles(
+          node, proto::COMMIT_BUNDLES, id, {},
+          [this, id, placed, ok_nodes, remaining, failed](absl::Status st) {
+            if (!st.ok()) *failed = st;
+            if (--*remaining > 0) return;
+            placing_ = false;
+            FinishCommit(id, placed, ok_nodes, *failed);
+          });
+    }
+  }
+
+  void FinishCommit(const std::string& id,
+                    const std::vector<std::string>& placed,
+                    const std::vector<std::string>& nodes,
+                    const absl::Status& failure) {
+    auto it = pgs_.find(id);
+    bool still_wanted =
+        it != pgs_.end() &&
+        it->second.info.state() == proto::PlacementGroupInfo::PENDING;
+    if (!failure.ok() || !still_wanted) {
+      for (const auto& node : nodes) {
+        SendBundles(node, proto::CANCEL_BUNDLES, id, {}, nullptr);
+      }
+      if (still_wanted) {
+        pending_pgs_.push_back(id);
+        RetryPlacementSoon();
+      }
+      return SchedulePlacementGroups();
     }
     PgEntry& pg = it->second;
     pg.info.set_state(proto::PlacementGroupInfo::CREATED);

@@ -290,3 +290,42 @@ TEST_F(AcceleratorTest, ALaunchWithAFailingRankFailsNamingIt) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(AcceleratorTest, ReserveTpuSliceGangsEveryHostInWorkerOrder) {
+  shoal::SliceReservation slice = shoal::ReserveTpuSlice("", 20000);
+  EXPECT_EQ(slice.slice_name, "my-tpu");
+  EXPECT_EQ(slice.accelerator_type, "v5p-16");
+  EXPECT_EQ(slice.chips_per_host, 4);
+  EXPECT_EQ(slice.hosts, (std::vector<std::string>{"tpu-0", "tpu-1"}));
+  // While the gang holds the slice, nothing else gets its chips (the head
+  // hears of it from the agents within milliseconds).
+  double free_chips = -1;
+  for (int i = 0; i < 100 && free_chips != 0; ++i) {
+    free_chips = shoal::AvailableResources()["TPU"];
+    if (free_chips != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  EXPECT_EQ(free_chips, 0);
+  // Work placed in bundle i runs on worker i, with global ranks from there.
+  for (int i = 0; i < 2; ++i) {
+    auto views = shoal::Get(shoal::Task(LaunchOnHost)
+                                .SetResource("TPU", 4)
+                                .SetPlacementGroup(slice.group, i)
+                                .Remote(),
+                            60000);
+    ASSERT_EQ(views.size(), 4u);
+    EXPECT_EQ(views[0].at("rank"), std::to_string(4 * i));
+  }
+  shoal::RemovePlacementGroup(slice.group);
+  try {
+    shoal::ReserveTpuSlice("other-slice", 1000);
+    FAIL() << "expected an error for an unknown slice";
+  } catch (const shoal::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("other-slice"));
+  }
+}
+
+}  // namespace
