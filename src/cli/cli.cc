@@ -10,6 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "accel/detect.h"
@@ -23,6 +24,7 @@
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "head/head.h"
+#include "launch/launcher.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
@@ -585,6 +587,30 @@ int Main(int argc, char** argv) {
   agent_cmd->add_option("--worker-idle-timeout-ms",
                         agent.worker_idle_timeout_ms);
 
+  launch::LaunchOptions launch_opts;
+  std::string no_restart_on;
+  bool per_device = false;
+  auto* launch_cmd = app.add_subcommand(
+      "launch",
+      "Run a command as a gang: per device or per host, on every "
+      "host of a TPU slice or on N nodes");
+  launch_cmd->add_flag("--per-device", per_device,
+                       "One process per device (torch_xla.launch, torchrun)");
+  launch_cmd->add_flag("--per-host", launch_opts.per_host,
+                       "One process per host with all its devices (JAX)");
+  launch_cmd->add_option("--slice", launch_opts.slice, "TPU slice to run on");
+  launch_cmd->add_option("--nodes", launch_opts.nodes,
+                         "Without a slice: how many nodes (default all)");
+  launch_cmd->add_flag("--local", launch_opts.local, "Only one node");
+  launch_cmd->add_option("--max-restarts", launch_opts.max_restarts,
+                         "Restart the whole gang up to N times on failure");
+  launch_cmd->add_option("--no-restart-on", no_restart_on,
+                         "Exit codes that fail the gang at once, e.g. 2,3");
+  launch_cmd->add_option("--address", launch_opts.address, "Head, HOST:PORT");
+  launch_cmd->add_option("--token", launch_opts.token, "Cluster token");
+  launch_cmd->add_option("command", launch_opts.argv, "The command, after --")
+      ->required();
+
   FakeTpuFlags fake;
   auto* dev_cmd = app.add_subcommand("dev", "Developer helpers");
   auto* fake_cmd = dev_cmd->add_subcommand(
@@ -602,6 +628,20 @@ int Main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (fake_cmd->parsed()) return FakeTpu(fake);
+  if (launch_cmd->parsed()) {
+    if (per_device == launch_opts.per_host) {
+      return Fail("say --per-device or --per-host");
+    }
+    for (absl::string_view code :
+         absl::StrSplit(no_restart_on, ',', absl::SkipEmpty())) {
+      int value = 0;
+      if (!absl::SimpleAtoi(code, &value)) {
+        return Fail("--no-restart-on takes exit codes, e.g. 2,3");
+      }
+      launch_opts.no_restart_on.insert(value);
+    }
+    return launch::RunLaunch(launch_opts);
+  }
   if (start_cmd->parsed()) return Start(start);
   if (stop_cmd->parsed()) return Stop(stop_temp_dir, force);
   if (status_cmd->parsed()) {

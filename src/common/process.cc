@@ -80,6 +80,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
     if (log_fd >= 0) {
       dup2(log_fd, 1);
       dup2(log_fd, 2);
+    } else if (options.output_fd >= 0) {
+      dup2(options.output_fd, 1);
+      dup2(options.output_fd, 2);
     }
     execve(argv[0], argv.data(), envp.data());
     int err = errno;

@@ -18,6 +18,7 @@ struct SpawnOptions {
   std::map<std::string, std::string> env;
   std::vector<std::string> unset_env;
   std::string log_path;         // stdout and stderr, appended; empty: inherit
+  int output_fd = -1;           // else stdout and stderr go here (e.g. a pipe)
   bool die_with_parent = true;  // PR_SET_PDEATHSIG(SIGKILL)
   bool new_session = false;     // setsid(): survives the caller's terminal
 };

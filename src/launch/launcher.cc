@@ -1,0 +1,492 @@
+#include "launch/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/process.h"
+#include "common/util.h"
+#include "launch/framework_env.h"
+#include "rpc/rpc.h"
+#include "shoal/api.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::launch {
+namespace {
+
+constexpr int64_t kReportIntervalUs = 100000;
+constexpr int kStopGraceMs = 3000;
+
+DeviceKind KindOf(const std::string& kind) {
+  if (kind == "TPU") return DeviceKind::kTpu;
+  if (kind == "GPU") return DeviceKind::kGpu;
+  return DeviceKind::kCpu;
+}
+
+int ExitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 255;
+}
+
+// ---- The runner: one per host, inside a task that holds the host ----
+
+struct Proc {
+  pid_t pid = 0;
+  int fd = -1;
+  int rank = 0;
+  std::string prefix;
+  std::string partial;
+  std::ofstream log;
+  bool exited = false;
+};
+
+// Sends what accumulated to the launcher; true when it says to stop (or is
+// gone: a gang without its launcher stops).
+bool Report(rpc::EventLoop* loop, rpc::Channel* channel,
+            proto::LaunchReport* report) {
+  std::promise<bool> stop;
+  loop->Post([&] {
+    rpc::CallProto<proto::LaunchReportReply>(
+        channel, proto::LAUNCH_REPORT, *report,
+        [&](absl::StatusOr<proto::LaunchReportReply> r) {
+          stop.set_value(!r.ok() || r->stop());
+        },
+        5000);
+  });
+  bool result = stop.get_future().get();
+  report->clear_lines();
+  report->clear_exits();
+  return result;
+}
+
+void Drain(Proc& p, proto::LaunchReport* report) {
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(p.fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    p.partial.append(buf, n);
+    size_t nl;
+    while ((nl = p.partial.find('\n')) != std::string::npos) {
+      std::string line = p.partial.substr(0, nl);
+      p.partial.erase(0, nl + 1);
+      p.log << line << "\n";
+      proto::LaunchLine* l = report->add_lines();
+      l->set_rank(p.rank);
+      l->set_prefix(p.prefix);
+      l->set_text(line);
+    }
+  }
+  p.log.flush();
+}
+
+std::string RunLaunchHost(std::string spec_bytes) {
+  proto::LaunchHostSpec spec;
+  proto::LaunchHostResult result;
+  if (!spec.ParseFromString(spec_bytes)) {
+    result.set_error("malformed launch spec");
+    return result.SerializeAsString();
+  }
+  LaunchSpec gang;
+  gang.mode = spec.per_host() ? LaunchMode::kPerHost : LaunchMode::kPerDevice;
+  gang.restart_count = spec.restart_count();
+  gang.rendezvous.master_port = kDefaultMasterPort + spec.restart_count() % 100;
+  for (const auto& h : spec.hosts()) {
+    GangHost host;
+    host.address = h.address();
+    host.kind = KindOf(h.kind());
+    host.num_devices = h.num_devices();
+    host.tpu_accelerator_type = h.tpu_type();
+    host.tpu_worker_id = h.tpu_worker_id();
+    gang.hosts.push_back(host);
+  }
+  auto envs = ComputeLaunchEnvironments(gang);
+  if (!envs.ok()) {
+    result.set_error(std::string(envs.status().message()));
+    return result.SerializeAsString();
+  }
+  const char* session = getenv("SHOAL_SESSION_DIR");
+  std::string log_dir = absl::StrCat(session ? session : "/tmp",
+                                     "/logs/launch-", spec.launch_id());
+  MakeDirs(log_dir).IgnoreError();
+
+  auto loop = rpc::EventLoop::Create("shoal-runner");
+  if (!loop.ok()) {
+    result.set_error(std::string(loop.status().message()));
+    return result.SerializeAsString();
+  }
+  const char* token = getenv("SHOAL_TOKEN");
+  std::unique_ptr<rpc::Channel> channel;
+  (*loop)->RunSync([&] {
+    channel = std::make_unique<rpc::Channel>(
+        loop->get(), spec.launcher_address(), token ? token : "", "runner");
+  });
+
+  std::vector<Proc> procs;
+  procs.reserve(envs->size());
+  for (const ProcessEnvironment& env : *envs) {
+    if (env.node_rank != spec.host_index()) continue;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) continue;
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    SpawnOptions s;
+    s.argv = {spec.argv().begin(), spec.argv().end()};
+    s.env = env.set;
+    s.unset_env = env.unset;
+    s.unset_env.push_back("SHOAL_ROLE");  // the command is not a worker
+    s.output_fd = fds[1];
+    s.new_session = true;  // its own process group: stopped as a whole
+    procs.emplace_back();
+    Proc& p = procs.back();
+    p.rank = env.rank;
+    std::string device;
+    if (!env.device_ids.empty() && !spec.per_host()) {
+      device = absl::StrCat(
+          " ", spec.hosts(spec.host_index()).kind() == "GPU" ? "gpu" : "chip",
+          " ", env.device_ids[0]);
+      if (spec.hosts(spec.host_index()).kind() == "CPU") device.clear();
+    }
+    p.prefix = absl::StrCat("[rank ", env.rank, " host ", spec.host_index(),
+                            device, "]");
+    p.log.open(absl::StrCat(log_dir, "/rank-", env.rank, ".log"),
+               std::ios::app);
+    auto pid = Spawn(s);
+    close(fds[1]);
+    p.fd = fds[0];
+    if (!pid.ok()) {
+      p.exited = true;
+      proto::LaunchExit* e = result.add_exits();
+      e->set_rank(p.rank);
+      e->set_exit_code(127);
+      e->set_description(std::string(pid.status().message()));
+      e->set_time_us(MonotonicUs());
+      continue;
+    }
+    p.pid = *pid;
+  }
+
+  proto::LaunchReport report;
+  report.set_launch_id(spec.launch_id());
+  report.set_host_index(spec.host_index());
+  *report.mutable_exits() = result.exits();
+  bool stopping = result.exits_size() > 0;
+  int64_t stop_deadline_us = 0;
+  int64_t last_report = 0;
+  size_t running = 0;
+  for (const Proc& p : procs) running += p.exited ? 0 : 1;
+  while (running > 0 || report.lines_size() > 0 || report.exits_size() > 0) {
+    std::vector<pollfd> pfds;
+    for (const Proc& p : procs) pfds.push_back({p.fd, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), 50);
+    for (Proc& p : procs) Drain(p, &report);
+    for (Proc& p : procs) {
+      if (p.exited) continue;
+      int status = 0;
+      if (waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
+      p.exited = true;
+      --running;
+      Drain(p, &report);
+      if (!p.partial.empty()) {
+        proto::LaunchLine* l = report.add_lines();
+        l->set_rank(p.rank);
+        l->set_prefix(p.prefix);
+        l->set_text(p.partial);
+        p.partial.clear();
+      }
+      kill(-p.pid, SIGKILL);  // anything it left in its group
+      proto::LaunchExit* e = report.add_exits();
+      e->set_rank(p.rank);
+      e->set_exit_code(ExitCode(status));
+      e->set_description(DescribeWaitStatus(status));
+      e->set_time_us(NowMs() * 1000);
+      e->set_stopped(stopping);
+      *result.add_exits() = *e;
+      if (ExitCode(status) != 0) stopping = true;
+    }
+    int64_t now = MonotonicUs();
+    if (now - last_report >= kReportIntervalUs || running == 0) {
+      last_report = now;
+      if (Report(loop->get(), channel.get(), &report)) stopping = true;
+    }
+    if (stopping && stop_deadline_us == 0) {
+      stop_deadline_us = now + kStopGraceMs * 1000;
+      for (const Proc& p : procs) {
+        if (!p.exited) kill(-p.pid, SIGTERM);
+      }
+    }
+    if (stop_deadline_us != 0 && now > stop_deadline_us) {
+      for (const Proc& p : procs) {
+        if (!p.exited) kill(-p.pid, SIGKILL);
+      }
+    }
+  }
+  for (Proc& p : procs) close(p.fd);
+  (*loop)->RunSync([&] { channel.reset(); });
+  (*loop)->Stop();
+  return result.SerializeAsString();
+}
+
+SHOAL_REMOTE(RunLaunchHost);
+
+// ---- The launcher ----
+
+struct LaunchState {
+  std::mutex mu;
+  std::string launch_id;
+  bool stop = false;
+  bool have_failure = false;
+  proto::LaunchExit first_failure;
+  std::string first_failure_prefix;
+};
+
+std::atomic<bool> g_interrupted{false};
+
+proto::LaunchHost DescribeHost(const NodeInfo& n) {
+  proto::LaunchHost h;
+  h.set_node_id(n.node_id);
+  h.set_address(n.address.substr(0, n.address.rfind(':')));
+  auto total = [&](const char* r) {
+    auto it = n.total.find(r);
+    return it == n.total.end() ? 0 : static_cast<int>(it->second);
+  };
+  if (total("TPU") > 0) {
+    h.set_kind("TPU");
+    h.set_num_devices(total("TPU"));
+    auto type = n.labels.find("shoal.io/accelerator-type");
+    if (type != n.labels.end()) h.set_tpu_type(type->second);
+    auto w = n.labels.find("shoal.io/tpu-worker-id");
+    int worker = 0;
+    if (w != n.labels.end()) (void)absl::SimpleAtoi(w->second, &worker);
+    h.set_tpu_worker_id(worker);
+  } else if (total("GPU") > 0) {
+    h.set_kind("GPU");
+    h.set_num_devices(total("GPU"));
+  } else {
+    h.set_kind("CPU");
+    h.set_num_devices(1);
+  }
+  return h;
+}
+
+}  // namespace
+
+int RunLaunch(const LaunchOptions& options) {
+  if (options.argv.empty()) {
+    std::cerr << "shoal launch: give the command after --, e.g. "
+                 "shoal launch --per-device -- python train.py\n";
+    return 2;
+  }
+  InitOptions init;
+  init.address = options.address;
+  init.token = options.token;
+  try {
+    Init(init);
+  } catch (const Error& e) {
+    std::cerr << "shoal launch: " << e.what() << "\n";
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = true; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  // The gang: every host of the slice, or N nodes.
+  std::vector<NodeInfo> alive;
+  bool has_slice = false;
+  for (const NodeInfo& n : Nodes()) {
+    if (!n.alive) continue;
+    alive.push_back(n);
+    has_slice |= n.labels.count("shoal.io/tpu-slice-name") > 0;
+  }
+  PlacementGroup group;
+  std::vector<std::string> host_ids;
+  try {
+    if (!options.slice.empty() ||
+        (has_slice && options.nodes == 0 && !options.local)) {
+      SliceReservation slice = ReserveTpuSlice(options.slice, 60000);
+      group = slice.group;
+      host_ids = slice.hosts;
+    } else {
+      int n = options.local
+                  ? 1
+                  : (options.nodes > 0 ? options.nodes
+                                       : static_cast<int>(alive.size()));
+      PlacementGroupOptions pg;
+      pg.strategy = PlacementStrategy::kStrictSpread;
+      pg.bundles.assign(n, {{"CPU", 1}});
+      group = CreatePlacementGroup(pg);
+      if (!group.Wait(60000)) {
+        RemovePlacementGroup(group);
+        throw Error(absl::StrCat("could not reserve ", n,
+                                 " nodes within 60 s; they are busy"));
+      }
+      host_ids = group.BundleNodes();
+    }
+  } catch (const Error& e) {
+    std::cerr << "shoal launch: " << e.what() << "\n";
+    Shutdown();
+    return 1;
+  }
+  std::vector<proto::LaunchHost> hosts;
+  for (const std::string& id : host_ids) {
+    for (const NodeInfo& n : Nodes()) {
+      if (n.node_id == id) hosts.push_back(DescribeHost(n));
+    }
+  }
+
+  // Where runners report.
+  LaunchState state;
+  auto loop = rpc::EventLoop::Create("shoal-launch");
+  std::unique_ptr<rpc::Server> server;
+  std::string token = options.token;
+  if (token.empty() && getenv("SHOAL_TOKEN")) token = getenv("SHOAL_TOKEN");
+  std::string host = hosts.empty() || IsLocalAddress(hosts[0].address())
+                         ? "127.0.0.1"
+                         : PrimaryIpAddress();
+  absl::Status listen;
+  (*loop)->RunSync([&] {
+    auto s = rpc::Server::Create(loop->get(), host, 0, token);
+    if (!s.ok()) {
+      listen = s.status();
+      return;
+    }
+    server = std::move(*s);
+    rpc::RegisterProto<proto::LaunchReport>(
+        server.get(), proto::LAUNCH_REPORT,
+        [&state](const proto::LaunchReport& r, rpc::Responder resp) {
+          std::lock_guard<std::mutex> lock(state.mu);
+          proto::LaunchReportReply reply;
+          if (r.launch_id() == state.launch_id) {
+            for (const auto& line : r.lines()) {
+              std::cout << line.prefix() << " " << line.text() << "\n";
+            }
+            std::cout.flush();
+            for (const auto& e : r.exits()) {
+              if (e.exit_code() == 0 || e.stopped()) continue;
+              if (!state.have_failure ||
+                  e.time_us() < state.first_failure.time_us()) {
+                state.have_failure = true;
+                state.first_failure = e;
+              }
+              state.stop = true;
+            }
+            if (g_interrupted) state.stop = true;
+            reply.set_stop(state.stop);
+          } else {
+            reply.set_stop(true);  // an earlier attempt's straggler
+          }
+          resp.Reply(reply);
+        });
+  });
+  if (!listen.ok()) {
+    std::cerr << "shoal launch: " << listen.message() << "\n";
+    return 1;
+  }
+  std::string launcher_address = absl::StrCat(host, ":", server->port());
+
+  int exit_code = 0;
+  std::string summary;
+  for (int attempt = 0;; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      state.launch_id = absl::StrCat(RandomHex(4), "-", attempt);
+      state.stop = false;
+      state.have_failure = false;
+    }
+    std::vector<ObjectRef<std::string>> runners;
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      proto::LaunchHostSpec spec;
+      spec.set_launch_id(state.launch_id);
+      spec.set_launcher_address(launcher_address);
+      spec.set_host_index(static_cast<int>(i));
+      for (const auto& a : options.argv) spec.add_argv(a);
+      for (const auto& h : hosts) *spec.add_hosts() = h;
+      spec.set_per_host(options.per_host);
+      spec.set_restart_count(attempt);
+      auto task = Task(RunLaunchHost)
+                      .SetPlacementGroup(group, static_cast<int>(i))
+                      .SetMaxRetries(0);
+      if (hosts[i].kind() != "CPU") {
+        task.SetResource(hosts[i].kind(), hosts[i].num_devices());
+      }
+      runners.push_back(task.Remote(spec.SerializeAsString()));
+    }
+    std::string runner_error;
+    int ranks = 0;
+    for (size_t i = 0; i < runners.size(); ++i) {
+      try {
+        proto::LaunchHostResult result;
+        result.ParseFromString(Get(runners[i]));
+        if (!result.error().empty()) runner_error = result.error();
+        ranks += result.exits_size();
+      } catch (const Error& e) {
+        runner_error =
+            absl::StrCat("the runner on host ", i, " failed: ", e.what());
+      }
+    }
+    proto::LaunchExit failure;
+    bool failed;
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      failed = state.have_failure;
+      failure = state.first_failure;
+    }
+    if (!failed && runner_error.empty() && !g_interrupted) {
+      summary =
+          absl::StrCat("shoal launch: all ", ranks, " processes exited 0");
+      exit_code = 0;
+      break;
+    }
+    if (g_interrupted) {
+      summary =
+          "shoal launch: interrupted; every process of the gang was stopped";
+      exit_code = 130;
+      break;
+    }
+    if (!failed) {
+      summary = absl::StrCat("shoal launch: ", runner_error);
+      exit_code = 1;
+      break;
+    }
+    exit_code = failure.exit_code();
+    summary = absl::StrCat("shoal launch: rank ", failure.rank(),
+                           " failed first: ", failure.description(),
+                           "; the gang was stopped");
+    bool restartable = attempt < options.max_restarts &&
+                       options.no_restart_on.count(exit_code) == 0;
+    if (!restartable) {
+      if (attempt < options.max_restarts) {
+        absl::StrAppend(&summary, " (exit code ", exit_code,
+                        " is in --no-restart-on: not restarted)");
+      }
+      break;
+    }
+    std::cout << summary << "; restarting the gang (restart " << attempt + 1
+              << " of " << options.max_restarts << ")\n";
+  }
+  std::cout << summary << "\n";
+  std::cout.flush();
+  (*loop)->RunSync([&] { server->Shutdown(); });
+  (*loop)->Stop();
+  try {
+    RemovePlacementGroup(group);
+  } catch (const Error&) {
+  }
+  Shutdown();
+  return exit_code;
+}
+
+}  // namespace shoal::launch

@@ -1,0 +1,38 @@
+// `shoal launch`: runs a command as a gang on every host of a TPU slice (or
+// on N nodes), one process per device (--per-device) or per host
+// (--per-host), with the environment of src/launch/framework_env.h.
+//
+// The launcher (the CLI process) reserves the hosts as one placement group,
+// runs one runner task per host in its bundle, prints every line the
+// processes write prefixed by their rank, and applies torchrun's failure
+// rules: the first process that fails stops the whole gang; with
+// max_restarts the gang restarts as a whole; exit codes in no_restart_on
+// fail at once.
+#ifndef SHOAL_LAUNCH_LAUNCHER_H_
+#define SHOAL_LAUNCH_LAUNCHER_H_
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace shoal::launch {
+
+struct LaunchOptions {
+  std::string address;  // head; empty: SHOAL_ADDRESS or this host's
+  std::string token;
+  bool per_host = false;
+  std::string slice;   // TPU slice to run on; empty: the only one, if any
+  int nodes = 0;       // without a slice: this many nodes (0: all alive)
+  bool local = false;  // only the node on this host
+  int max_restarts = 0;
+  std::set<int> no_restart_on;
+  std::vector<std::string> argv;
+};
+
+// Returns the exit status for the CLI: 0 when every process exited 0, else
+// the first failing process's exit code (128 + signal when killed).
+int RunLaunch(const LaunchOptions& options);
+
+}  // namespace shoal::launch
+
+#endif  // SHOAL_LAUNCH_LAUNCHER_H_
