@@ -5,6 +5,10 @@
 //   tasks_async_per_s      20,000 no-op tasks submitted, then all gathered
 //   tasks_sync_per_s       submit one task, get it, repeat
 //   task_roundtrip_p50_us  median of those round trips (p99 also printed)
+//   launch_4proc_s         `shoal launch --per-device` of /bin/true on 4
+//                          simulated chips, start to exit (median of 5)
+//   launch_with_one_restart_s  the same when rank 0 fails once and the gang
+//                          restarts as a whole
 //   start_to_ready_ms      `shoal start --head` until head and agent are
 //                          ready (median of 3), detection included
 //
@@ -15,10 +19,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "accel/fake_host.h"
 #include "shoal/api.h"
 #include "tests/testing/test_cluster.h"
 
@@ -30,6 +36,49 @@ SHOAL_REMOTE(Noop);
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
       .count();
+}
+
+// `shoal launch --per-device` of a trivial program on one simulated TPU
+// v5p-8 host (4 chips): start to exit, and the same when the first attempt
+// fails and the gang restarts once.
+int LaunchFigures() {
+  char tmpl[] = "/tmp/shoal-bench-tpu-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return 1;
+  std::string root = std::string(tmpl) + "/host";
+  std::map<std::string, std::string> env;
+  if (!shoal::accel::MakeFakeTpuHost(root, "v5p-8", 0, &env).ok()) return 1;
+  shoal::testing::NodeSpec node{"tpu-host", 4, ""};
+  node.env.push_back("SHOAL_DEVICE_ROOT=" + root);
+  for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
+  shoal::testing::ClusterSpec spec;
+  spec.nodes = {node};
+  auto cluster = shoal::testing::TestCluster::Start(spec);
+  if (!cluster.ok()) return 1;
+  auto time_launch = [&](const std::vector<std::string>& extra) {
+    std::vector<double> seconds;
+    for (int i = 0; i < 5; ++i) {
+      std::vector<std::string> args = {
+          "launch",  "--address",         (*cluster)->address(),
+          "--token", (*cluster)->token(), "--per-device"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::string out;
+      auto t0 = std::chrono::steady_clock::now();
+      int rc = shoal::testing::RunCli(args, &out);
+      seconds.push_back(Seconds(t0));
+      if (rc != 0) fprintf(stderr, "launch failed: %s\n", out.c_str());
+    }
+    std::sort(seconds.begin(), seconds.end());
+    return seconds[seconds.size() / 2];
+  };
+  double plain = time_launch({"--", "/bin/true"});
+  double restarted =
+      time_launch({"--max-restarts", "1", "--", "/bin/sh", "-c",
+                   "[ $SHOAL_RESTART_COUNT = 1 ] || [ $RANK != 0 ]"});
+  (*cluster)->Stop();
+  std::filesystem::remove_all(tmpl);
+  printf("launch_with_one_restart_s %.3f s\n", restarted);
+  printf("launch_4proc_s %.3f s\n", plain);
+  return 0;
 }
 
 }  // namespace
@@ -51,10 +100,10 @@ int main(int argc, char** argv) {
     if (mkdtemp(tmpl) == nullptr) return 1;
     std::string out;
     auto t0 = std::chrono::steady_clock::now();
-    int rc = shoal::testing::RunCli({"start", "--head", "--port", "0",
-                                     "--node-ip-address", "127.0.0.1",
-                                     "--temp-dir", tmpl},
-                                    &out);
+    int rc = shoal::testing::RunCli(
+        {"start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1",
+         "--temp-dir", tmpl},
+        &out);
     start_ms.push_back(Seconds(t0) * 1e3);
     shoal::testing::RunCli({"stop", "--temp-dir", tmpl}, &out);
     std::filesystem::remove_all(tmpl);
@@ -131,5 +180,5 @@ int main(int argc, char** argv) {
   fflush(stdout);
   shoal::Shutdown();
   (*cluster)->Stop();
-  return 0;
+  return LaunchFigures();
 }

@@ -4,6 +4,7 @@
 //
 //   SHOAL_ADDRESS=head:6379 ./build/bin/seed_walkthrough
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <string>
@@ -29,6 +30,10 @@ std::string RandomTensorOnDevice(int local_index) {
     out << (i == 2 ? "], [" : (i ? ", " : "")) << uniform(rng);
   }
   out << "]])";
+  // A simulated chip (a fake TPU host tree) has no silicon behind it.
+  if (getenv("SHOAL_DEVICE_ROOT") != nullptr) {
+    out << "  (simulated chip: computed on the CPU)";
+  }
   return out.str();
 }
 
@@ -86,11 +91,13 @@ int main() {
     counts.push_back(
         shoal::Task(GlobalDeviceCount).SetResource("TPU", 4).Remote());
   }
-  int h = 0;
+  std::printf("  [");
+  const char* sep = "";
   for (int64_t count : shoal::Get(counts)) {
-    std::printf("  host process %d: global device count %ld\n", h++,
-                static_cast<long>(count));
+    std::printf("%s%ld", sep, static_cast<long>(count));
+    sep = ", ";
   }
+  std::printf("]\n");
   shoal::Shutdown();
   return 0;
 }

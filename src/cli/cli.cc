@@ -602,14 +602,17 @@ int Main(int argc, char** argv) {
   launch_cmd->add_option("--nodes", launch_opts.nodes,
                          "Without a slice: how many nodes (default all)");
   launch_cmd->add_flag("--local", launch_opts.local, "Only one node");
+  launch_cmd->add_option("--nproc-per-node", launch_opts.nproc_per_node,
+                         "Hosts without accelerators: processes per host");
   launch_cmd->add_option("--max-restarts", launch_opts.max_restarts,
                          "Restart the whole gang up to N times on failure");
   launch_cmd->add_option("--no-restart-on", no_restart_on,
                          "Exit codes that fail the gang at once, e.g. 2,3");
   launch_cmd->add_option("--address", launch_opts.address, "Head, HOST:PORT");
   launch_cmd->add_option("--token", launch_opts.token, "Cluster token");
-  launch_cmd->add_option("command", launch_opts.argv, "The command, after --")
-      ->required();
+  launch_cmd->footer(
+      "The command follows --, e.g. shoal launch --per-device -- python "
+      "train.py");
 
   FakeTpuFlags fake;
   auto* dev_cmd = app.add_subcommand("dev", "Developer helpers");
@@ -626,6 +629,14 @@ int Main(int argc, char** argv) {
   fake_cmd->add_flag("--vfio", fake.vfio, "Chips as /dev/vfio groups");
   dev_cmd->require_subcommand(1);
 
+  // Everything after `--` is the command, verbatim (CLI11 would read a
+  // "[...]" argument as a list).
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    for (int j = i + 1; j < argc; ++j) launch_opts.argv.push_back(argv[j]);
+    argc = i;
+    break;
+  }
   CLI11_PARSE(app, argc, argv);
   if (fake_cmd->parsed()) return FakeTpu(fake);
   if (launch_cmd->parsed()) {

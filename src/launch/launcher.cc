@@ -254,7 +254,7 @@ struct LaunchState {
 
 std::atomic<bool> g_interrupted{false};
 
-proto::LaunchHost DescribeHost(const NodeInfo& n) {
+proto::LaunchHost DescribeHost(const NodeInfo& n, int nproc_per_node) {
   proto::LaunchHost h;
   h.set_node_id(n.node_id);
   h.set_address(n.address.substr(0, n.address.rfind(':')));
@@ -276,7 +276,7 @@ proto::LaunchHost DescribeHost(const NodeInfo& n) {
     h.set_num_devices(total("GPU"));
   } else {
     h.set_kind("CPU");
-    h.set_num_devices(1);
+    h.set_num_devices(std::max(1, nproc_per_node));
   }
   return h;
 }
@@ -343,7 +343,9 @@ int RunLaunch(const LaunchOptions& options) {
   std::vector<proto::LaunchHost> hosts;
   for (const std::string& id : host_ids) {
     for (const NodeInfo& n : Nodes()) {
-      if (n.node_id == id) hosts.push_back(DescribeHost(n));
+      if (n.node_id == id) {
+        hosts.push_back(DescribeHost(n, options.nproc_per_node));
+      }
     }
   }
 
@@ -424,17 +426,34 @@ int RunLaunch(const LaunchOptions& options) {
       }
       runners.push_back(task.Remote(spec.SerializeAsString()));
     }
+    // Collect runners as they finish: a runner that fails (its host died)
+    // stops the others too.
     std::string runner_error;
     int ranks = 0;
-    for (size_t i = 0; i < runners.size(); ++i) {
-      try {
-        proto::LaunchHostResult result;
-        result.ParseFromString(Get(runners[i]));
-        if (!result.error().empty()) runner_error = result.error();
-        ranks += result.exits_size();
-      } catch (const Error& e) {
-        runner_error =
-            absl::StrCat("the runner on host ", i, " failed: ", e.what());
+    std::vector<bool> done(runners.size(), false);
+    for (size_t finished = 0; finished < runners.size();) {
+      Wait(runners, runners.size(), 200);
+      for (size_t i = 0; i < runners.size(); ++i) {
+        if (done[i] || !Wait(std::vector{runners[i]}, 1, 0).not_ready.empty()) {
+          continue;
+        }
+        done[i] = true;
+        ++finished;
+        try {
+          proto::LaunchHostResult result;
+          result.ParseFromString(Get(runners[i]));
+          if (!result.error().empty()) runner_error = result.error();
+          ranks += result.exits_size();
+        } catch (const Error& e) {
+          runner_error =
+              absl::StrCat("the runner on host ", i, " failed: ", e.what());
+          std::lock_guard<std::mutex> lock(state.mu);
+          state.stop = true;
+        }
+      }
+      if (g_interrupted) {
+        std::lock_guard<std::mutex> lock(state.mu);
+        state.stop = true;
       }
     }
     proto::LaunchExit failure;

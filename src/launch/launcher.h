@@ -24,6 +24,9 @@ struct LaunchOptions {
   std::string slice;   // TPU slice to run on; empty: the only one, if any
   int nodes = 0;       // without a slice: this many nodes (0: all alive)
   bool local = false;  // only the node on this host
+  // Hosts without accelerators: processes per host in --per-device mode
+  // (stand-in CPU "devices").
+  int nproc_per_node = 1;
   int max_restarts = 0;
   std::set<int> no_restart_on;
   std::vector<std::string> argv;

@@ -208,3 +208,54 @@ TEST_F(LaunchTest, InterruptStopsEveryProcessOnEveryHost) {
 }
 
 }  // namespace
+
+namespace {
+
+// A real client: torch.distributed (Debian's python3-torch, Gloo) under
+// `shoal launch`, on two CPU hosts with two processes each.
+class TorchLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterSpec spec;
+    spec.nodes = {{"cpu-0", 2, ""}, {"cpu-1", 2, ""}};
+    auto cluster = TestCluster::Start(spec);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    script_ =
+        std::string(SHOAL_SOURCE_DIR) + "/tests/integration/torch_allreduce.py";
+  }
+  void TearDown() override {
+    if (cluster_) cluster_->Stop();
+  }
+  std::unique_ptr<TestCluster> cluster_;
+  std::string script_;
+};
+
+TEST_F(TorchLaunchTest, PerDeviceAllReduceOfRanksIsSix) {
+  std::string out;
+  ASSERT_EQ(RunCli({"launch", "--address", cluster_->address(), "--token",
+                    cluster_->token(), "--per-device", "--nodes", "2",
+                    "--nproc-per-node", "2", "--", "/usr/bin/python3", script_,
+                    "per-device"},
+                   &out),
+            0)
+      << out;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(out, HasSubstr("rank " + std::to_string(rank) + " of 4 sum 6"))
+        << out;
+  }
+}
+
+TEST_F(TorchLaunchTest, PerHostProgramReadsTheHostCentricVariables) {
+  std::string out;
+  ASSERT_EQ(RunCli({"launch", "--address", cluster_->address(), "--token",
+                    cluster_->token(), "--per-host", "--nodes", "2", "--",
+                    "/usr/bin/python3", script_, "per-host"},
+                   &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("rank 0 of 2 sum 1"));
+  EXPECT_THAT(out, HasSubstr("rank 1 of 2 sum 1"));
+}
+
+}  // namespace
