@@ -1,8 +1,11 @@
 #include "launch/launcher.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +96,74 @@ void Drain(Proc& p, proto::LaunchReport* report) {
   p.log.flush();
 }
 
+// A port nothing listens on now, on this host.
+absl::StatusOr<int> FreePort(const std::string& host) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  }
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return absl::UnavailableError("cannot find a free port on " + host);
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Host 0 publishes a free port under launch/<id>/port; the others read it.
+absl::StatusOr<int> RendezvousPort(rpc::EventLoop* loop, rpc::Channel* head,
+                                   const proto::LaunchHostSpec& spec) {
+  std::string key = absl::StrCat("launch/", spec.launch_id(), "/port");
+  auto call = [&](int method, const google::protobuf::MessageLite& req,
+                  google::protobuf::MessageLite* reply) {
+    std::promise<absl::Status> done;
+    loop->Post([&] {
+      head->Call(
+          method, rpc::Serialize(req),
+          [&](absl::StatusOr<std::string> r) {
+            if (r.ok() && !rpc::ParseMessage(*r, reply)) {
+              r = absl::DataLossError("malformed reply from the head");
+            }
+            done.set_value(r.status());
+          },
+          5000);
+    });
+    return done.get_future().get();
+  };
+  if (spec.host_index() == 0) {
+    int port = 0;
+    absl::StatusOr<int> free = FreePort(spec.hosts(0).address());
+    if (!free.ok()) return free.status();
+    port = *free;
+    proto::KvPutRequest put;
+    put.set_key(key);
+    put.set_value(std::to_string(port));
+    put.set_overwrite(true);
+    proto::KvPutReply reply;
+    absl::Status st = call(proto::KV_PUT, put, &reply);
+    if (!st.ok()) return st;
+    return port;
+  }
+  proto::KvGetRequest get;
+  get.set_key(key);
+  for (int i = 0; i < 600; ++i) {  // up to a minute
+    proto::KvGetReply reply;
+    absl::Status st = call(proto::KV_GET, get, &reply);
+    if (!st.ok()) return st;
+    int port = 0;
+    if (reply.found() && absl::SimpleAtoi(reply.value(), &port)) return port;
+    usleep(100000);
+  }
+  return absl::DeadlineExceededError(
+      "host 0 of the gang never published its rendezvous port");
+}
+
 std::string RunLaunchHost(std::string spec_bytes) {
   proto::LaunchHostSpec spec;
   proto::LaunchHostResult result;
@@ -103,7 +174,6 @@ std::string RunLaunchHost(std::string spec_bytes) {
   LaunchSpec gang;
   gang.mode = spec.per_host() ? LaunchMode::kPerHost : LaunchMode::kPerDevice;
   gang.restart_count = spec.restart_count();
-  gang.rendezvous.master_port = kDefaultMasterPort + spec.restart_count() % 100;
   for (const auto& h : spec.hosts()) {
     GangHost host;
     host.address = h.address();
@@ -113,8 +183,41 @@ std::string RunLaunchHost(std::string spec_bytes) {
     host.tpu_worker_id = h.tpu_worker_id();
     gang.hosts.push_back(host);
   }
+  auto loop = rpc::EventLoop::Create("shoal-runner");
+  if (!loop.ok()) {
+    result.set_error(std::string(loop.status().message()));
+    return result.SerializeAsString();
+  }
+  const char* token = getenv("SHOAL_TOKEN");
+  const char* head = getenv("SHOAL_ADDRESS");
+  std::unique_ptr<rpc::Channel> channel;
+  std::unique_ptr<rpc::Channel> head_channel;
+  (*loop)->RunSync([&] {
+    channel = std::make_unique<rpc::Channel>(
+        loop->get(), spec.launcher_address(), token ? token : "", "runner");
+    head_channel = std::make_unique<rpc::Channel>(loop->get(), head ? head : "",
+                                                  token ? token : "", "runner");
+  });
+  auto close_channels = [&] {
+    (*loop)->RunSync([&] {
+      channel.reset();
+      head_channel.reset();
+    });
+    (*loop)->Stop();
+  };
+  // The rendezvous port (MASTER_PORT, the JAX coordinator's port): host 0
+  // picks a free one and publishes it in the head's key-value store.
+  auto port = RendezvousPort(loop->get(), head_channel.get(), spec);
+  if (!port.ok()) {
+    close_channels();
+    result.set_error(std::string(port.status().message()));
+    return result.SerializeAsString();
+  }
+  gang.rendezvous.master_port = *port;
+  gang.rendezvous.coordinator_port = *port;
   auto envs = ComputeLaunchEnvironments(gang);
   if (!envs.ok()) {
+    close_channels();
     result.set_error(std::string(envs.status().message()));
     return result.SerializeAsString();
   }
@@ -122,18 +225,6 @@ std::string RunLaunchHost(std::string spec_bytes) {
   std::string log_dir = absl::StrCat(session ? session : "/tmp",
                                      "/logs/launch-", spec.launch_id());
   MakeDirs(log_dir).IgnoreError();
-
-  auto loop = rpc::EventLoop::Create("shoal-runner");
-  if (!loop.ok()) {
-    result.set_error(std::string(loop.status().message()));
-    return result.SerializeAsString();
-  }
-  const char* token = getenv("SHOAL_TOKEN");
-  std::unique_ptr<rpc::Channel> channel;
-  (*loop)->RunSync([&] {
-    channel = std::make_unique<rpc::Channel>(
-        loop->get(), spec.launcher_address(), token ? token : "", "runner");
-  });
 
   std::vector<Proc> procs;
   procs.reserve(envs->size());
@@ -234,8 +325,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
     }
   }
   for (Proc& p : procs) close(p.fd);
-  (*loop)->RunSync([&] { channel.reset(); });
-  (*loop)->Stop();
+  close_channels();
   return result.SerializeAsString();
 }
 
