@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -602,6 +604,18 @@ class AgentImpl : public NodeAgent {
     lease.shape = p.shape;
     lease.conn_id = p.responder.connection_id();
     lease.devices = TakeDevices(BaseShape(p.shape));
+    if (lease.devices.count("TPU")) {
+      absl::Status clear = ClearTpuLock();
+      if (!clear.ok()) {
+        ReturnDevices(lease);
+        available_.Add(p.shape);
+        proto::RequestLeaseReply reply;
+        reply.set_outcome(proto::RequestLeaseReply::FAILED);
+        reply.set_error(std::string(clear.message()));
+        p.responder.Reply(reply);
+        return;
+      }
+    }
     std::string device_key = DeviceKey(lease.devices);
     // Reuse an idle worker of the same job and binary that sees the same
     // devices.
@@ -633,6 +647,53 @@ class AgentImpl : public NodeAgent {
                     if (!path.ok()) return FailStart(worker_id, path.status());
                     StartWorker(worker_id, *path);
                   });
+  }
+
+  // Before a process gets TPU chips, nothing may still hold them: libtpu
+  // takes /tmp/libtpu_lockfile (SHOAL_LIBTPU_LOCKFILE) for the host's chips.
+  // Holders left from an earlier Shoal gang on this node are ended; a lock
+  // with no living holder is removed; a holder that is not Shoal's is an
+  // error naming it (never a silent hang in the new process).
+  absl::Status ClearTpuLock() {
+    const char* env = getenv("SHOAL_LIBTPU_LOCKFILE");
+    std::string path = env && *env ? env : "/tmp/libtpu_lockfile";
+    if (!PathExists(path)) return absl::OkStatus();
+    for (int64_t pid : ProcessesHoldingFile(path)) {
+      auto environ = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+      std::string vars = environ.ok() ? *environ : "";
+      std::replace(vars.begin(), vars.end(), '\0', '\n');
+      vars = "\n" + vars;
+      bool ours =
+          vars.find("\nSHOAL_NODE_ID=" + node_id_ + "\n") != std::string::npos;
+      bool live = false;
+      for (const auto& [id, w] : workers_) {
+        if (w.state != Worker::State::kIdle &&
+            vars.find("\nSHOAL_WORKER_ID=" + id + "\n") != std::string::npos) {
+          live = true;
+        }
+      }
+      if (ours && !live) {
+        SHOAL_LOG(WARNING) << "ending pid " << pid
+                           << ", left from an earlier gang, which holds "
+                           << path;
+        kill(static_cast<pid_t>(pid), SIGKILL);
+        for (int i = 0; i < 100 && ProcessAlive(pid); ++i) usleep(10000);
+        continue;
+      }
+      auto cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+      std::string cmd = cmdline.ok() ? *cmdline : "?";
+      std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+      return absl::FailedPreconditionError(
+          absl::StrCat("the TPU chips of node ", node_id_, " are held by pid ",
+                       pid, " (", absl::StripTrailingAsciiWhitespace(cmd),
+                       "), which Shoal did not start: it has ", path,
+                       " open. Stop that process, then retry"));
+    }
+    if (ProcessesHoldingFile(path).empty()) {
+      SHOAL_LOG(INFO) << "removing stale " << path << " (no living holder)";
+      unlink(path.c_str());
+    }
+    return absl::OkStatus();
   }
 
   void ReplyGranted(const rpc::Responder& responder, const Lease& lease,

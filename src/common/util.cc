@@ -1,6 +1,7 @@
 #include "common/util.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -222,6 +223,35 @@ std::string SelfExecutable() {
   if (absl::EndsWith(path, kDeleted))
     path.resize(path.size() - kDeleted.size());
   return path;
+}
+
+std::vector<int64_t> ProcessesHoldingFile(const std::string& path) {
+  std::vector<int64_t> out;
+  char resolved[4096];
+  std::string target = realpath(path.c_str(), resolved) ? resolved : path;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    int64_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+    DIR* fds = opendir(fd_dir.c_str());
+    if (fds == nullptr) continue;
+    while (dirent* f = readdir(fds)) {
+      char link[4096];
+      ssize_t n = readlink(absl::StrCat(fd_dir, "/", f->d_name).c_str(), link,
+                           sizeof(link) - 1);
+      if (n <= 0) continue;
+      link[n] = 0;
+      if (target == link) {
+        out.push_back(pid);
+        break;
+      }
+    }
+    closedir(fds);
+  }
+  closedir(proc);
+  return out;
 }
 
 bool ProcessAlive(int64_t pid) {

@@ -43,6 +43,9 @@ absl::StatusOr<std::string> Sha256File(const std::string& path);
 // Absolute path of the running executable.
 std::string SelfExecutable();
 
+// Pids of the processes that have `path` open (from /proc/*/fd).
+std::vector<int64_t> ProcessesHoldingFile(const std::string& path);
+
 // True while a process with this pid exists (signal 0).
 bool ProcessAlive(int64_t pid);
 

@@ -1,11 +1,14 @@
 // Accelerators end to end on a simulated TPU v5p-16 slice: a head and two
 // node agents, each on a fake TPU host tree (workers 0 and 1, 4 chips each),
 // as `shoal dev fake-tpu` makes them.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "accel/fake_host.h"
+#include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"
@@ -65,6 +69,9 @@ class AcceleratorTest : public ::testing::Test {
           shoal::accel::MakeFakeTpuHost(root, "v5p-16", worker, &env).ok());
       NodeSpec node{"tpu-" + std::to_string(worker), 8, ""};
       node.env.push_back("SHOAL_DEVICE_ROOT=" + root);
+      // Each simulated host has its own libtpu lock file.
+      node.env.push_back("SHOAL_LIBTPU_LOCKFILE=" + roots_ +
+                         "/libtpu_lockfile-" + std::to_string(worker));
       for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
       spec.nodes.push_back(node);
     }
@@ -326,6 +333,78 @@ TEST_F(AcceleratorTest, ReserveTpuSliceGangsEveryHostInWorkerOrder) {
   } catch (const shoal::Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("other-slice"));
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(AcceleratorTest, ChipsHeldByAStrangerFailClearlyAndStaleLocksGo) {
+  std::string lock = roots_ + "/libtpu_lockfile-0";
+  std::ofstream(lock) << "";
+  // A process Shoal did not start holds the lock.
+  pid_t holder = fork();
+  if (holder == 0) {
+    std::string command = "exec 3<>" + lock + "; exec sleep 60";
+    execl("/bin/sh", "/bin/sh", "-c", command.c_str(), nullptr);
+    _exit(127);
+  }
+  bool open = false;
+  for (int i = 0; i < 200 && !open; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    open = !shoal::ProcessesHoldingFile(lock).empty();
+  }
+  ASSERT_TRUE(open);
+  auto on_worker_0 = [] {
+    return shoal::Task(ChipView)
+        .SetResources({{"TPU", 4}, {"TPU-v5p-16-head", 1}})
+        .Remote(0);
+  };
+  try {
+    shoal::Get(on_worker_0(), 30000);
+    FAIL() << "expected the held chips to fail the task";
+  } catch (const shoal::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("held by pid " + std::to_string(holder)));
+    EXPECT_THAT(e.what(), HasSubstr("Stop that process"));
+  }
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  // No living holder: the stale lock is removed and the chips are usable.
+  EXPECT_EQ(shoal::Get(on_worker_0(), 30000).at("TPU_VISIBLE_CHIPS"),
+            "0,1,2,3");
+  EXPECT_FALSE(shoal::PathExists(lock));
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(AcceleratorTest, LeftoversOfAnEarlierGangAreEndedBeforeChipsAreGiven) {
+  std::string lock = roots_ + "/libtpu_lockfile-0";
+  std::ofstream(lock) << "";
+  // A process of an earlier Shoal gang on this node (its worker is gone).
+  pid_t leftover = fork();
+  if (leftover == 0) {
+    setenv("SHOAL_NODE_ID", "tpu-0", 1);
+    setenv("SHOAL_WORKER_ID", "gone-worker", 1);
+    std::string command = "exec 3<>" + lock + "; exec sleep 60";
+    execl("/bin/sh", "/bin/sh", "-c", command.c_str(), nullptr);
+    _exit(127);
+  }
+  bool open = false;
+  for (int i = 0; i < 200 && !open; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    open = !shoal::ProcessesHoldingFile(lock).empty();
+  }
+  ASSERT_TRUE(open);
+  auto view = shoal::Get(shoal::Task(ChipView)
+                             .SetResources({{"TPU", 4}, {"TPU-v5p-16-head", 1}})
+                             .Remote(0),
+                         30000);
+  EXPECT_EQ(view.at("TPU_VISIBLE_CHIPS"), "0,1,2,3");
+  int status = 0;
+  EXPECT_EQ(waitpid(leftover, &status, 0), leftover);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
 }  // namespace
