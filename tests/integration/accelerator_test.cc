@@ -61,27 +61,14 @@ class AcceleratorTest : public ::testing::Test {
     char tmpl[] = "/tmp/shoal-tpu-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     roots_ = tmpl;
+    auto nodes = shoal::testing::FakeTpuSliceNodes(roots_, "v5p-16", 2, 8);
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
     ClusterSpec spec;
-    for (int worker = 0; worker < 2; ++worker) {
-      std::string root = roots_ + "/host" + std::to_string(worker);
-      std::map<std::string, std::string> env;
-      ASSERT_TRUE(
-          shoal::accel::MakeFakeTpuHost(root, "v5p-16", worker, &env).ok());
-      NodeSpec node{"tpu-" + std::to_string(worker), 8, ""};
-      node.env.push_back("SHOAL_DEVICE_ROOT=" + root);
-      // Each simulated host has its own libtpu lock file.
-      node.env.push_back("SHOAL_LIBTPU_LOCKFILE=" + roots_ +
-                         "/libtpu_lockfile-" + std::to_string(worker));
-      for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
-      spec.nodes.push_back(node);
-    }
+    spec.nodes = *nodes;
     auto cluster = TestCluster::Start(spec);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
-    shoal::InitOptions options;
-    options.address = cluster_->address();
-    options.token = cluster_->token();
-    shoal::Init(options);
+    cluster_->Connect();
   }
   void TearDown() override {
     shoal::Shutdown();
@@ -203,10 +190,7 @@ TEST(GpuTest, EachGpuTaskSeesItsOwnDevice) {
   spec.nodes.push_back(node);
   auto cluster = TestCluster::Start(spec);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  shoal::InitOptions options;
-  options.address = (*cluster)->address();
-  options.token = (*cluster)->token();
-  shoal::Init(options);
+  (*cluster)->Connect();
   auto total = shoal::ClusterResources();
   EXPECT_EQ(total["GPU"], 2);
   EXPECT_EQ(total["accelerator_type:H200"], 1);
@@ -339,22 +323,30 @@ TEST_F(AcceleratorTest, ReserveTpuSliceGangsEveryHostInWorkerOrder) {
 
 namespace {
 
+// Starts a process (with `env` added) that holds `path` open, as libtpu holds
+// its lock file; returns its pid once it does, or -1.
+pid_t HoldFile(const std::string& path,
+               const std::map<std::string, std::string>& env) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::string command = "exec 3<>" + path + "; exec sleep 60";
+    execl("/bin/sh", "/bin/sh", "-c", command.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 500; ++i) {
+    if (!shoal::ProcessesHoldingFile(path).empty()) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
 TEST_F(AcceleratorTest, ChipsHeldByAStrangerFailClearlyAndStaleLocksGo) {
   std::string lock = roots_ + "/libtpu_lockfile-0";
   std::ofstream(lock) << "";
   // A process Shoal did not start holds the lock.
-  pid_t holder = fork();
-  if (holder == 0) {
-    std::string command = "exec 3<>" + lock + "; exec sleep 60";
-    execl("/bin/sh", "/bin/sh", "-c", command.c_str(), nullptr);
-    _exit(127);
-  }
-  bool open = false;
-  for (int i = 0; i < 200 && !open; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    open = !shoal::ProcessesHoldingFile(lock).empty();
-  }
-  ASSERT_TRUE(open);
+  pid_t holder = HoldFile(lock, {});
+  ASSERT_GT(holder, 0);
   auto on_worker_0 = [] {
     return shoal::Task(ChipView)
         .SetResources({{"TPU", 4}, {"TPU-v5p-16-head", 1}})
@@ -383,20 +375,9 @@ TEST_F(AcceleratorTest, LeftoversOfAnEarlierGangAreEndedBeforeChipsAreGiven) {
   std::string lock = roots_ + "/libtpu_lockfile-0";
   std::ofstream(lock) << "";
   // A process of an earlier Shoal gang on this node (its worker is gone).
-  pid_t leftover = fork();
-  if (leftover == 0) {
-    setenv("SHOAL_NODE_ID", "tpu-0", 1);
-    setenv("SHOAL_WORKER_ID", "gone-worker", 1);
-    std::string command = "exec 3<>" + lock + "; exec sleep 60";
-    execl("/bin/sh", "/bin/sh", "-c", command.c_str(), nullptr);
-    _exit(127);
-  }
-  bool open = false;
-  for (int i = 0; i < 200 && !open; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    open = !shoal::ProcessesHoldingFile(lock).empty();
-  }
-  ASSERT_TRUE(open);
+  pid_t leftover = HoldFile(
+      lock, {{"SHOAL_NODE_ID", "tpu-0"}, {"SHOAL_WORKER_ID", "gone-worker"}});
+  ASSERT_GT(leftover, 0);
   auto view = shoal::Get(shoal::Task(ChipView)
                              .SetResources({{"TPU", 4}, {"TPU-v5p-16-head", 1}})
                              .Remote(0),

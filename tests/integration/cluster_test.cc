@@ -78,12 +78,7 @@ std::unique_ptr<TestCluster> StartCluster(const ClusterSpec& spec) {
   return std::move(*cluster);
 }
 
-void Connect(const TestCluster& cluster) {
-  shoal::InitOptions options;
-  options.address = cluster.address();
-  options.token = cluster.token();
-  shoal::Init(options);
-}
+void Connect(const TestCluster& cluster) { cluster.Connect(); }
 
 nlohmann::json StatusJson(const TestCluster& cluster) {
   std::string out;

@@ -52,17 +52,10 @@ class LaunchTest : public ::testing::Test {
     char tmpl[] = "/tmp/shoal-launch-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     roots_ = tmpl;
+    auto nodes = shoal::testing::FakeTpuSliceNodes(roots_, "v5p-16", 2, 4);
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
     ClusterSpec spec;
-    for (int worker = 0; worker < 2; ++worker) {
-      std::string root = roots_ + "/host" + std::to_string(worker);
-      std::map<std::string, std::string> env;
-      ASSERT_TRUE(
-          shoal::accel::MakeFakeTpuHost(root, "v5p-16", worker, &env).ok());
-      NodeSpec node{"tpu-" + std::to_string(worker), 4, ""};
-      node.env.push_back("SHOAL_DEVICE_ROOT=" + root);
-      for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
-      spec.nodes.push_back(node);
-    }
+    spec.nodes = *nodes;
     auto cluster = TestCluster::Start(spec);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);

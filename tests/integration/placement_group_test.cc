@@ -30,10 +30,7 @@ class PlacementGroupTest : public ::testing::Test {
     auto cluster = TestCluster::Start(spec);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
-    shoal::InitOptions options;
-    options.address = cluster_->address();
-    options.token = cluster_->token();
-    shoal::Init(options);
+    cluster_->Connect();
   }
   void TearDown() override {
     shoal::Shutdown();

@@ -8,11 +8,14 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "accel/fake_host.h"
 #include "common/session.h"
 #include "common/util.h"
+#include "shoal/api.h"
 
 namespace shoal::testing {
 
@@ -93,6 +96,33 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
     if (!st.ok()) return st;
   }
   return owned;
+}
+
+absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
+    const std::string& root, const std::string& accelerator_type, int hosts,
+    double cpus_per_host) {
+  std::vector<NodeSpec> nodes;
+  for (int worker = 0; worker < hosts; ++worker) {
+    std::string host_root = absl::StrCat(root, "/host", worker);
+    std::map<std::string, std::string> env;
+    absl::Status st =
+        accel::MakeFakeTpuHost(host_root, accelerator_type, worker, &env);
+    if (!st.ok()) return st;
+    NodeSpec node{absl::StrCat("tpu-", worker), cpus_per_host, ""};
+    node.env.push_back("SHOAL_DEVICE_ROOT=" + host_root);
+    node.env.push_back(absl::StrCat("SHOAL_LIBTPU_LOCKFILE=", root,
+                                    "/libtpu_lockfile-", worker));
+    for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
+    nodes.push_back(node);
+  }
+  return nodes;
+}
+
+void TestCluster::Connect() const {
+  InitOptions options;
+  options.address = address_;
+  options.token = token_;
+  Init(options);
 }
 
 TestCluster::~TestCluster() { Stop(); }

@@ -29,6 +29,13 @@ struct ClusterSpec {
   int64_t infeasible_grace_ms = 1000;
 };
 
+// The nodes of a simulated TPU slice: host i gets a fake device tree under
+// root/host<i> (shoal dev fake-tpu's), the slice's TPU_* variables, its own
+// libtpu lock file root/libtpu_lockfile-<i>, and node id "tpu-<i>".
+absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
+    const std::string& root, const std::string& accelerator_type, int hosts,
+    double cpus_per_host);
+
 // Runs the CLI (this executable with SHOAL_ROLE=cli) and returns its exit
 // code; stdout and stderr are captured into *output.
 int RunCli(const std::vector<std::string>& args, std::string* output,
@@ -56,6 +63,8 @@ class TestCluster {
   void KillAgent(size_t node);
   // Sets SHOAL_ADDRESS and SHOAL_TOKEN in this process.
   void ExportEnvironment() const;
+  // shoal::Init() against this cluster.
+  void Connect() const;
   // `shoal stop` for every node, then removes the temp dirs.
   void Stop();
   // After Stop(): the sanitizer reports (ASan, UBSan, LeakSanitizer) found
