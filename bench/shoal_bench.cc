@@ -24,7 +24,6 @@
 #include <thread>
 #include <vector>
 
-#include "accel/fake_host.h"
 #include "shoal/api.h"
 #include "tests/testing/test_cluster.h"
 
@@ -44,15 +43,8 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 int LaunchFigures() {
   char tmpl[] = "/tmp/shoal-bench-tpu-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 1;
-  std::string root = std::string(tmpl) + "/host";
-  std::map<std::string, std::string> env;
-  if (!shoal::accel::MakeFakeTpuHost(root, "v5p-8", 0, &env).ok()) return 1;
-  shoal::testing::NodeSpec node{"tpu-host", 4, ""};
-  node.env.push_back("SHOAL_DEVICE_ROOT=" + root);
-  for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
-  shoal::testing::ClusterSpec spec;
-  spec.nodes = {node};
-  auto cluster = shoal::testing::TestCluster::Start(spec);
+  auto cluster = shoal::testing::TestCluster::StartFakeTpuSlice(
+      tmpl, "v5p-8", /*hosts=*/1, /*cpus_per_host=*/4);
   if (!cluster.ok()) return 1;
   auto time_launch = [&](const std::vector<std::string>& extra) {
     std::vector<double> seconds;

@@ -61,11 +61,7 @@ class AcceleratorTest : public ::testing::Test {
     char tmpl[] = "/tmp/shoal-tpu-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     roots_ = tmpl;
-    auto nodes = shoal::testing::FakeTpuSliceNodes(roots_, "v5p-16", 2, 8);
-    ASSERT_TRUE(nodes.ok()) << nodes.status();
-    ClusterSpec spec;
-    spec.nodes = *nodes;
-    auto cluster = TestCluster::Start(spec);
+    auto cluster = TestCluster::StartFakeTpuSlice(roots_, "v5p-16", 2, 8);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
     cluster_->Connect();

@@ -52,11 +52,7 @@ class LaunchTest : public ::testing::Test {
     char tmpl[] = "/tmp/shoal-launch-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     roots_ = tmpl;
-    auto nodes = shoal::testing::FakeTpuSliceNodes(roots_, "v5p-16", 2, 4);
-    ASSERT_TRUE(nodes.ok()) << nodes.status();
-    ClusterSpec spec;
-    spec.nodes = *nodes;
-    auto cluster = TestCluster::Start(spec);
+    auto cluster = TestCluster::StartFakeTpuSlice(roots_, "v5p-16", 2, 4);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
   }

@@ -60,34 +60,8 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
   c.root_ = tmpl;
   c.stopped_ = false;
-  const NodeSpec& head = spec.nodes.at(0);
-  std::vector<std::string> args = {"start",
-                                   "--head",
-                                   "--port",
-                                   "0",
-                                   "--node-ip-address",
-                                   "127.0.0.1",
-                                   "--temp-dir",
-                                   c.temp_dir(0),
-                                   "--num-cpus",
-                                   std::to_string(head.num_cpus),
-                                   "--health-timeout-ms",
-                                   std::to_string(spec.health_timeout_ms),
-                                   "--infeasible-grace-ms",
-                                   std::to_string(spec.infeasible_grace_ms)};
-  if (!head.node_id.empty()) {
-    args.push_back("--node-id");
-    args.push_back(head.node_id);
-  }
-  if (!head.resources_json.empty()) {
-    args.push_back("--resources");
-    args.push_back(head.resources_json);
-  }
-  std::string out;
-  if (RunCli(args, &out, head.env) != 0) {
-    return absl::InternalError("shoal start --head failed: " + out);
-  }
-  c.num_nodes_ = 1;
+  absl::Status head = c.StartNode(spec.nodes.at(0), /*head=*/true);
+  if (!head.ok()) return head;
   std::string dir = c.session_dir(0);
   c.address_ = ReadSessionFile(dir, "cluster_address");
   c.token_ = ReadSessionFile(dir, "token");
@@ -116,6 +90,16 @@ absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
     nodes.push_back(node);
   }
   return nodes;
+}
+
+absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::StartFakeTpuSlice(
+    const std::string& root, const std::string& accelerator_type, int hosts,
+    double cpus_per_host) {
+  auto nodes = FakeTpuSliceNodes(root, accelerator_type, hosts, cpus_per_host);
+  if (!nodes.ok()) return nodes.status();
+  ClusterSpec spec;
+  spec.nodes = *nodes;
+  return Start(spec);
 }
 
 void TestCluster::Connect() const {
@@ -148,20 +132,22 @@ pid_t TestCluster::head_pid() const {
 }
 
 absl::Status TestCluster::AddNode(const NodeSpec& node) {
-  size_t index = num_nodes_;
-  std::vector<std::string> args = {"start",
-                                   "--address",
-                                   address_,
-                                   "--token",
-                                   token_,
-                                   "--node-ip-address",
-                                   "127.0.0.1",
-                                   "--temp-dir",
-                                   temp_dir(index),
-                                   "--num-cpus",
-                                   std::to_string(node.num_cpus),
-                                   "--infeasible-grace-ms",
-                                   std::to_string(spec_.infeasible_grace_ms)};
+  return StartNode(node, /*head=*/false);
+}
+
+absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
+  std::vector<std::string> args = {"start"};
+  if (head) {
+    args.insert(args.end(), {"--head", "--port", "0", "--health-timeout-ms",
+                             std::to_string(spec_.health_timeout_ms)});
+  } else {
+    args.insert(args.end(), {"--address", address_, "--token", token_});
+  }
+  args.insert(
+      args.end(),
+      {"--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir(num_nodes_),
+       "--num-cpus", std::to_string(node.num_cpus), "--infeasible-grace-ms",
+       std::to_string(spec_.infeasible_grace_ms)});
   if (!node.node_id.empty()) {
     args.push_back("--node-id");
     args.push_back(node.node_id);
@@ -172,7 +158,9 @@ absl::Status TestCluster::AddNode(const NodeSpec& node) {
   }
   std::string out;
   if (RunCli(args, &out, node.env) != 0) {
-    return absl::InternalError("shoal start --address failed: " + out);
+    return absl::InternalError(
+        absl::StrCat(head ? "shoal start --head" : "shoal start --address",
+                     " failed: ", out));
   }
   ++num_nodes_;
   return absl::OkStatus();

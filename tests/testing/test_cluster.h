@@ -45,6 +45,10 @@ class TestCluster {
  public:
   static absl::StatusOr<std::unique_ptr<TestCluster>> Start(
       const ClusterSpec& spec);
+  // A simulated TPU slice (FakeTpuSliceNodes under `root`).
+  static absl::StatusOr<std::unique_ptr<TestCluster>> StartFakeTpuSlice(
+      const std::string& root, const std::string& accelerator_type, int hosts,
+      double cpus_per_host);
   TestCluster(const TestCluster&) = delete;
   TestCluster& operator=(const TestCluster&) = delete;
   ~TestCluster();
@@ -73,6 +77,8 @@ class TestCluster {
 
  private:
   TestCluster() = default;
+  // Starts node number num_nodes_ (the head's, when `head`).
+  absl::Status StartNode(const NodeSpec& node, bool head);
   ClusterSpec spec_;
   std::string root_;
   std::string address_;
