@@ -1,0 +1,79 @@
+// The seam between a collective Group and the ways ranks exchange bytes.
+//
+// A Transport is one rank's endpoint in a set of ranks (the whole group, the
+// ranks of one host, or one leader per host). Group composes transports:
+// shared memory alone, Gloo alone, or shared memory inside hosts plus Gloo
+// between host leaders (hierarchical).
+//
+// Errors are absl::Status values; a failure caused by other ranks carries
+// their ranks (in the transport's own numbering) as a payload, so that the
+// Group can name them in the CollectiveError it throws.
+//
+// Threading: a Transport is used by one thread at a time.
+#ifndef SHOAL_COLLECTIVE_TRANSPORT_H_
+#define SHOAL_COLLECTIVE_TRANSPORT_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shoal/collective.h"
+
+namespace shoal::collective::internal {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual absl::Status AllReduce(void* data, size_t count, DataType type,
+                                 ReduceOp op, uint32_t tag) = 0;
+  // output holds count * size elements in rank order.
+  virtual absl::Status AllGather(const void* input, void* output,
+                                 size_t count, DataType type,
+                                 uint32_t tag) = 0;
+  // input holds count * size elements; output this rank's reduced block.
+  virtual absl::Status ReduceScatter(const void* input, void* output,
+                                     size_t count, DataType type, ReduceOp op,
+                                     uint32_t tag) = 0;
+  virtual absl::Status Broadcast(void* data, size_t count, DataType type,
+                                 int root, uint32_t tag) = 0;
+  virtual absl::Status Barrier(uint32_t tag) = 0;
+};
+
+struct TransportOptions {
+  // Unique per group incarnation; a transport puts its keys under it.
+  std::string key_prefix;
+  int size = 1;
+  int rank = 0;
+  Store* store = nullptr;  // not owned; outlives the transport
+  std::chrono::milliseconds timeout{30000};
+  // Gloo: the address to listen on / be reached at.
+  std::string interface_address;
+  // Ranks of the transport in the group's numbering (for error messages);
+  // empty means identity.
+  std::vector<int> group_ranks;
+};
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateSharedMemoryTransport(
+    const TransportOptions& options);
+absl::StatusOr<std::unique_ptr<Transport>> CreateGlooTransport(
+    const TransportOptions& options);
+// Fails with a clear error when Shoal was built without CUDA or no GPU is
+// visible.
+absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(
+    const TransportOptions& options);
+bool NcclCompiledIn();
+
+// A status for a failure caused by `ranks` (transport numbering), and the
+// ranks a status names (empty if none).
+absl::Status RankFailure(absl::StatusCode code, const std::string& message,
+                         const std::vector<int>& ranks);
+std::vector<int> FailedRanks(const absl::Status& status);
+
+}  // namespace shoal::collective::internal
+
+#endif  // SHOAL_COLLECTIVE_TRANSPORT_H_
