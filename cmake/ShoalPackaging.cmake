@@ -5,7 +5,8 @@
 # shoal is a static library, so its private static dependencies (shoal_proto,
 # shoal_scheduling, shoal_accel) are exported with it: the user's link needs
 # them. Protobuf, Abseil and OpenSSL come back through find_dependency in
-# shoalConfig.cmake.
+# shoalConfig.cmake. Collective groups are shoal::collective (shoal_collective,
+# exported under that name); it brings Gloo back the same way.
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -13,6 +14,7 @@ include(CMakePackageConfigHelpers)
 set(SHOAL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/shoal)
 
 install(TARGETS shoal shoal_proto shoal_scheduling shoal_accel shoal_launch
+                shoal_collective
   EXPORT shoalTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS shoal_cli

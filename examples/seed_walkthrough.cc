@@ -12,6 +12,10 @@
 
 #include "shoal/api.h"
 
+#ifdef SHOAL_WITH_TORCH
+#include <torch/torch.h>
+#endif
+
 namespace {
 
 // A 2x2 random tensor made on this process's device, described in one line.
@@ -20,16 +24,28 @@ std::string RandomTensorOnDevice(int local_index) {
   shoal::AssignedDevices held = shoal::GetAssignedDevices();
   int chip = device.device_id >= 0 ? device.device_id
                                    : (held.ids.empty() ? -1 : held.ids[0]);
-  std::mt19937 rng(1000 + device.global_rank * 10 + local_index);
-  std::uniform_real_distribution<float> uniform(-1, 1);
+  uint64_t seed = 1000 + device.global_rank * 10 + local_index;
   std::ostringstream out;
   out << "rank " << device.global_rank << "/" << device.world_size << " on "
       << shoal::CurrentNodeId() << " "
-      << (held.kind.empty() ? "CPU" : held.kind) << ":" << chip << " tensor([[";
+      << (held.kind.empty() ? "CPU" : held.kind) << ":" << chip << " ";
+#ifdef SHOAL_WITH_TORCH
+  // The process sees one device; libtorch has no TPU backend, so the tensor
+  // lives in host memory.
+  torch::manual_seed(seed);
+  torch::Tensor tensor = torch::rand({2, 2}, torch::kFloat32);
+  auto a = tensor.accessor<float, 2>();
+  out << "torch.rand(2, 2) = tensor([[" << a[0][0] << ", " << a[0][1] << "], ["
+      << a[1][0] << ", " << a[1][1] << "]])";
+#else
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  out << "tensor([[";
   for (int i = 0; i < 4; ++i) {
     out << (i == 2 ? "], [" : (i ? ", " : "")) << uniform(rng);
   }
-  out << "]])";
+  out << "]])  (built without libtorch)";
+#endif
   // A simulated chip (a fake TPU host tree) has no silicon behind it.
   if (getenv("SHOAL_DEVICE_ROOT") != nullptr) {
     out << "  (simulated chip: computed on the CPU)";

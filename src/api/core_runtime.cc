@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -395,9 +396,39 @@ class CoreRuntimeImpl : public CoreRuntime {
             }
           }
           SetNodes(*s);
+          LoseWorkersOnDeadNodes();
           for (auto& [key, q] : shapes_) Pump(q);
         },
         5000);
+  }
+
+  // Workers on a node the head declared dead (its heartbeats stopped) are
+  // lost even while their connections look open: a host cut off by the
+  // network drops packets, and nothing ever closes them.
+  void LoseWorkersOnDeadNodes() {
+    std::set<std::string> dead;
+    for (const auto& n : nodes_) {
+      if (!n.alive()) dead.insert(n.address());
+    }
+    if (dead.empty()) return;
+    struct Lost {
+      std::string key, lease_id, running_task;
+    };
+    std::vector<Lost> lost;
+    for (auto& [key, q] : shapes_) {
+      for (const auto& w : q.workers) {
+        if (!dead.count(w->agent_address)) continue;
+        lost.push_back({key, w->lease_id,
+                        w->in_flight.empty() ? "" : w->in_flight.front()});
+      }
+    }
+    for (const Lost& l : lost) {
+      auto q = shapes_.find(l.key);
+      if (q == shapes_.end()) continue;
+      OnWorkerLost(
+          q->second, l.lease_id, l.running_task,
+          absl::UnavailableError("the head stopped hearing from its node"));
+    }
   }
 
   void ScheduleMaintenance() {

@@ -32,9 +32,8 @@ class Transport {
   virtual absl::Status AllReduce(void* data, size_t count, DataType type,
                                  ReduceOp op, uint32_t tag) = 0;
   // output holds count * size elements in rank order.
-  virtual absl::Status AllGather(const void* input, void* output,
-                                 size_t count, DataType type,
-                                 uint32_t tag) = 0;
+  virtual absl::Status AllGather(const void* input, void* output, size_t count,
+                                 DataType type, uint32_t tag) = 0;
   // input holds count * size elements; output this rank's reduced block.
   virtual absl::Status ReduceScatter(const void* input, void* output,
                                      size_t count, DataType type, ReduceOp op,
@@ -56,6 +55,9 @@ struct TransportOptions {
   // Ranks of the transport in the group's numbering (for error messages);
   // empty means identity.
   std::vector<int> group_ranks;
+  // Per transport rank, how an error message names it, e.g.
+  // "rank 3 (pid 1234 on host a1)"; may be empty.
+  std::vector<std::string> rank_descriptions;
 };
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateSharedMemoryTransport(
@@ -73,6 +75,17 @@ bool NcclCompiledIn();
 absl::Status RankFailure(absl::StatusCode code, const std::string& message,
                          const std::vector<int>& ranks);
 std::vector<int> FailedRanks(const absl::Status& status);
+
+// A failure whose ranks are already in the group's numbering: a transport
+// may learn of failures outside its own ranks (the shared-memory transport
+// of a host hears that a rank on another host died).
+absl::Status GroupRankFailure(absl::StatusCode code, const std::string& message,
+                              const std::vector<int>& group_ranks);
+// The group ranks a status names: those of GroupRankFailure as they are, else
+// FailedRanks mapped through `group_ranks` (the transport's ranks in the
+// group's numbering; empty means identity).
+std::vector<int> FailedGroupRanks(const absl::Status& status,
+                                  const std::vector<int>& group_ranks);
 
 }  // namespace shoal::collective::internal
 

@@ -96,21 +96,25 @@ std::string PrimaryIpAddress() {
   return "127.0.0.1";
 }
 
-bool IsLocalAddress(const std::string& ip) {
-  if (ip == "localhost" || absl::StartsWith(ip, "127.")) return true;
+std::string InterfaceOf(const std::string& ip) {
+  if (ip == "localhost") return "lo";
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool found = false;
-  for (ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* a = list; a != nullptr && name.empty(); a = a->ifa_next) {
     if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
     char buf[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr,
               buf, sizeof(buf));
-    found = ip == buf;
+    if (ip == buf) name = a->ifa_name;
   }
   freeifaddrs(list);
-  return found;
+  // Any 127/8 address is served by the loopback interface.
+  if (name.empty() && absl::StartsWith(ip, "127.")) name = "lo";
+  return name;
 }
+
+bool IsLocalAddress(const std::string& ip) { return !InterfaceOf(ip).empty(); }
 
 absl::Status SplitHostPort(const std::string& address, std::string* host,
                            int* port) {

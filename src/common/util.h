@@ -25,6 +25,9 @@ std::string Hostname();
 std::string PrimaryIpAddress();
 // True when `ip` is assigned to an interface of this host (or is loopback).
 bool IsLocalAddress(const std::string& ip);
+// The name of this host's interface holding IPv4 address `ip` ("lo" for
+// 127/8), or "" when none does.
+std::string InterfaceOf(const std::string& ip);
 
 // Splits "host:port". Fails with a message naming the expected form.
 absl::Status SplitHostPort(const std::string& address, std::string* host,

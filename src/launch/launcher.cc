@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -228,6 +229,14 @@ std::string RunLaunchHost(std::string spec_bytes) {
 
   std::vector<Proc> procs;
   procs.reserve(envs->size());
+  // Gloo (torch.distributed's CPU backend) finds its own address by
+  // resolving the hostname, which Debian maps to a loopback address: peers on
+  // other hosts could not reach it. Point it at the interface that holds this
+  // host's address in the gang, unless the user chose one.
+  std::string gloo_interface;
+  if (getenv("GLOO_SOCKET_IFNAME") == nullptr) {
+    gloo_interface = InterfaceOf(spec.hosts(spec.host_index()).address());
+  }
   for (const ProcessEnvironment& env : *envs) {
     if (env.node_rank != spec.host_index()) continue;
     int fds[2];
@@ -236,6 +245,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
     SpawnOptions s;
     s.argv = {spec.argv().begin(), spec.argv().end()};
     s.env = env.set;
+    if (!gloo_interface.empty()) s.env["GLOO_SOCKET_IFNAME"] = gloo_interface;
     s.unset_env = env.unset;
     s.unset_env.push_back("SHOAL_ROLE");  // the command is not a worker
     s.output_fd = fds[1];
@@ -371,6 +381,32 @@ proto::LaunchHost DescribeHost(const NodeInfo& n, int nproc_per_node) {
   return h;
 }
 
+// The bundle of one host of an N-node gang: a CPU for its runner, and every
+// device of the host when at least N alive hosts have the same accelerators
+// (the most common such shape; TPU hosts first), so that the runner can hold
+// them all.
+std::map<std::string, double> GangBundle(const std::vector<NodeInfo>& alive,
+                                         int n, int nproc_per_node) {
+  std::map<std::pair<std::string, int>, int> shapes;
+  for (const NodeInfo& node : alive) {
+    proto::LaunchHost h = DescribeHost(node, nproc_per_node);
+    if (h.kind() != "CPU") ++shapes[{h.kind(), h.num_devices()}];
+  }
+  std::map<std::string, double> bundle = {{"CPU", 1}};
+  const std::pair<std::string, int>* best = nullptr;
+  int best_count = 0;
+  for (const auto& [shape, count] : shapes) {
+    bool better =
+        count > best_count || (count == best_count && shape.first == "TPU");
+    if (count >= n && better) {
+      best = &shape;
+      best_count = count;
+    }
+  }
+  if (best != nullptr) bundle[best->first] = best->second;
+  return bundle;
+}
+
 }  // namespace
 
 int RunLaunch(const LaunchOptions& options) {
@@ -403,9 +439,12 @@ int RunLaunch(const LaunchOptions& options) {
   }
   PlacementGroup group;
   std::vector<std::string> host_ids;
+  bool slice_gang = false;
+  std::map<std::string, double> bundle_devices;
   try {
-    if (!options.slice.empty() ||
-        (has_slice && options.nodes == 0 && !options.local)) {
+    slice_gang = !options.slice.empty() ||
+                 (has_slice && options.nodes == 0 && !options.local);
+    if (slice_gang) {
       SliceReservation slice = ReserveTpuSlice(options.slice, 60000);
       group = slice.group;
       host_ids = slice.hosts;
@@ -416,7 +455,8 @@ int RunLaunch(const LaunchOptions& options) {
                                        : static_cast<int>(alive.size()));
       PlacementGroupOptions pg;
       pg.strategy = PlacementStrategy::kStrictSpread;
-      pg.bundles.assign(n, {{"CPU", 1}});
+      pg.bundles.assign(n, GangBundle(alive, n, options.nproc_per_node));
+      bundle_devices = pg.bundles[0];
       group = CreatePlacementGroup(pg);
       if (!group.Wait(60000)) {
         RemovePlacementGroup(group);
@@ -445,9 +485,24 @@ int RunLaunch(const LaunchOptions& options) {
   std::unique_ptr<rpc::Server> server;
   std::string token = options.token;
   if (token.empty() && getenv("SHOAL_TOKEN")) token = getenv("SHOAL_TOKEN");
-  std::string host = hosts.empty() || IsLocalAddress(hosts[0].address())
-                         ? "127.0.0.1"
-                         : PrimaryIpAddress();
+  // Every host's runner reports here, so listen where all of them can reach:
+  // on loopback only when the whole gang is on loopback (one machine), else
+  // on this host's address in the gang, else on its primary address.
+  std::string host = "127.0.0.1";
+  for (const proto::LaunchHost& h : hosts) {
+    if (!absl::StartsWith(h.address(), "127.") && h.address() != "localhost") {
+      host = PrimaryIpAddress();
+      break;
+    }
+  }
+  if (host != "127.0.0.1") {
+    for (const proto::LaunchHost& h : hosts) {
+      if (IsLocalAddress(h.address())) {
+        host = h.address();
+        break;
+      }
+    }
+  }
   absl::Status listen;
   (*loop)->RunSync([&] {
     auto s = rpc::Server::Create(loop->get(), host, 0, token);
@@ -511,7 +566,8 @@ int RunLaunch(const LaunchOptions& options) {
       auto task = Task(RunLaunchHost)
                       .SetPlacementGroup(group, static_cast<int>(i))
                       .SetMaxRetries(0);
-      if (hosts[i].kind() != "CPU") {
+      if (hosts[i].kind() != "CPU" &&
+          (slice_gang || bundle_devices.count(hosts[i].kind()))) {
         task.SetResource(hosts[i].kind(), hosts[i].num_devices());
       }
       runners.push_back(task.Remote(spec.SerializeAsString()));

@@ -1,6 +1,7 @@
 #include "tests/testing/test_cluster.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -20,7 +21,15 @@
 namespace shoal::testing {
 
 int RunCli(const std::vector<std::string>& args, std::string* output,
-           const std::vector<std::string>& env) {
+           const std::vector<std::string>& env, const std::string& netns) {
+  int netns_fd = -1;
+  if (!netns.empty()) {
+    netns_fd = open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns_fd < 0) {
+      if (output) *output = "cannot open /run/netns/" + netns;
+      return -1;
+    }
+  }
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return -1;
   std::vector<std::string> argv_s = {SelfExecutable()};
@@ -31,6 +40,7 @@ int RunCli(const std::vector<std::string>& args, std::string* output,
     dup2(pipe_fds[1], 2);
     close(pipe_fds[0]);
     close(pipe_fds[1]);
+    if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) _exit(126);
     setenv("SHOAL_ROLE", "cli", 1);
     for (const auto& e : env) putenv(strdup(e.c_str()));
     std::vector<char*> argv;
@@ -40,6 +50,7 @@ int RunCli(const std::vector<std::string>& args, std::string* output,
     _exit(127);
   }
   close(pipe_fds[1]);
+  if (netns_fd >= 0) close(netns_fd);
   std::string out;
   char buf[4096];
   ssize_t n;
@@ -143,11 +154,13 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
   } else {
     args.insert(args.end(), {"--address", address_, "--token", token_});
   }
-  args.insert(
-      args.end(),
-      {"--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir(num_nodes_),
-       "--num-cpus", std::to_string(node.num_cpus), "--infeasible-grace-ms",
-       std::to_string(spec_.infeasible_grace_ms)});
+  if (node.netns.empty()) {
+    args.insert(args.end(), {"--node-ip-address", "127.0.0.1"});
+  }
+  args.insert(args.end(),
+              {"--temp-dir", temp_dir(num_nodes_), "--num-cpus",
+               std::to_string(node.num_cpus), "--infeasible-grace-ms",
+               std::to_string(spec_.infeasible_grace_ms)});
   if (!node.node_id.empty()) {
     args.push_back("--node-id");
     args.push_back(node.node_id);
@@ -157,7 +170,7 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
     args.push_back(node.resources_json);
   }
   std::string out;
-  if (RunCli(args, &out, node.env) != 0) {
+  if (RunCli(args, &out, node.env, node.netns) != 0) {
     return absl::InternalError(
         absl::StrCat(head ? "shoal start --head" : "shoal start --address",
                      " failed: ", out));

@@ -21,6 +21,10 @@ struct NodeSpec {
   // Environment of its `shoal start` (and so of its agent): e.g.
   // SHOAL_DEVICE_ROOT and TPU_* for a fake TPU host.
   std::vector<std::string> env;
+  // A network namespace to start it in (a simulated host of the system
+  // tier, tests/system/netns.h); "" for loopback. A node in a namespace is
+  // not given --node-ip-address: it finds its own address, as a host would.
+  std::string netns;
 };
 
 struct ClusterSpec {
@@ -37,9 +41,11 @@ absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
     double cpus_per_host);
 
 // Runs the CLI (this executable with SHOAL_ROLE=cli) and returns its exit
-// code; stdout and stderr are captured into *output.
+// code; stdout and stderr are captured into *output. A non-empty `netns`
+// runs it inside that network namespace (/run/netns/<netns>).
 int RunCli(const std::vector<std::string>& args, std::string* output,
-           const std::vector<std::string>& env = {});
+           const std::vector<std::string>& env = {},
+           const std::string& netns = "");
 
 class TestCluster {
  public:

@@ -1,0 +1,947 @@
+#include "collective/shm_transport.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "collective/reduce.h"
+
+namespace shoal::collective::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr uint64_t kMagic = 0x314d535f4c414f53ull;  // "SOAL_SM1"
+constexpr uint32_t kPipelineDepth = 2;
+constexpr size_t kLine = 128;  // two cache lines: no false sharing via prefetch
+constexpr size_t kPage = 4096;
+constexpr size_t kDefaultSlotBytes = 512 << 10;
+constexpr size_t kMaxSegmentDataBytes = 64 << 20;
+constexpr size_t kMinSlotBytes = 64 << 10;
+constexpr size_t kSmallBytes = 64 << 10;
+constexpr size_t kReduceBlockBytes = 8 << 10;
+constexpr milliseconds kLivenessPeriod{100};
+constexpr int kDefaultSpins = 128;
+constexpr size_t kMaxAbortRanks = 64;
+
+size_t RoundUp(size_t value, size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+size_t EnvSize(const char* name, size_t fallback) {
+  const char* value = getenv(name);
+  size_t parsed = 0;
+  if (value != nullptr && absl::SimpleAtoi(value, &parsed) && parsed > 0) {
+    return parsed;
+  }
+  return fallback;
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Futexes on shared memory: not FUTEX_PRIVATE, the waiters are in other
+// processes.
+uint32_t* FutexWord(std::atomic<uint32_t>* word) {
+  return reinterpret_cast<uint32_t*>(word);
+}
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
+               milliseconds timeout) {
+  timespec ts;
+  ts.tv_sec = timeout.count() / 1000;
+  ts.tv_nsec = (timeout.count() % 1000) * 1000000;
+  syscall(SYS_futex, FutexWord(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, FutexWord(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// value has reached target, modulo 2^32 (step numbers wrap).
+inline bool Reached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;
+}
+
+// A process that exists and is not a zombie (a rank that exited while its
+// parent has not reaped it yet is dead to us).
+bool ProcessRunning(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat) return true;  // another pid namespace or no /proc: trust kill
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+struct alignas(kLine) Counter {
+  std::atomic<uint32_t> value;
+  std::atomic<uint32_t> waiters;
+};
+
+enum class OpKind : uint32_t {
+  kAllReduce = 1,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kBarrier,
+  kReduce,
+};
+
+const char* OpKindName(uint32_t kind) {
+  switch (static_cast<OpKind>(kind)) {
+    case OpKind::kAllReduce:
+      return "all-reduce";
+    case OpKind::kAllGather:
+      return "all-gather";
+    case OpKind::kReduceScatter:
+      return "reduce-scatter";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kReduce:
+      return "reduce";
+  }
+  return "unknown operation";
+}
+
+// What a rank is doing at the first step of an operation; compared with its
+// peers' so that mismatched calls fail instead of mixing data.
+struct OpDescriptor {
+  uint32_t step;
+  uint32_t kind;
+  uint32_t type;
+  uint32_t op;
+  int32_t root;
+  uint64_t count;
+
+  bool operator==(const OpDescriptor&) const = default;
+  std::string ToString() const {
+    std::string s = absl::StrCat(OpKindName(kind), "(count ", count, ", ",
+                                 "type ", type, ", op ", op);
+    if (root >= 0) absl::StrAppend(&s, ", root ", root);
+    return s + ")";
+  }
+};
+
+struct RankControl {
+  Counter in;
+  Counter reduced;
+  Counter done;
+  alignas(kLine) std::atomic<int32_t> pid;
+  std::atomic<uint32_t> left;
+  // By step % kPipelineDepth; plain data published by `in`.
+  OpDescriptor ops[kPipelineDepth];
+};
+static_assert(sizeof(RankControl) % kLine == 0);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+struct Header {
+  uint64_t magic;
+  uint64_t nonce;
+  uint64_t size;
+  uint64_t slot_bytes;
+  uint64_t control_offset;
+  uint64_t data_offset;
+  alignas(kLine) std::atomic<uint32_t> attached;
+  alignas(kLine) std::atomic<uint32_t> abort_state;  // 0 no, 1 writing, 2 set
+  int32_t abort_code;
+  uint32_t num_abort_ranks;
+  int32_t abort_ranks[kMaxAbortRanks];
+  char abort_message[1024];
+};
+
+struct Layout {
+  size_t control_offset;
+  size_t data_offset;
+  size_t total;
+};
+
+Layout LayoutFor(int size, size_t slot_bytes) {
+  Layout layout;
+  layout.control_offset = RoundUp(sizeof(Header), kLine);
+  layout.data_offset =
+      RoundUp(layout.control_offset + size * sizeof(RankControl), kPage);
+  layout.total = layout.data_offset + kPipelineDepth * size * slot_bytes;
+  return layout;
+}
+
+// Where a step's elements go: a chunk of `len` elements split into `size`
+// shares aligned to 64 bytes.
+struct Shares {
+  size_t len;
+  size_t share;
+  size_t Begin(int s) const { return std::min(s * share, len); }
+  size_t End(int s) const { return std::min((s + 1) * share, len); }
+};
+Shares SharesOf(size_t len, int size, size_t elem) {
+  size_t align = std::max<size_t>(1, 64 / elem);
+  return {len, RoundUp((len + size - 1) / size, align)};
+}
+
+class ShmTransport final : public SharedMemoryTransport {
+ public:
+  ShmTransport(const TransportOptions& options, char* base, size_t bytes)
+      : size_(options.size),
+        rank_(options.rank),
+        timeout_(options.timeout),
+        group_ranks_(options.group_ranks),
+        descriptions_(options.rank_descriptions),
+        base_(base),
+        bytes_(bytes),
+        spins_(static_cast<int>(EnvSize("SHOAL_SHM_SPINS", kDefaultSpins))) {
+    if (base_ != nullptr) {
+      header_ = reinterpret_cast<Header*>(base_);
+      control_ =
+          reinterpret_cast<RankControl*>(base_ + header_->control_offset);
+      data_ = base_ + header_->data_offset;
+      slot_bytes_ = header_->slot_bytes;
+    }
+  }
+
+  ~ShmTransport() override {
+    if (base_ == nullptr) return;
+    RankControl& me = control_[rank_];
+    me.left.store(1, std::memory_order_seq_cst);
+    FutexWakeAll(&me.in.value);
+    FutexWakeAll(&me.reduced.value);
+    FutexWakeAll(&me.done.value);
+    munmap(base_, bytes_);
+  }
+
+  absl::Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
+                         uint32_t tag) override {
+    return ReduceImpl(OpKind::kAllReduce, static_cast<char*>(data), count, type,
+                      op, -1);
+  }
+
+  absl::Status Reduce(void* data, size_t count, DataType type, ReduceOp op,
+                      int root, uint32_t tag) override {
+    if (root < 0 || root >= size_) return BadRoot(root);
+    return ReduceImpl(OpKind::kReduce, static_cast<char*>(data), count, type,
+                      op, root);
+  }
+
+  absl::Status AllGather(const void* input, void* output, size_t count,
+                         DataType type, uint32_t tag) override {
+    const size_t elem = SizeOf(type);
+    const char* in = static_cast<const char*>(input);
+    char* out = static_cast<char*>(output);
+    char* own = out + rank_ * count * elem;
+    if (own != in && count > 0) std::memmove(own, in, count * elem);
+    if (size_ == 1) return absl::OkStatus();
+    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    const size_t chunk = std::max<size_t>(1, slot_bytes_ / elem);
+    size_t off = 0;
+    do {
+      const size_t len = std::min(chunk, count - off);
+      const uint32_t k = step_;
+      if (absl::Status s = Acquire(k); !s.ok()) return s;
+      if (len > 0) std::memcpy(Slot(k, rank_), in + off * elem, len * elem);
+      Describe(k, off == 0, OpKind::kAllGather, type, ReduceOp::kSum, -1,
+               count);
+      Publish(&control_[rank_].in, k + 1);
+      Deadline deadline = StartWait();
+      for (int j = 0; j < size_; ++j) {
+        if (j == rank_) continue;
+        if (absl::Status s = WaitOne(&control_[j].in, j, k + 1, &deadline);
+            !s.ok()) {
+          return s;
+        }
+        if (off == 0) {
+          if (absl::Status s = CheckDescriptor(k, j); !s.ok()) return s;
+        }
+        if (len > 0) {
+          std::memcpy(out + (j * count + off) * elem, Slot(k, j), len * elem);
+        }
+      }
+      Finish(k);
+      off += len;
+    } while (off < count);
+    return absl::OkStatus();
+  }
+
+  absl::Status ReduceScatter(const void* input, void* output, size_t count,
+                             DataType type, ReduceOp op,
+                             uint32_t tag) override {
+    const size_t elem = SizeOf(type);
+    const char* in = static_cast<const char*>(input);
+    char* out = static_cast<char*>(output);
+    if (size_ == 1) {
+      if (out != in && count > 0) std::memmove(out, in, count * elem);
+      return absl::OkStatus();
+    }
+    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    // A step takes `per_block` elements of every rank's block; the slot
+    // holds them at block * per_block.
+    const size_t align = std::max<size_t>(1, 64 / elem);
+    size_t per_block = slot_bytes_ / elem / size_;
+    if (per_block > align) per_block = per_block / align * align;
+    per_block = std::max<size_t>(1, per_block);
+    size_t off = 0;
+    do {
+      const size_t len = std::min(per_block, count - off);
+      const uint32_t k = step_;
+      if (absl::Status s = Acquire(k); !s.ok()) return s;
+      char* mine = Slot(k, rank_);
+      for (int s = 0; s < size_ && len > 0; ++s) {
+        if (s == rank_) continue;
+        std::memcpy(mine + s * per_block * elem, in + (s * count + off) * elem,
+                    len * elem);
+      }
+      Describe(k, off == 0, OpKind::kReduceScatter, type, op, -1, count);
+      Publish(&control_[rank_].in, k + 1);
+      if (absl::Status s = WaitAll(&RankControl::in, k + 1, off == 0 ? k : -1);
+          !s.ok()) {
+        return s;
+      }
+      if (len > 0) {
+        const size_t at = rank_ * per_block * elem;
+        ReduceShare(type, op, out + off * elem,
+                    in + (rank_ * count + off) * elem, k, at, len, nullptr);
+      }
+      Finish(k);
+      off += len;
+    } while (off < count);
+    return absl::OkStatus();
+  }
+
+  absl::Status Broadcast(void* data, size_t count, DataType type, int root,
+                         uint32_t tag) override {
+    if (root < 0 || root >= size_) return BadRoot(root);
+    if (size_ == 1) return absl::OkStatus();
+    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    const size_t elem = SizeOf(type);
+    char* buf = static_cast<char*>(data);
+    // Only the root writes: a step may use the whole buffer (every slot).
+    const size_t chunk = std::max<size_t>(1, size_ * slot_bytes_ / elem);
+    size_t off = 0;
+    do {
+      const size_t len = std::min(chunk, count - off);
+      const uint32_t k = step_;
+      if (absl::Status s = Acquire(k); !s.ok()) return s;
+      if (rank_ == root && len > 0) {
+        std::memcpy(Slot(k, 0), buf + off * elem, len * elem);
+      }
+      Describe(k, off == 0, OpKind::kBroadcast, type, ReduceOp::kSum, root,
+               count);
+      Publish(&control_[rank_].in, k + 1);
+      if (rank_ != root) {
+        Deadline deadline = StartWait();
+        if (absl::Status s =
+                WaitOne(&control_[root].in, root, k + 1, &deadline);
+            !s.ok()) {
+          return s;
+        }
+        if (off == 0) {
+          if (absl::Status s = CheckDescriptor(k, root); !s.ok()) return s;
+        }
+        if (len > 0) std::memcpy(buf + off * elem, Slot(k, 0), len * elem);
+      }
+      Finish(k);
+      off += len;
+    } while (off < count);
+    return absl::OkStatus();
+  }
+
+  absl::Status Barrier(uint32_t tag) override {
+    if (size_ == 1) return absl::OkStatus();
+    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    const uint32_t k = step_;
+    if (absl::Status s = Acquire(k); !s.ok()) return s;
+    Describe(k, true, OpKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, -1,
+             0);
+    Publish(&control_[rank_].in, k + 1);
+    if (absl::Status s = WaitAll(&RankControl::in, k + 1, k); !s.ok()) {
+      return s;
+    }
+    Finish(k);
+    return absl::OkStatus();
+  }
+
+  void Abort(const absl::Status& status) override {
+    if (header_ == nullptr) return;
+    uint32_t expected = 0;
+    if (header_->abort_state.compare_exchange_strong(expected, 1)) {
+      header_->abort_code = static_cast<int32_t>(status.code());
+      std::vector<int> ranks = FailedGroupRanks(status, group_ranks_);
+      header_->num_abort_ranks =
+          static_cast<uint32_t>(std::min(ranks.size(), kMaxAbortRanks));
+      for (uint32_t i = 0; i < header_->num_abort_ranks; ++i) {
+        header_->abort_ranks[i] = ranks[i];
+      }
+      std::string message(status.message());
+      size_t n = std::min(message.size(), sizeof(header_->abort_message) - 1);
+      std::memcpy(header_->abort_message, message.data(), n);
+      header_->abort_message[n] = '\0';
+      header_->abort_state.store(2, std::memory_order_release);
+    }
+    for (int j = 0; j < size_; ++j) {
+      FutexWakeAll(&control_[j].in.value);
+      FutexWakeAll(&control_[j].reduced.value);
+      FutexWakeAll(&control_[j].done.value);
+    }
+  }
+
+ private:
+  struct Deadline {
+    Clock::time_point end;
+    Clock::time_point next_liveness_check;
+  };
+
+  char* Slot(uint32_t step, int rank) const {
+    return data_ +
+           ((step % kPipelineDepth) * size_ + static_cast<size_t>(rank)) *
+               slot_bytes_;
+  }
+
+  int GroupRank(int rank) const {
+    return group_ranks_.empty() ? rank : group_ranks_[rank];
+  }
+  std::string Name(int rank) const {
+    if (rank < static_cast<int>(descriptions_.size()) &&
+        !descriptions_[rank].empty()) {
+      return descriptions_[rank];
+    }
+    return absl::StrCat("rank ", GroupRank(rank));
+  }
+  std::string Names(const std::vector<int>& ranks) const {
+    std::vector<std::string> names;
+    for (int r : ranks) names.push_back(Name(r));
+    return absl::StrJoin(names, ", ");
+  }
+  std::vector<int> GroupRanks(const std::vector<int>& ranks) const {
+    std::vector<int> out;
+    for (int r : ranks) out.push_back(GroupRank(r));
+    return out;
+  }
+
+  absl::Status BadRoot(int root) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("root ", root, " is out of range for ", size_, " ranks"));
+  }
+
+  Deadline StartWait() const {
+    Clock::time_point now = Clock::now();
+    return {now + timeout_, now + kLivenessPeriod};
+  }
+
+  void Publish(Counter* counter, uint32_t value) {
+    counter->value.store(value, std::memory_order_seq_cst);
+    if (counter->waiters.load(std::memory_order_seq_cst) != 0) {
+      FutexWakeAll(&counter->value);
+    }
+  }
+
+  // The step is over for this rank: it read everything it needed.
+  void Finish(uint32_t step) {
+    Publish(&control_[rank_].reduced, step + 1);
+    Publish(&control_[rank_].done, step + 1);
+    ++step_;
+  }
+
+  void Describe(uint32_t step, bool first, OpKind kind, DataType type,
+                ReduceOp op, int root, size_t count) {
+    if (!first) return;
+    control_[rank_].ops[step % kPipelineDepth] = {step,
+                                                  static_cast<uint32_t>(kind),
+                                                  static_cast<uint32_t>(type),
+                                                  static_cast<uint32_t>(op),
+                                                  root,
+                                                  static_cast<uint64_t>(count)};
+  }
+
+  // REQUIRES: peer has published `in` for `step`.
+  absl::Status CheckDescriptor(uint32_t step, int peer) {
+    const OpDescriptor& mine = control_[rank_].ops[step % kPipelineDepth];
+    const OpDescriptor& theirs = control_[peer].ops[step % kPipelineDepth];
+    if (mine == theirs) return absl::OkStatus();
+    return Fail(GroupRankFailure(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("the ranks called different operations: ", Name(peer),
+                     " called ", theirs.ToString(), " while ", Name(rank_),
+                     " called ", mine.ToString(),
+                     "; every rank must make the same calls in the same "
+                     "order with the same counts, types and roots"),
+        {GroupRank(peer)}));
+  }
+
+  absl::Status CheckAborted() {
+    if (header_->abort_state.load(std::memory_order_acquire) == 0) {
+      return absl::OkStatus();
+    }
+    return AbortedStatus();
+  }
+
+  absl::Status AbortedStatus() {
+    while (header_->abort_state.load(std::memory_order_acquire) != 2) {
+      CpuRelax();
+    }
+    std::vector<int> ranks(header_->abort_ranks,
+                           header_->abort_ranks + header_->num_abort_ranks);
+    return GroupRankFailure(static_cast<absl::StatusCode>(header_->abort_code),
+                            header_->abort_message, ranks);
+  }
+
+  absl::Status Fail(const absl::Status& status) {
+    Abort(status);
+    return AbortedStatus();
+  }
+
+  // Fails naming the peers that died.
+  absl::Status CheckPeers() {
+    std::vector<int> dead;
+    const pid_t self = getpid();
+    for (int j = 0; j < size_; ++j) {
+      pid_t pid = control_[j].pid.load(std::memory_order_relaxed);
+      if (j == rank_ || pid <= 0 || pid == self) continue;
+      if (!ProcessRunning(pid)) dead.push_back(j);
+    }
+    if (dead.empty()) return absl::OkStatus();
+    return Fail(GroupRankFailure(absl::StatusCode::kUnavailable,
+                                 absl::StrCat(Names(dead), " died"),
+                                 GroupRanks(dead)));
+  }
+
+  // Waits until peer's counter reaches target.
+  absl::Status WaitOne(Counter* counter, int peer, uint32_t target,
+                       Deadline* deadline) {
+    for (int i = 0; i < spins_; ++i) {
+      if (Reached(counter->value.load(std::memory_order_acquire), target)) {
+        return absl::OkStatus();
+      }
+      CpuRelax();
+    }
+    while (true) {
+      if (Reached(counter->value.load(std::memory_order_acquire), target)) {
+        return absl::OkStatus();
+      }
+      if (header_->abort_state.load(std::memory_order_acquire) != 0) {
+        return AbortedStatus();
+      }
+      if (control_[peer].left.load(std::memory_order_acquire) != 0) {
+        return Fail(GroupRankFailure(
+            absl::StatusCode::kUnavailable,
+            absl::StrCat(Name(peer),
+                         " left the group (destroyed it, or its thread "
+                         "ended) in the middle of an operation"),
+            {GroupRank(peer)}));
+      }
+      Clock::time_point now = Clock::now();
+      if (now >= deadline->next_liveness_check) {
+        if (absl::Status s = CheckPeers(); !s.ok()) return s;
+        deadline->next_liveness_check = now + kLivenessPeriod;
+      }
+      if (now >= deadline->end) return TimedOut(counter, target);
+      auto wait =
+          std::min(kLivenessPeriod,
+                   std::chrono::ceil<milliseconds>(deadline->end - now));
+      counter->waiters.fetch_add(1, std::memory_order_seq_cst);
+      uint32_t seen = counter->value.load(std::memory_order_seq_cst);
+      if (!Reached(seen, target) &&
+          header_->abort_state.load(std::memory_order_seq_cst) == 0) {
+        FutexWait(&counter->value, seen, std::max(wait, milliseconds(1)));
+      }
+      counter->waiters.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+
+  // Names every rank behind on the counter that timed out.
+  absl::Status TimedOut(Counter* counter, uint32_t target) {
+    size_t field =
+        reinterpret_cast<char*>(counter) - reinterpret_cast<char*>(control_);
+    field %= sizeof(RankControl);
+    std::vector<int> behind;
+    for (int j = 0; j < size_; ++j) {
+      auto* c = reinterpret_cast<Counter*>(
+          reinterpret_cast<char*>(&control_[j]) + field);
+      if (!Reached(c->value.load(std::memory_order_acquire), target)) {
+        behind.push_back(j);
+      }
+    }
+    return Fail(GroupRankFailure(
+        absl::StatusCode::kDeadlineExceeded,
+        absl::StrCat(Names(behind), " did not answer within ", timeout_.count(),
+                     " ms (stuck, or not making the same calls)"),
+        GroupRanks(behind)));
+  }
+
+  // Waits for every peer; checks their descriptors of `describe_step` when
+  // it is >= 0.
+  absl::Status WaitAll(Counter RankControl::*which, uint32_t target,
+                       int64_t describe_step) {
+    Deadline deadline = StartWait();
+    for (int j = 0; j < size_; ++j) {
+      if (j == rank_) continue;
+      if (absl::Status s = WaitOne(&(control_[j].*which), j, target, &deadline);
+          !s.ok()) {
+        return s;
+      }
+      if (describe_step >= 0) {
+        if (absl::Status s =
+                CheckDescriptor(static_cast<uint32_t>(describe_step), j);
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Buffer step % depth is free: every rank finished step - depth.
+  absl::Status Acquire(uint32_t step) {
+    return WaitAll(&RankControl::done, step + 1 - kPipelineDepth, -1);
+  }
+
+  // dst = own op (the peers' slots of step k at slot_offset, in rank
+  // order), and a copy into `copy` when it is not null. Block by block, so
+  // that the repeated passes over dst stay in L1 and each input crosses the
+  // memory hierarchy once.
+  void ReduceShare(DataType type, ReduceOp op, char* dst, const char* own,
+                   uint32_t k, size_t slot_offset, size_t count, char* copy) {
+    const size_t elem = SizeOf(type);
+    const size_t block = std::max<size_t>(1, kReduceBlockBytes / elem);
+    for (size_t b = 0; b < count; b += block) {
+      const size_t m = std::min(block, count - b);
+      const size_t at = b * elem;
+      bool first = true;
+      for (int j = 0; j < size_; ++j) {
+        if (j == rank_) continue;
+        const char* peer = Slot(k, j) + slot_offset + at;
+        if (first) {
+          ReduceTwo(type, op, dst + at, own + at, peer, m);
+          first = false;
+        } else {
+          ReduceInto(type, op, dst + at, peer, m);
+        }
+      }
+      if (copy != nullptr) std::memcpy(copy + at, dst + at, m * elem);
+    }
+  }
+
+  // All-reduce (root < 0) or reduce to root, pipelined over chunks.
+  absl::Status ReduceImpl(OpKind kind, char* buf, size_t count, DataType type,
+                          ReduceOp op, int root) {
+    if (size_ == 1) return absl::OkStatus();
+    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    const size_t elem = SizeOf(type);
+    const size_t bytes = count * elem;
+    if (bytes <= kSmallBytes && bytes <= slot_bytes_) {
+      return SmallReduce(kind, buf, count, type, op, root);
+    }
+    const size_t chunk = slot_bytes_ / elem;
+    for (size_t off = 0; off < count; off += chunk) {
+      const size_t len = std::min(chunk, count - off);
+      if (absl::Status s = ReduceStep(kind, buf + off * elem, len, count, type,
+                                      op, root, off == 0);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // One step: every rank puts the others' shares in its slot, reduces its
+  // own share straight from its buffer and the peers' slots, publishes the
+  // result in its slot, and copies the peers' results out.
+  absl::Status ReduceStep(OpKind kind, char* buf, size_t len, size_t count,
+                          DataType type, ReduceOp op, int root, bool first) {
+    const size_t elem = SizeOf(type);
+    const uint32_t k = step_;
+    const Shares shares = SharesOf(len, size_, elem);
+    if (absl::Status s = Acquire(k); !s.ok()) return s;
+    char* mine = Slot(k, rank_);
+    for (int s = 0; s < size_; ++s) {
+      if (s == rank_ || shares.End(s) == shares.Begin(s)) continue;
+      std::memcpy(mine + shares.Begin(s) * elem, buf + shares.Begin(s) * elem,
+                  (shares.End(s) - shares.Begin(s)) * elem);
+    }
+    Describe(k, first, kind, type, op, root, count);
+    Publish(&control_[rank_].in, k + 1);
+    if (absl::Status s = WaitAll(&RankControl::in, k + 1,
+                                 first ? static_cast<int64_t>(k) : -1);
+        !s.ok()) {
+      return s;
+    }
+    const bool wants_result = root < 0 || root == rank_;
+    const size_t begin = shares.Begin(rank_);
+    const size_t n = shares.End(rank_) - begin;
+    if (n > 0) {
+      const size_t at = begin * elem;
+      // Computed where it is needed first: this rank's buffer when it wants
+      // the result, else the slot the root reads.
+      char* dst = wants_result ? buf + at : mine + at;
+      ReduceShare(type, op, dst, buf + at, k, at, n,
+                  wants_result && root < 0 ? mine + at : nullptr);
+    }
+    Publish(&control_[rank_].reduced, k + 1);
+    if (wants_result) {
+      Deadline deadline = StartWait();
+      for (int j = 0; j < size_; ++j) {
+        if (j == rank_) continue;
+        if (absl::Status s = WaitOne(&control_[j].reduced, j, k + 1, &deadline);
+            !s.ok()) {
+          return s;
+        }
+        const size_t b = shares.Begin(j);
+        const size_t e = shares.End(j);
+        if (e > b) {
+          std::memcpy(buf + b * elem, Slot(k, j) + b * elem, (e - b) * elem);
+        }
+      }
+    }
+    Publish(&control_[rank_].done, k + 1);
+    ++step_;
+    return absl::OkStatus();
+  }
+
+  // One step for small messages: every rank copies its data to its slot
+  // and reduces all slots in rank order (bitwise the same on every rank).
+  absl::Status SmallReduce(OpKind kind, char* buf, size_t count, DataType type,
+                           ReduceOp op, int root) {
+    const size_t elem = SizeOf(type);
+    const uint32_t k = step_;
+    if (absl::Status s = Acquire(k); !s.ok()) return s;
+    if (count > 0) std::memcpy(Slot(k, rank_), buf, count * elem);
+    Describe(k, true, kind, type, op, root, count);
+    Publish(&control_[rank_].in, k + 1);
+    if (absl::Status s = WaitAll(&RankControl::in, k + 1, k); !s.ok()) {
+      return s;
+    }
+    if (count > 0 && (root < 0 || root == rank_)) {
+      ReduceTwo(type, op, buf, Slot(k, 0), Slot(k, 1), count);
+      for (int j = 2; j < size_; ++j) {
+        ReduceInto(type, op, buf, Slot(k, j), count);
+      }
+    }
+    Finish(k);
+    return absl::OkStatus();
+  }
+
+  const int size_;
+  const int rank_;
+  const milliseconds timeout_;
+  const std::vector<int> group_ranks_;
+  const std::vector<std::string> descriptions_;
+  char* const base_;  // the mapping; null when size_ == 1
+  const size_t bytes_;
+  const int spins_;
+  Header* header_ = nullptr;
+  RankControl* control_ = nullptr;
+  char* data_ = nullptr;
+  size_t slot_bytes_ = 0;
+  uint32_t step_ = 0;  // the same on every rank between operations
+};
+
+std::string Describe(const TransportOptions& options, int rank) {
+  if (rank < static_cast<int>(options.rank_descriptions.size()) &&
+      !options.rank_descriptions[rank].empty()) {
+    return options.rank_descriptions[rank];
+  }
+  return absl::StrCat(
+      "rank ", options.group_ranks.empty() ? rank : options.group_ranks[rank]);
+}
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", strerror(errno)));
+}
+
+// Rank 0: makes the segment (a memfd, so that nothing outlives the ranks even
+// if they crash), publishes its path and waits until everyone mapped it.
+absl::StatusOr<char*> CreateSegment(const TransportOptions& options,
+                                    size_t slot_bytes, const Layout& layout,
+                                    const std::string& key) {
+  int fd = memfd_create("shoal-collective", MFD_CLOEXEC);
+  if (fd < 0) return Errno("memfd_create for the shared-memory transport");
+  if (ftruncate(fd, static_cast<off_t>(layout.total)) != 0) {
+    absl::Status s = Errno(absl::StrCat("sizing the ", layout.total,
+                                        "-byte shared-memory segment"));
+    close(fd);
+    return s;
+  }
+  void* base = mmap(nullptr, layout.total, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) {
+    absl::Status s = Errno("mapping the shared-memory segment");
+    close(fd);
+    return s;
+  }
+  char* bytes = static_cast<char*>(base);
+  std::memset(bytes, 0, layout.data_offset);
+  auto* header = new (bytes) Header();
+  header->magic = kMagic;
+  header->nonce = std::random_device()() |
+                  (static_cast<uint64_t>(std::random_device()()) << 32);
+  header->size = options.size;
+  header->slot_bytes = slot_bytes;
+  header->control_offset = layout.control_offset;
+  header->data_offset = layout.data_offset;
+  auto* control = reinterpret_cast<RankControl*>(bytes + layout.control_offset);
+  for (int j = 0; j < options.size; ++j) new (&control[j]) RankControl();
+  control[options.rank].pid.store(getpid());
+  try {
+    options.store->Set(key, absl::StrCat("/proc/", getpid(), "/fd/", fd, " ",
+                                         header->nonce, " ", layout.total));
+  } catch (const std::exception& e) {
+    close(fd);
+    munmap(base, layout.total);
+    return absl::UnavailableError(e.what());
+  }
+  // The path works only while the fd is open: keep it until every rank has
+  // mapped the segment.
+  auto deadline = Clock::now() + options.timeout;
+  while (true) {
+    uint32_t attached = header->attached.load(std::memory_order_acquire);
+    if (attached + 1 >= static_cast<uint32_t>(options.size)) break;
+    auto now = Clock::now();
+    if (now >= deadline) {
+      std::vector<std::string> missing;
+      std::vector<int> ranks;
+      for (int j = 0; j < options.size; ++j) {
+        if (control[j].pid.load() == 0) {
+          missing.push_back(Describe(options, j));
+          ranks.push_back(options.group_ranks.empty() ? j
+                                                      : options.group_ranks[j]);
+        }
+      }
+      close(fd);
+      munmap(base, layout.total);
+      return GroupRankFailure(
+          absl::StatusCode::kDeadlineExceeded,
+          absl::StrCat(absl::StrJoin(missing, ", "),
+                       " did not map the shared-memory segment within ",
+                       options.timeout.count(), " ms"),
+          ranks);
+    }
+    FutexWait(&header->attached, attached, milliseconds(50));
+  }
+  close(fd);
+  return bytes;
+}
+
+absl::StatusOr<char*> OpenSegment(const TransportOptions& options,
+                                  size_t slot_bytes, const Layout& layout,
+                                  const std::string& key) {
+  std::string value;
+  try {
+    value = options.store->Get(key, options.timeout);
+  } catch (const std::exception& e) {
+    return GroupRankFailure(
+        absl::StatusCode::kDeadlineExceeded,
+        absl::StrCat(Describe(options, 0),
+                     " did not publish the shared-memory segment: ", e.what()),
+        {options.group_ranks.empty() ? 0 : options.group_ranks[0]});
+  }
+  std::vector<std::string> parts = absl::StrSplit(value, ' ');
+  uint64_t nonce = 0;
+  size_t total = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &nonce) ||
+      !absl::SimpleAtoi(parts[2], &total)) {
+    return absl::InternalError(
+        absl::StrCat("malformed shared-memory segment address '", value, "'"));
+  }
+  if (total != layout.total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the shared-memory segment of ", Describe(options, 0), " has ", total,
+        " bytes where ", layout.total,
+        " were expected: do the ranks run the same Shoal build with the same "
+        "SHOAL_SHM_SLOT_BYTES?"));
+  }
+  int fd = open(parts[0].c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return Errno(absl::StrCat("opening the shared-memory segment ", parts[0],
+                              " of ", Describe(options, 0),
+                              " (are all ranks of this host in one pid "
+                              "namespace, and is it still running?)"));
+  }
+  void* base = mmap(nullptr, layout.total, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return Errno("mapping the shared-memory segment");
+  char* bytes = static_cast<char*>(base);
+  auto* header = reinterpret_cast<Header*>(bytes);
+  if (header->magic != kMagic || header->nonce != nonce ||
+      header->size != static_cast<uint64_t>(options.size) ||
+      header->slot_bytes != slot_bytes) {
+    munmap(base, layout.total);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the shared-memory segment at ", parts[0],
+        " belongs to another group (a stale rendezvous key? give the group "
+        "a new generation)"));
+  }
+  auto* control = reinterpret_cast<RankControl*>(bytes + layout.control_offset);
+  control[options.rank].pid.store(getpid());
+  header->attached.fetch_add(1, std::memory_order_acq_rel);
+  FutexWakeAll(&header->attached);
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SharedMemoryTransport>>
+SharedMemoryTransport::Create(const TransportOptions& options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", options.rank, " of ", options.size, " is out of range"));
+  }
+  if (options.size == 1) {
+    return std::unique_ptr<SharedMemoryTransport>(
+        new ShmTransport(options, nullptr, 0));
+  }
+  if (options.store == nullptr) {
+    return absl::InvalidArgumentError(
+        "the shared-memory transport needs a store");
+  }
+  size_t slot_bytes =
+      EnvSize("SHOAL_SHM_SLOT_BYTES",
+              std::clamp(kMaxSegmentDataBytes / kPipelineDepth / options.size,
+                         kMinSlotBytes, kDefaultSlotBytes));
+  slot_bytes = RoundUp(std::max(slot_bytes, kPage), kPage);
+  Layout layout = LayoutFor(options.size, slot_bytes);
+  std::string key = options.key_prefix + "shm";
+  absl::StatusOr<char*> base =
+      options.rank == 0 ? CreateSegment(options, slot_bytes, layout, key)
+                        : OpenSegment(options, slot_bytes, layout, key);
+  if (!base.ok()) return base.status();
+  return std::unique_ptr<SharedMemoryTransport>(
+      new ShmTransport(options, *base, layout.total));
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateSharedMemoryTransport(
+    const TransportOptions& options) {
+  auto transport = SharedMemoryTransport::Create(options);
+  if (!transport.ok()) return transport.status();
+  return std::unique_ptr<Transport>(std::move(*transport));
+}
+
+}  // namespace shoal::collective::internal

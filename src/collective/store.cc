@@ -1,0 +1,183 @@
+// The stores ranks meet through: the head's key-value store (ClusterStore)
+// and a map shared by the threads of one process (InProcessStore).
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/session.h"
+#include "rpc/event_loop.h"
+#include "rpc/rpc.h"
+#include "shoal/collective.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::collective {
+namespace {
+
+std::string WaitedTooLong(const std::string& key,
+                          std::chrono::milliseconds timeout) {
+  return absl::StrCat("no value for key '", key, "' after ", timeout.count(),
+                      " ms: the other ranks of the group may not have "
+                      "started, or were given a different group name or "
+                      "world size");
+}
+
+// One connection to the head per process, shared by every ClusterStore.
+// Created on first use and never destroyed: its event loop thread must not
+// race with static destructors at exit.
+// Threading: thread-safe; calls are serialized on the loop.
+class HeadConnection {
+ public:
+  static HeadConnection& Get() {
+    static HeadConnection* connection = new HeadConnection();
+    return *connection;
+  }
+
+  // Throws shoal::Error when no cluster can be reached.
+  void EnsureConnected() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (channel_ != nullptr) return;
+    std::string address;
+    std::string token;
+    absl::Status resolved =
+        ResolveClusterAddress(DefaultTempDir(), &address, &token);
+    if (!resolved.ok()) {
+      throw Error(absl::StrCat("collective rendezvous needs a Shoal cluster: ",
+                               resolved.message()));
+    }
+    auto loop = rpc::EventLoop::Create("shoal-collective-kv");
+    if (!loop.ok()) {
+      throw Error(
+          absl::StrCat("collective rendezvous: ", loop.status().message()));
+    }
+    loop_ = std::move(*loop);
+    address_ = address;
+    loop_->RunSync([&] {
+      channel_ = std::make_unique<rpc::Channel>(loop_.get(), address, token,
+                                                "collective");
+    });
+  }
+
+  absl::Status Call(int method, const google::protobuf::MessageLite& request,
+                    google::protobuf::MessageLite* reply) {
+    EnsureConnected();
+    auto done = std::make_shared<std::promise<absl::Status>>();
+    std::future<absl::Status> result = done->get_future();
+    std::string payload = rpc::Serialize(request);
+    loop_->Post([this, done, reply, payload = std::move(payload), method] {
+      channel_->Call(
+          method, payload,
+          [done, reply](absl::StatusOr<std::string> r) {
+            if (r.ok() && !rpc::ParseMessage(*r, reply)) {
+              r = absl::DataLossError("malformed reply from the head");
+            }
+            done->set_value(r.status());
+          },
+          5000);
+    });
+    return result.get();
+  }
+
+  const std::string& address() const { return address_; }
+
+ private:
+  HeadConnection() = default;
+  std::mutex mu_;
+  std::unique_ptr<rpc::EventLoop> loop_;
+  std::unique_ptr<rpc::Channel> channel_;  // lives on loop_
+  std::string address_;
+};
+
+class ClusterKvStore : public Store {
+ public:
+  void Set(const std::string& key, const std::string& value) override {
+    proto::KvPutRequest request;
+    request.set_key(key);
+    request.set_value(value);
+    request.set_overwrite(true);
+    proto::KvPutReply reply;
+    absl::Status status =
+        HeadConnection::Get().Call(proto::KV_PUT, request, &reply);
+    if (!status.ok()) {
+      throw CollectiveError(
+          absl::StrCat("could not publish key '", key, "' in the head's ",
+                       "key-value store at ", HeadConnection::Get().address(),
+                       ": ", status.message()),
+          {});
+    }
+  }
+
+  std::string Get(const std::string& key,
+                  std::chrono::milliseconds timeout) override {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto backoff = std::chrono::milliseconds(1);
+    proto::KvGetRequest request;
+    request.set_key(key);
+    while (true) {
+      proto::KvGetReply reply;
+      absl::Status status =
+          HeadConnection::Get().Call(proto::KV_GET, request, &reply);
+      if (!status.ok()) {
+        throw CollectiveError(
+            absl::StrCat("could not read key '", key, "' from the head's ",
+                         "key-value store at ", HeadConnection::Get().address(),
+                         ": ", status.message()),
+            {});
+      }
+      if (reply.found()) return reply.value();
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw CollectiveError(WaitedTooLong(key, timeout), {});
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+    }
+  }
+};
+
+// Threading: thread-safe.
+class InProcessMapStore : public Store {
+ public:
+  void Set(const std::string& key, const std::string& value) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      values_[key] = value;
+    }
+    changed_.notify_all();
+  }
+
+  std::string Get(const std::string& key,
+                  std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool found = changed_.wait_for(lock, timeout,
+                                   [&] { return values_.count(key) > 0; });
+    if (!found) throw CollectiveError(WaitedTooLong(key, timeout), {});
+    return values_[key];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::shared_ptr<Store> ClusterStore() {
+  HeadConnection::Get().EnsureConnected();
+  return std::make_shared<ClusterKvStore>();
+}
+
+std::shared_ptr<Store> InProcessStore() {
+  return std::make_shared<InProcessMapStore>();
+}
+
+}  // namespace shoal::collective
