@@ -17,23 +17,23 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-std::unique_ptr<ShmArena> NewArena(uint64_t capacity) {
+// A fresh arena of `capacity` bytes; null, with the benchmark marked
+// skipped, when it cannot be created.
+std::unique_ptr<ShmArena> NewArena(benchmark::State& state, uint64_t capacity) {
   static int counter = 0;
   auto arena = ShmArena::Create(
       absl::StrCat("bench-", getpid(), "-", counter++), capacity);
-  if (!arena.ok()) return nullptr;
+  if (!arena.ok()) {
+    state.SkipWithError("cannot create the arena");
+    return nullptr;
+  }
   return *std::move(arena);
 }
 
-// Create + Seal + Get + Release + Delete of one object: five store calls.
-void BM_StoreCycle(benchmark::State& state) {
-  const uint64_t size = state.range(0);
-  std::unique_ptr<ShmArena> arena = NewArena(64 * kMiB);
-  if (arena == nullptr) {
-    state.SkipWithError("cannot create the arena");
-    return;
-  }
-  ObjectStore store(std::move(arena), nullptr);
+// Cycles through 1,024 objects, each created, sealed, read, released and
+// deleted (five store calls) per iteration.
+void RunStoreCycles(benchmark::State& state, ObjectStore& store,
+                    uint64_t size) {
   std::vector<std::string> ids;
   for (int i = 0; i < 1024; ++i) ids.push_back(absl::StrCat("object-", i));
   size_t next = 0;
@@ -49,6 +49,14 @@ void BM_StoreCycle(benchmark::State& state) {
   }
   state.counters["calls/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * 5, benchmark::Counter::kIsRate);
+}
+
+// Objects of state.range(0) bytes in an otherwise empty store.
+void BM_StoreCycle(benchmark::State& state) {
+  std::unique_ptr<ShmArena> arena = NewArena(state, 64 * kMiB);
+  if (arena == nullptr) return;
+  ObjectStore store(std::move(arena), nullptr);
+  RunStoreCycles(state, store, state.range(0));
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_StoreCycle)->Arg(64)->Arg(1024)->Arg(64 * 1024);
@@ -56,31 +64,15 @@ BENCHMARK(BM_StoreCycle)->Arg(64)->Arg(1024)->Arg(64 * 1024);
 // The same with 1,000 other objects resident, so the hash map and the
 // allocator's trees are not trivially small.
 void BM_StoreCycleBusy(benchmark::State& state) {
-  std::unique_ptr<ShmArena> arena = NewArena(256 * kMiB);
-  if (arena == nullptr) {
-    state.SkipWithError("cannot create the arena");
-    return;
-  }
+  std::unique_ptr<ShmArena> arena = NewArena(state, 256 * kMiB);
+  if (arena == nullptr) return;
   ObjectStore store(std::move(arena), nullptr);
   for (int i = 0; i < 1000; ++i) {
     std::string id = absl::StrCat("resident-", i);
     (void)store.Create(id, 100 + i * 37 % 4096, 0, 1, CopyKind::kPrimary);
     (void)store.Seal(id, 1);
   }
-  std::vector<std::string> ids;
-  for (int i = 0; i < 1024; ++i) ids.push_back(absl::StrCat("object-", i));
-  size_t next = 0;
-  for (auto _ : state) {
-    const std::string& id = ids[next++ & 1023];
-    (void)store.Create(id, 1024, 0, 1, CopyKind::kPrimary);
-    (void)store.Seal(id, 1);
-    auto got = store.Get(id, 2);
-    benchmark::DoNotOptimize(got);
-    (void)store.Release(id, 2);
-    (void)store.Delete(id);
-  }
-  state.counters["calls/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * 5, benchmark::Counter::kIsRate);
+  RunStoreCycles(state, store, 1024);
 }
 BENCHMARK(BM_StoreCycleBusy);
 
@@ -95,11 +87,8 @@ std::vector<uint8_t> Source() {
 // The write a Put does into pages already in memory (a store in use).
 void BM_MemcpyIntoArena(benchmark::State& state) {
   std::vector<uint8_t> source = Source();
-  std::unique_ptr<ShmArena> arena = NewArena(kCopySize);
-  if (arena == nullptr) {
-    state.SkipWithError("cannot create the arena");
-    return;
-  }
+  std::unique_ptr<ShmArena> arena = NewArena(state, kCopySize);
+  if (arena == nullptr) return;
   std::memset(arena->data(), 0, kCopySize);  // Fault the pages in first.
   for (auto _ : state) {
     std::memcpy(arena->data(), source.data(), kCopySize);
@@ -115,11 +104,8 @@ void BM_MemcpyIntoFreshArena(benchmark::State& state) {
   std::vector<uint8_t> source = Source();
   for (auto _ : state) {
     state.PauseTiming();
-    std::unique_ptr<ShmArena> arena = NewArena(kCopySize);
-    if (arena == nullptr) {
-      state.SkipWithError("cannot create the arena");
-      return;
-    }
+    std::unique_ptr<ShmArena> arena = NewArena(state, kCopySize);
+    if (arena == nullptr) return;
     state.ResumeTiming();
     std::memcpy(arena->data(), source.data(), kCopySize);
     benchmark::ClobberMemory();

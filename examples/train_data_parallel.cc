@@ -16,8 +16,8 @@
 //     shoal launch --per-host -- ./build/bin/train_data_parallel
 //
 // Flags: --steps N (300), --global-batch B (256), --lr X (0.1),
-//        --seed S (1), --log-every K (50), --save FILE (raw float32 weights of
-//        rank 0 after training).
+//        --seed S (1), --log-every K (50), --hidden H (256 units),
+//        --save FILE (raw float32 weights of rank 0 after training).
 #include <torch/torch.h>
 
 #include <chrono>
@@ -41,7 +41,6 @@ namespace {
 
 constexpr int kInputs = 32;
 constexpr int kTeacherHidden = 64;
-constexpr int kHidden = 256;
 constexpr int kClasses = 8;
 constexpr int kTrainSamples = 16384;
 constexpr int kTestSamples = 4096;
@@ -52,6 +51,7 @@ struct Flags {
   double lr = 0.1;
   int seed = 1;
   int log_every = 50;
+  int hidden = 256;
   std::string save;
 };
 
@@ -76,12 +76,14 @@ Flags ParseFlags(int argc, char** argv) {
       f.seed = std::atoi(next());
     } else if (a == "--log-every") {
       f.log_every = std::atoi(next());
+    } else if (a == "--hidden") {
+      f.hidden = std::atoi(next());
     } else if (a == "--save") {
       f.save = next();
     } else {
       std::fprintf(stderr,
                    "unknown flag %s (flags: --steps --global-batch --lr "
-                   "--seed --log-every --save)\n",
+                   "--seed --log-every --hidden --save)\n",
                    a.c_str());
       std::exit(2);
     }
@@ -110,11 +112,11 @@ DataSet MakeDataSet() {
   return d;
 }
 
-torch::nn::Sequential MakeModel(int seed) {
+torch::nn::Sequential MakeModel(int seed, int hidden) {
   torch::manual_seed(seed);
-  return torch::nn::Sequential(torch::nn::Linear(kInputs, kHidden),
+  return torch::nn::Sequential(torch::nn::Linear(kInputs, hidden),
                                torch::nn::Tanh(),
-                               torch::nn::Linear(kHidden, kClasses));
+                               torch::nn::Linear(hidden, kClasses));
 }
 
 // One replica: its model, optimizer and place among the replicas.
@@ -145,19 +147,22 @@ void BroadcastParameters(Replica& r) {
   }
 }
 
-// Sums the gradients over every replica in one all-reduce of one bucket.
-void AllReduceGradients(Replica& r) {
-  std::vector<torch::Tensor> grads;
+// Sums the gradients, and the loss riding along at the end, over every
+// replica in one all-reduce of one bucket. Returns the global batch's loss.
+double AllReduceGradients(Replica& r, const torch::Tensor& loss) {
+  std::vector<torch::Tensor> parts;
   for (const auto& p : r.model->parameters()) {
-    grads.push_back(p.grad().reshape(-1));
+    parts.push_back(p.grad().reshape(-1));
   }
-  torch::Tensor bucket = torch::cat(grads).contiguous();
+  parts.push_back(loss.detach().reshape({1}));
+  torch::Tensor bucket = torch::cat(parts).contiguous();
   shoal::collective::AllReduce(*r.group, bucket);
   int64_t offset = 0;
   for (auto& p : r.model->parameters()) {
     p.mutable_grad().copy_(bucket.narrow(0, offset, p.numel()).view_as(p));
     offset += p.numel();
   }
+  return bucket[offset].item<double>();
 }
 
 double Accuracy(torch::nn::Sequential& model, const torch::Tensor& x,
@@ -199,14 +204,8 @@ Outcome Train(Replica& r, const DataSet& data, const Flags& flags,
                 torch::kSum)) /
         flags.global_batch;
     loss.backward();
-    torch::Tensor global_loss = loss.detach().clone().reshape({1});
-    if (r.group) {
-      AllReduceGradients(r);
-      shoal::collective::AllReduce(
-          *r.group, global_loss, shoal::collective::ReduceOp::kSum, /*tag=*/1);
-    }
+    loss_value = r.group ? AllReduceGradients(r, loss) : loss.item<double>();
     r.optimizer->step();
-    loss_value = global_loss.item<double>();
     if (r.rank == 0 && (step % flags.log_every == 0 || step == 1)) {
       std::printf("%s step %4d/%d  loss %.4f\n", label.c_str(), step,
                   flags.steps, loss_value);
@@ -241,7 +240,7 @@ void Report(Replica& r, const DataSet& data, const Flags& flags,
 void Prepare(Replica& r, const Flags& flags) {
   // Every replica gets its own seed; the broadcast from rank 0 makes them
   // equal, as it would for real devices.
-  r.model = MakeModel(flags.seed + r.rank);
+  r.model = MakeModel(flags.seed + r.rank, flags.hidden);
   r.optimizer = std::make_unique<torch::optim::SGD>(
       r.model->parameters(), torch::optim::SGDOptions(flags.lr).momentum(0.9));
 }

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collective/reduce.h"
+#include "collective/test_buffer.h"
 #include "collective/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -71,91 +72,6 @@ double Value(ReduceOp op, int rank, size_t i) {
   }
   return static_cast<double>((i * 7 + rank * 3) % 13) - 6;
 }
-
-double Combine(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return a + b;
-    case ReduceOp::kMax:
-      return std::max(a, b);
-    case ReduceOp::kMin:
-      return std::min(a, b);
-    case ReduceOp::kProduct:
-      return a * b;
-  }
-  return 0;
-}
-
-// A typed buffer filled from / read back as doubles.
-class Buffer {
- public:
-  Buffer(DataType type, size_t count)
-      : type_(type), bytes_(count * SizeOf(type) + 1) {}
-  void* data() { return bytes_.data(); }
-  void Set(size_t i, double v) {
-    char* p = bytes_.data() + i * SizeOf(type_);
-    switch (type_) {
-      case DataType::kFloat32: {
-        float f = static_cast<float>(v);
-        std::memcpy(p, &f, 4);
-        break;
-      }
-      case DataType::kFloat64:
-        std::memcpy(p, &v, 8);
-        break;
-      case DataType::kInt32: {
-        int32_t x = static_cast<int32_t>(v);
-        std::memcpy(p, &x, 4);
-        break;
-      }
-      case DataType::kInt64: {
-        int64_t x = static_cast<int64_t>(v);
-        std::memcpy(p, &x, 8);
-        break;
-      }
-      case DataType::kBFloat16: {
-        uint16_t x = internal::FloatToBFloat16(static_cast<float>(v));
-        std::memcpy(p, &x, 2);
-        break;
-      }
-    }
-  }
-  double Get(size_t i) const {
-    const char* p = bytes_.data() + i * SizeOf(type_);
-    switch (type_) {
-      case DataType::kFloat32: {
-        float f;
-        std::memcpy(&f, p, 4);
-        return f;
-      }
-      case DataType::kFloat64: {
-        double d;
-        std::memcpy(&d, p, 8);
-        return d;
-      }
-      case DataType::kInt32: {
-        int32_t x;
-        std::memcpy(&x, p, 4);
-        return x;
-      }
-      case DataType::kInt64: {
-        int64_t x;
-        std::memcpy(&x, p, 8);
-        return static_cast<double>(x);
-      }
-      case DataType::kBFloat16: {
-        uint16_t x;
-        std::memcpy(&x, p, 2);
-        return internal::BFloat16ToFloat(x);
-      }
-    }
-    return 0;
-  }
-
- private:
-  DataType type_;
-  std::vector<char> bytes_;
-};
 
 // Which hosts the ranks pretend to be on.
 enum class Layout { kOneHost, kTwoHostsContiguous, kTwoHostsInterleaved };
@@ -217,7 +133,7 @@ TEST_P(CollectiveOpsTest, AllReduce) {
        {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
     SCOPED_TRACE(static_cast<int>(op));
     Run([&, op = op](Group& group, int rank) {
-      Buffer buffer(type, count);
+      internal::TypedBuffer buffer(type, count);
       for (size_t i = 0; i < count; ++i) buffer.Set(i, Value(op, rank, i));
       AllReduce(
           group,
@@ -225,7 +141,7 @@ TEST_P(CollectiveOpsTest, AllReduce) {
       for (size_t i = 0; i < count; ++i) {
         double expected = Value(op, 0, i);
         for (int r = 1; r < world; ++r) {
-          expected = Combine(op, expected, Value(op, r, i));
+          expected = internal::Combine(op, expected, Value(op, r, i));
         }
         ASSERT_EQ(buffer.Get(i), expected)
             << "element " << i << " rank " << rank;
@@ -237,8 +153,8 @@ TEST_P(CollectiveOpsTest, AllReduce) {
 TEST_P(CollectiveOpsTest, AllGather) {
   auto [c, type, count, world] = GetParam();
   Run([&](Group& group, int rank) {
-    Buffer input(type, count);
-    Buffer output(type, count * world);
+    internal::TypedBuffer input(type, count);
+    internal::TypedBuffer output(type, count * world);
     for (size_t i = 0; i < count; ++i) {
       input.Set(i, Value(ReduceOp::kSum, rank, i));
     }
@@ -258,8 +174,8 @@ TEST_P(CollectiveOpsTest, AllGather) {
 TEST_P(CollectiveOpsTest, ReduceScatter) {
   auto [c, type, count, world] = GetParam();
   Run([&](Group& group, int rank) {
-    Buffer input(type, count * world);
-    Buffer output(type, count);
+    internal::TypedBuffer input(type, count * world);
+    internal::TypedBuffer output(type, count);
     for (size_t i = 0; i < count * world; ++i) {
       input.Set(i, Value(ReduceOp::kSum, rank, i));
     }
@@ -281,7 +197,7 @@ TEST_P(CollectiveOpsTest, BroadcastAndBarrier) {
   auto [c, type, count, world] = GetParam();
   Run([&](Group& group, int rank) {
     for (int root : {world - 1, 0}) {
-      Buffer buffer(type, count);
+      internal::TypedBuffer buffer(type, count);
       for (size_t i = 0; i < count; ++i) {
         buffer.Set(i, Value(ReduceOp::kSum, rank, i));
       }

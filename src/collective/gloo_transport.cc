@@ -31,7 +31,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "collective/reduce.h"
@@ -239,14 +238,11 @@ class GlooTransport final : public Transport {
 
   // The peers whose connection with this rank has failed.
   std::vector<int> BrokenPeers();
-  std::vector<int> OtherRanks() const;
   // Tells the other ranks that this one is alive although its operation
   // failed; and `ranks` without those that said so.
   void SayAliveAfterFailure();
   std::vector<int> WithoutLiveRanks(std::vector<int> ranks) const;
   std::string AliveKey(int rank) const;
-  // Ranks as the group names them, for messages.
-  std::string Describe(const std::vector<int>& ranks) const;
 
   const TransportOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
@@ -254,36 +250,13 @@ class GlooTransport final : public Transport {
   absl::Status failure_;  // sticky: the first failure
 };
 
-std::string GlooTransport::Describe(const std::vector<int>& ranks) const {
-  std::vector<std::string> names;
-  for (int rank : ranks) {
-    if (rank < static_cast<int>(options_.rank_descriptions.size()) &&
-        !options_.rank_descriptions[rank].empty()) {
-      names.push_back(options_.rank_descriptions[rank]);
-    } else {
-      names.push_back(absl::StrCat("rank ", options_.group_ranks.empty()
-                                                ? rank
-                                                : options_.group_ranks[rank]));
-    }
-  }
-  return absl::StrJoin(names, ", ");
-}
-
-std::vector<int> GlooTransport::OtherRanks() const {
-  std::vector<int> others;
-  for (int rank = 0; rank < options_.size; ++rank) {
-    if (rank != options_.rank) others.push_back(rank);
-  }
-  return others;
-}
-
 // A pair whose connection failed keeps its exception and throws it on every
 // later use, so a one-byte send tells which pairs broke. Sends to healthy
 // peers are never received; the transport is not used after a failure.
 std::vector<int> GlooTransport::BrokenPeers() {
   std::vector<int> broken;
   char byte = 0;
-  for (int rank : OtherRanks()) {
+  for (int rank : OtherRanks(options_)) {
     try {
       auto probe = context_->createUnboundBuffer(&byte, 1);
       probe->send(rank, kProbeSlot);
@@ -347,19 +320,20 @@ absl::Status GlooTransport::Run(absl::string_view what, Fn&& fn) {
   const bool timed_out = absl::StrContains(message, "imed out") ||
                          absl::StrContains(message, "imeout");
   if (peers.empty() && (timed_out || io)) {
-    peers = WithoutLiveRanks(OtherRanks());
-    if (peers.empty()) peers = OtherRanks();
+    peers = WithoutLiveRanks(OtherRanks(options_));
+    if (peers.empty()) peers = OtherRanks(options_);
   }
   absl::StatusCode code = absl::StatusCode::kInternal;
   std::string summary = "Gloo failed";
   if (timed_out) {
     code = absl::StatusCode::kDeadlineExceeded;
     summary = absl::StrCat("no answer within ", options_.timeout.count(),
-                           " ms from ", Describe(peers));
+                           " ms from ", DescribeRanks(options_, peers));
   } else if (!peers.empty()) {
     code = absl::StatusCode::kUnavailable;
-    summary = absl::StrCat("lost the connection to ", Describe(peers),
-                           " (its process exited or its host is unreachable)");
+    summary =
+        absl::StrCat("lost the connection to ", DescribeRanks(options_, peers),
+                     " (its process exited or its host is unreachable)");
   }
   failure_ = RankFailure(
       code,
@@ -371,12 +345,8 @@ absl::Status GlooTransport::Run(absl::string_view what, Fn&& fn) {
 
 absl::StatusOr<std::unique_ptr<Transport>> GlooTransport::Create(
     const TransportOptions& options) {
-  if (options.store == nullptr) {
-    return absl::InvalidArgumentError("the Gloo transport needs a store");
-  }
-  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", options.rank, " is outside a group of ", options.size));
+  if (absl::Status valid = CheckRankAndStore(options, "Gloo"); !valid.ok()) {
+    return valid;
   }
   IgnoreSigpipeUnlessHandled();
   auto transport = std::unique_ptr<GlooTransport>(new GlooTransport(options));
@@ -411,7 +381,7 @@ absl::StatusOr<std::unique_ptr<Transport>> GlooTransport::Create(
     for (absl::string_view key_prefix : {"rank_", ""}) {
       if (!store_timed_out || !waiting.empty()) break;
       std::vector<std::string> keys;
-      for (int rank : transport->OtherRanks()) {
+      for (int rank : OtherRanks(options)) {
         keys.push_back(absl::StrCat(key_prefix, rank));
       }
       for (const std::string& key : store.Missing(keys)) {
@@ -421,12 +391,12 @@ absl::StatusOr<std::unique_ptr<Transport>> GlooTransport::Create(
         }
       }
     }
-    if (waiting.empty()) waiting = transport->OtherRanks();
+    if (waiting.empty()) waiting = OtherRanks(options);
     return RankFailure(
         timed_out ? absl::StatusCode::kDeadlineExceeded
                   : absl::StatusCode::kUnavailable,
         absl::StrCat("Gloo rendezvous failed while waiting for ",
-                     transport->Describe(waiting), " (timeout ",
+                     DescribeRanks(options, waiting), " (timeout ",
                      options.timeout.count(), " ms) [", e.what(),
                      "]; check that every rank created the group and can "
                      "reach this host"),
@@ -538,9 +508,9 @@ absl::Status GlooTransport::RingReduceScatter(const void* input, void* output,
 
 absl::Status GlooTransport::Broadcast(void* data, size_t count, DataType type,
                                       int root, uint32_t tag) {
-  if (root < 0 || root >= options_.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "broadcast root ", root, " is outside a group of ", options_.size));
+  if (absl::Status valid = CheckBroadcastRoot(root, options_.size);
+      !valid.ok()) {
+    return valid;
   }
   if (count == 0 || options_.size == 1) return failure_;
   return Run("broadcast", [&] {

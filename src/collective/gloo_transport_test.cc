@@ -24,8 +24,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "collective/file_store.h"
 #include "collective/reduce.h"
-#include "collective/test_stores.h"
+#include "collective/test_buffer.h"
 #include "collective/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -57,13 +58,13 @@ std::string UniquePrefix() {
 
 // Runs body(rank, transport) on `size` threads, each with its own transport.
 void RunRanks(int size, const std::function<void(int, Transport&)>& body) {
-  MemoryStore store;
+  std::shared_ptr<Store> store = InProcessStore();
   std::string prefix = UniquePrefix();
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
       auto transport =
-          CreateGlooTransport(OptionsFor(&store, prefix, size, rank));
+          CreateGlooTransport(OptionsFor(store.get(), prefix, size, rank));
       ASSERT_TRUE(transport.ok()) << transport.status();
       body(rank, **transport);
     });
@@ -74,78 +75,6 @@ void RunRanks(int size, const std::function<void(int, Transport&)>& body) {
 // Values small enough that every reduction is exact in every type,
 // bfloat16 included (products of four values up to 3 fit in 8 bits).
 double ValueOf(int rank, size_t i) { return 1 + (rank + i) % 3; }
-
-double Combine(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return a + b;
-    case ReduceOp::kMax:
-      return std::max(a, b);
-    case ReduceOp::kMin:
-      return std::min(a, b);
-    case ReduceOp::kProduct:
-      return a * b;
-  }
-  return 0;
-}
-
-// A buffer of `type` elements set from and read back as doubles.
-class Buffer {
- public:
-  Buffer(DataType type, size_t count)
-      : type_(type), bytes_(count * SizeOf(type)) {}
-  void* data() { return bytes_.data(); }
-  void Set(size_t i, double value) {
-    char* at = bytes_.data() + i * SizeOf(type_);
-    switch (type_) {
-      case DataType::kFloat32:
-        Store<float>(at, static_cast<float>(value));
-        break;
-      case DataType::kBFloat16:
-        Store<uint16_t>(at, FloatToBFloat16(static_cast<float>(value)));
-        break;
-      case DataType::kFloat64:
-        Store<double>(at, value);
-        break;
-      case DataType::kInt32:
-        Store<int32_t>(at, static_cast<int32_t>(value));
-        break;
-      case DataType::kInt64:
-        Store<int64_t>(at, static_cast<int64_t>(value));
-        break;
-    }
-  }
-  double Get(size_t i) const {
-    const char* at = bytes_.data() + i * SizeOf(type_);
-    switch (type_) {
-      case DataType::kFloat32:
-        return Load<float>(at);
-      case DataType::kBFloat16:
-        return BFloat16ToFloat(Load<uint16_t>(at));
-      case DataType::kFloat64:
-        return Load<double>(at);
-      case DataType::kInt32:
-        return Load<int32_t>(at);
-      case DataType::kInt64:
-        return static_cast<double>(Load<int64_t>(at));
-    }
-    return 0;
-  }
-
- private:
-  template <typename T>
-  static void Store(char* at, T value) {
-    std::memcpy(at, &value, sizeof(T));
-  }
-  template <typename T>
-  static T Load(const char* at) {
-    T value;
-    std::memcpy(&value, at, sizeof(T));
-    return value;
-  }
-  DataType type_;
-  std::vector<char> bytes_;
-};
 
 constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kBFloat16,
                                DataType::kFloat64, DataType::kInt32,
@@ -168,7 +97,7 @@ TEST_P(GlooWorldTest, AllReduceEveryTypeOpAndSize) {
     for (DataType type : kTypes) {
       for (ReduceOp op : kOps) {
         for (size_t count : kCounts) {
-          Buffer buffer(type, count);
+          TypedBuffer buffer(type, count);
           for (size_t i = 0; i < count; ++i) buffer.Set(i, ValueOf(rank, i));
           ASSERT_TRUE(
               transport.AllReduce(buffer.data(), count, type, op, tag++).ok())
@@ -191,8 +120,8 @@ TEST_P(GlooWorldTest, AllGatherInRankOrder) {
   RunRanks(size, [&](int rank, Transport& transport) {
     for (DataType type : kTypes) {
       for (size_t count : kCounts) {
-        Buffer input(type, count);
-        Buffer output(type, count * size);
+        TypedBuffer input(type, count);
+        TypedBuffer output(type, count * size);
         for (size_t i = 0; i < count; ++i) input.Set(i, rank * 10.0 + i % 10);
         ASSERT_TRUE(
             transport.AllGather(input.data(), output.data(), count, type, 7)
@@ -215,8 +144,8 @@ TEST_P(GlooWorldTest, ReduceScatterGivesEachRankItsBlock) {
     for (DataType type : kTypes) {
       for (ReduceOp op : kOps) {
         for (size_t count : kCounts) {
-          Buffer input(type, count * size);
-          Buffer output(type, count);
+          TypedBuffer input(type, count * size);
+          TypedBuffer output(type, count);
           for (size_t i = 0; i < count * size; ++i) {
             input.Set(i, ValueOf(rank, i));
           }
@@ -246,7 +175,7 @@ TEST_P(GlooWorldTest, BroadcastFromEveryRoot) {
     for (int root = 0; root < size; ++root) {
       for (DataType type : kTypes) {
         for (size_t count : kCounts) {
-          Buffer buffer(type, count);
+          TypedBuffer buffer(type, count);
           for (size_t i = 0; i < count; ++i) {
             buffer.Set(i, rank == root ? root * 10.0 + i % 10 : -1.0);
           }
@@ -308,14 +237,14 @@ TEST(GlooTransportTest, LargeAllReduceAndReduceScatter) {
 TEST(GlooTransportTest, TwoGroupsRunConcurrentlyWithDifferentTags) {
   constexpr int kSize = 2;
   constexpr size_t kCount = 10000;
-  MemoryStore store;
+  std::shared_ptr<Store> store = InProcessStore();
   std::string prefixes[2] = {UniquePrefix(), UniquePrefix()};
   std::vector<std::thread> threads;
   for (int group = 0; group < 2; ++group) {
     for (int rank = 0; rank < kSize; ++rank) {
       threads.emplace_back([&, group, rank] {
         auto transport = CreateGlooTransport(
-            OptionsFor(&store, prefixes[group], kSize, rank));
+            OptionsFor(store.get(), prefixes[group], kSize, rank));
         ASSERT_TRUE(transport.ok()) << transport.status();
         for (int round = 0; round < 20; ++round) {
           std::vector<int32_t> data(kCount, (group + 1) * (rank + 1));
@@ -335,14 +264,14 @@ TEST(GlooTransportTest, TwoGroupsRunConcurrentlyWithDifferentTags) {
 TEST(GlooTransportTest, RankThatNeverJoinsTheOpTimesOutTheOthers) {
   constexpr int kSize = 3;
   constexpr milliseconds kTimeout(500);
-  MemoryStore store;
+  std::shared_ptr<Store> store = InProcessStore();
   std::string prefix = UniquePrefix();
   std::atomic<int> finished{0};
   std::vector<std::thread> threads;
   for (int rank = 0; rank < kSize; ++rank) {
     threads.emplace_back([&, rank] {
       auto transport = CreateGlooTransport(
-          OptionsFor(&store, prefix, kSize, rank, kTimeout));
+          OptionsFor(store.get(), prefix, kSize, rank, kTimeout));
       ASSERT_TRUE(transport.ok()) << transport.status();
       if (rank == 2) {  // alive, but never joins the all-reduce
         while (finished < kSize - 1) std::this_thread::sleep_for(kTimeout);
@@ -365,13 +294,13 @@ TEST(GlooTransportTest, RankThatNeverJoinsTheOpTimesOutTheOthers) {
 }
 
 TEST(GlooTransportTest, RendezvousNamesTheRankThatNeverCame) {
-  MemoryStore store;
+  std::shared_ptr<Store> store = InProcessStore();
   std::string prefix = UniquePrefix();
   std::vector<std::thread> threads;
   for (int rank : {0, 2}) {  // rank 1 never comes
     threads.emplace_back([&, rank] {
       auto transport = CreateGlooTransport(
-          OptionsFor(&store, prefix, 3, rank, milliseconds(500)));
+          OptionsFor(store.get(), prefix, 3, rank, milliseconds(500)));
       ASSERT_FALSE(transport.ok());
       EXPECT_EQ(transport.status().code(), absl::StatusCode::kDeadlineExceeded);
       EXPECT_EQ(FailedRanks(transport.status()), std::vector<int>{1})
@@ -383,8 +312,8 @@ TEST(GlooTransportTest, RendezvousNamesTheRankThatNeverCame) {
 }
 
 TEST(GlooTransportTest, BadInterfaceAddressIsAClearError) {
-  MemoryStore store;
-  auto options = OptionsFor(&store, UniquePrefix(), 1, 0);
+  std::shared_ptr<Store> store = InProcessStore();
+  auto options = OptionsFor(store.get(), UniquePrefix(), 1, 0);
   options.interface_address = "203.0.113.77";  // TEST-NET-3, not this host
   auto transport = CreateGlooTransport(options);
   ASSERT_FALSE(transport.ok());
@@ -427,9 +356,9 @@ TEST_P(DeadPeerTest, OthersFailNamingIt) {
         children.push_back(pid);
         continue;
       }
-      FileStore store(dir);
+      std::shared_ptr<Store> store = FileStore(dir.string());
       auto transport = CreateGlooTransport(
-          OptionsFor(&store, "dead", kSize, rank, kTimeout));
+          OptionsFor(store.get(), "dead", kSize, rank, kTimeout));
       if (!transport.ok()) {
         std::fprintf(stderr, "rank %d: %s\n", rank,
                      transport.status().ToString().c_str());
@@ -437,9 +366,9 @@ TEST_P(DeadPeerTest, OthersFailNamingIt) {
       }
       // Die once every rank is connected (a rank returns from the rendezvous
       // before its peers have seen all of its connections).
-      store.Set(absl::StrCat("created/", rank), "");
+      store->Set(absl::StrCat("created/", rank), "");
       for (int other = 0; other < kSize; ++other) {
-        store.Get(absl::StrCat("created/", other), kTimeout);
+        store->Get(absl::StrCat("created/", other), kTimeout);
       }
       if (rank == dead) {
         std::this_thread::sleep_for(param.dies_after);
@@ -465,10 +394,10 @@ TEST_P(DeadPeerTest, OthersFailNamingIt) {
         _exit(7);
       // Stay until every survivor has failed: a survivor that exits closes
       // its connections, which would be a second failure for the others.
-      store.Set(absl::StrCat("done/", rank), "");
+      store->Set(absl::StrCat("done/", rank), "");
       for (int other = 0; other < kSize; ++other) {
         if (other != dead)
-          store.Get(absl::StrCat("done/", other), kTimeout * 3);
+          store->Get(absl::StrCat("done/", other), kTimeout * 3);
       }
       _exit(0);
     }

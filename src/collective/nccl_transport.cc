@@ -22,7 +22,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "collective/transport.h"
 
 namespace shoal::collective::internal {
@@ -119,8 +118,6 @@ class NcclTransport final : public Transport {
   absl::Status Wait(const char* what, Clock::time_point deadline);
   absl::Status Fail(absl::StatusCode code, const std::string& message,
                     const std::vector<int>& ranks);
-  std::vector<int> OtherRanks() const;
-  std::string Describe(const std::vector<int>& ranks) const;
 
   const TransportOptions options_;
   const int device_;
@@ -129,29 +126,6 @@ class NcclTransport final : public Transport {
   void* scratch_ = nullptr;  // one float on the device, for Barrier
   absl::Status failure_;     // sticky: the first failure
 };
-
-std::vector<int> NcclTransport::OtherRanks() const {
-  std::vector<int> others;
-  for (int rank = 0; rank < options_.size; ++rank) {
-    if (rank != options_.rank) others.push_back(rank);
-  }
-  return others;
-}
-
-std::string NcclTransport::Describe(const std::vector<int>& ranks) const {
-  std::vector<std::string> names;
-  for (int rank : ranks) {
-    if (rank < static_cast<int>(options_.rank_descriptions.size()) &&
-        !options_.rank_descriptions[rank].empty()) {
-      names.push_back(options_.rank_descriptions[rank]);
-    } else {
-      names.push_back(absl::StrCat("rank ", options_.group_ranks.empty()
-                                                ? rank
-                                                : options_.group_ranks[rank]));
-    }
-  }
-  return absl::StrJoin(names, ", ");
-}
 
 absl::Status NcclTransport::Fail(absl::StatusCode code,
                                  const std::string& message,
@@ -174,8 +148,8 @@ absl::Status NcclTransport::Wait(const char* what, Clock::time_point deadline) {
           absl::StatusCode::kUnavailable,
           absl::StrCat("NCCL ", what, " failed: ", ncclGetErrorString(state),
                        " (", ncclGetLastError(comm_), ") while waiting for ",
-                       Describe(OtherRanks())),
-          OtherRanks());
+                       DescribeRanks(options_, OtherRanks(options_))),
+          OtherRanks(options_));
     }
     if (state == ncclSuccess) {
       cudaError_t error =
@@ -189,12 +163,13 @@ absl::Status NcclTransport::Wait(const char* what, Clock::time_point deadline) {
       }
     }
     if (Clock::now() > deadline) {
-      return Fail(absl::StatusCode::kDeadlineExceeded,
-                  absl::StrCat("NCCL ", what, ": no answer within ",
-                               options_.timeout.count(),
-                               " ms while waiting for ", Describe(OtherRanks()),
-                               "; the group cannot be used any more"),
-                  OtherRanks());
+      return Fail(
+          absl::StatusCode::kDeadlineExceeded,
+          absl::StrCat("NCCL ", what, ": no answer within ",
+                       options_.timeout.count(), " ms while waiting for ",
+                       DescribeRanks(options_, OtherRanks(options_)),
+                       "; the group cannot be used any more"),
+          OtherRanks(options_));
     }
     if (polls < 1000) {
       std::this_thread::yield();
@@ -228,12 +203,8 @@ absl::Status NcclTransport::Run(const char* what, Fn&& issue) {
 
 absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Create(
     const TransportOptions& options) {
-  if (options.store == nullptr) {
-    return absl::InvalidArgumentError("the NCCL transport needs a store");
-  }
-  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", options.rank, " is outside a group of ", options.size));
+  if (absl::Status valid = CheckRankAndStore(options, "NCCL"); !valid.ok()) {
+    return valid;
   }
   absl::StatusOr<int> device = ChooseDevice();
   if (!device.ok()) return device.status();
@@ -271,8 +242,9 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Create(
     } catch (const std::exception& e) {
       return RankFailure(
           absl::StatusCode::kDeadlineExceeded,
-          absl::StrCat("NCCL rendezvous: no id from ", transport->Describe({0}),
-                       " within ", options.timeout.count(), " ms (", e.what(),
+          absl::StrCat("NCCL rendezvous: no id from ",
+                       DescribeRanks(options, {0}), " within ",
+                       options.timeout.count(), " ms (", e.what(),
                        "); check that every rank created the group"),
           {0});
     }
@@ -363,9 +335,9 @@ absl::Status NcclTransport::ReduceScatter(const void* input, void* output,
 
 absl::Status NcclTransport::Broadcast(void* data, size_t count, DataType type,
                                       int root, uint32_t tag) {
-  if (root < 0 || root >= options_.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "broadcast root ", root, " is outside a group of ", options_.size));
+  if (absl::Status valid = CheckBroadcastRoot(root, options_.size);
+      !valid.ok()) {
+    return valid;
   }
   if (count == 0) return failure_;
   return Run("broadcast", [&] {

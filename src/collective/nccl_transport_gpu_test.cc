@@ -8,11 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collective/test_stores.h"
+#include "collective/file_store.h"
 #include "collective/transport.h"
 #include "gtest/gtest.h"
 
@@ -40,12 +41,12 @@ int VisibleGpus() {
 [[noreturn]] void RunRank(const std::filesystem::path& dir, int size,
                           int rank) {
   setenv("SHOAL_NCCL_DEVICE", std::to_string(rank).c_str(), 1);
-  FileStore store(dir);
+  std::shared_ptr<Store> store = FileStore(dir.string());
   TransportOptions options;
   options.key_prefix = "nccl_gpu";
   options.size = size;
   options.rank = rank;
-  options.store = &store;
+  options.store = store.get();
   options.timeout = std::chrono::milliseconds(60000);
   auto transport = CreateNcclTransport(options);
   if (!transport.ok()) {

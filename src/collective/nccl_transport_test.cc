@@ -4,7 +4,6 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "collective/test_stores.h"
 #include "collective/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,10 +22,10 @@ TEST(NcclTransportTest, CompiledInExactlyWhenBuiltWithCuda) {
 }
 
 TEST(NcclTransportTest, CreateFailsClearlyWithoutAGpu) {
-  MemoryStore store;
+  std::shared_ptr<Store> store = InProcessStore();
   TransportOptions options;
   options.key_prefix = "nccl_test";
-  options.store = &store;
+  options.store = store.get();
   options.timeout = std::chrono::milliseconds(2000);
   auto transport = CreateNcclTransport(options);
   if (transport.ok()) {

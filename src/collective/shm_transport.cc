@@ -1,93 +1,46 @@
 #include "collective/shm_transport.h"
 
-#include <fcntl.h>
-#include <linux/futex.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <new>
-#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "collective/reduce.h"
+#include "collective/shm_segment.h"
 
 namespace shoal::collective::internal {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using shm::Counter;
+using shm::CpuRelax;
+using shm::EnvSize;
+using shm::FutexWait;
+using shm::FutexWakeAll;
+using shm::Header;
+using shm::kMaxAbortRanks;
+using shm::kPipelineDepth;
+using shm::OpDescriptor;
+using shm::OpKind;
+using shm::RankControl;
+using shm::Reached;
+using shm::RoundUp;
+using shm::Segment;
 using std::chrono::milliseconds;
 
-constexpr uint64_t kMagic = 0x314d535f4c414f53ull;  // "SOAL_SM1"
-constexpr uint32_t kPipelineDepth = 2;
-constexpr size_t kLine = 128;  // two cache lines: no false sharing via prefetch
-constexpr size_t kPage = 4096;
-constexpr size_t kDefaultSlotBytes = 512 << 10;
-constexpr size_t kMaxSegmentDataBytes = 64 << 20;
-constexpr size_t kMinSlotBytes = 64 << 10;
 constexpr size_t kSmallBytes = 64 << 10;
 constexpr size_t kReduceBlockBytes = 8 << 10;
 constexpr milliseconds kLivenessPeriod{100};
 constexpr int kDefaultSpins = 128;
-constexpr size_t kMaxAbortRanks = 64;
-
-size_t RoundUp(size_t value, size_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
-size_t EnvSize(const char* name, size_t fallback) {
-  const char* value = getenv(name);
-  size_t parsed = 0;
-  if (value != nullptr && absl::SimpleAtoi(value, &parsed) && parsed > 0) {
-    return parsed;
-  }
-  return fallback;
-}
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-// Futexes on shared memory: not FUTEX_PRIVATE, the waiters are in other
-// processes.
-uint32_t* FutexWord(std::atomic<uint32_t>* word) {
-  return reinterpret_cast<uint32_t*>(word);
-}
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
-               milliseconds timeout) {
-  timespec ts;
-  ts.tv_sec = timeout.count() / 1000;
-  ts.tv_nsec = (timeout.count() % 1000) * 1000000;
-  syscall(SYS_futex, FutexWord(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, FutexWord(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-// value has reached target, modulo 2^32 (step numbers wrap).
-inline bool Reached(uint32_t value, uint32_t target) {
-  return static_cast<int32_t>(value - target) >= 0;
-}
 
 // A process that exists and is not a zombie (a rank that exited while its
 // parent has not reaped it yet is dead to us).
@@ -101,99 +54,6 @@ bool ProcessRunning(pid_t pid) {
   if (paren == std::string::npos || paren + 2 >= line.size()) return true;
   char state = line[paren + 2];
   return state != 'Z' && state != 'X';
-}
-
-struct alignas(kLine) Counter {
-  std::atomic<uint32_t> value;
-  std::atomic<uint32_t> waiters;
-};
-
-enum class OpKind : uint32_t {
-  kAllReduce = 1,
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kBarrier,
-  kReduce,
-};
-
-const char* OpKindName(uint32_t kind) {
-  switch (static_cast<OpKind>(kind)) {
-    case OpKind::kAllReduce:
-      return "all-reduce";
-    case OpKind::kAllGather:
-      return "all-gather";
-    case OpKind::kReduceScatter:
-      return "reduce-scatter";
-    case OpKind::kBroadcast:
-      return "broadcast";
-    case OpKind::kBarrier:
-      return "barrier";
-    case OpKind::kReduce:
-      return "reduce";
-  }
-  return "unknown operation";
-}
-
-// What a rank is doing at the first step of an operation; compared with its
-// peers' so that mismatched calls fail instead of mixing data.
-struct OpDescriptor {
-  uint32_t step;
-  uint32_t kind;
-  uint32_t type;
-  uint32_t op;
-  int32_t root;
-  uint64_t count;
-
-  bool operator==(const OpDescriptor&) const = default;
-  std::string ToString() const {
-    std::string s = absl::StrCat(OpKindName(kind), "(count ", count, ", ",
-                                 "type ", type, ", op ", op);
-    if (root >= 0) absl::StrAppend(&s, ", root ", root);
-    return s + ")";
-  }
-};
-
-struct RankControl {
-  Counter in;
-  Counter reduced;
-  Counter done;
-  alignas(kLine) std::atomic<int32_t> pid;
-  std::atomic<uint32_t> left;
-  // By step % kPipelineDepth; plain data published by `in`.
-  OpDescriptor ops[kPipelineDepth];
-};
-static_assert(sizeof(RankControl) % kLine == 0);
-static_assert(std::atomic<uint32_t>::is_always_lock_free);
-
-struct Header {
-  uint64_t magic;
-  uint64_t nonce;
-  uint64_t size;
-  uint64_t slot_bytes;
-  uint64_t control_offset;
-  uint64_t data_offset;
-  alignas(kLine) std::atomic<uint32_t> attached;
-  alignas(kLine) std::atomic<uint32_t> abort_state;  // 0 no, 1 writing, 2 set
-  int32_t abort_code;
-  uint32_t num_abort_ranks;
-  int32_t abort_ranks[kMaxAbortRanks];
-  char abort_message[1024];
-};
-
-struct Layout {
-  size_t control_offset;
-  size_t data_offset;
-  size_t total;
-};
-
-Layout LayoutFor(int size, size_t slot_bytes) {
-  Layout layout;
-  layout.control_offset = RoundUp(sizeof(Header), kLine);
-  layout.data_offset =
-      RoundUp(layout.control_offset + size * sizeof(RankControl), kPage);
-  layout.total = layout.data_offset + kPipelineDepth * size * slot_bytes;
-  return layout;
 }
 
 // Where a step's elements go: a chunk of `len` elements split into `size`
@@ -211,32 +71,30 @@ Shares SharesOf(size_t len, int size, size_t elem) {
 
 class ShmTransport final : public SharedMemoryTransport {
  public:
-  ShmTransport(const TransportOptions& options, char* base, size_t bytes)
-      : size_(options.size),
+  // `segment` is unmapped for a group of one.
+  ShmTransport(const TransportOptions& options, Segment segment)
+      : options_(options),
+        size_(options.size),
         rank_(options.rank),
         timeout_(options.timeout),
-        group_ranks_(options.group_ranks),
-        descriptions_(options.rank_descriptions),
-        base_(base),
-        bytes_(bytes),
+        segment_(std::move(segment)),
         spins_(static_cast<int>(EnvSize("SHOAL_SHM_SPINS", kDefaultSpins))) {
-    if (base_ != nullptr) {
-      header_ = reinterpret_cast<Header*>(base_);
-      control_ =
-          reinterpret_cast<RankControl*>(base_ + header_->control_offset);
-      data_ = base_ + header_->data_offset;
-      slot_bytes_ = header_->slot_bytes;
+    if (segment_.mapped()) {
+      header_ = segment_.header();
+      control_ = segment_.control();
+      data_ = segment_.data();
+      slot_bytes_ = segment_.slot_bytes();
     }
   }
 
+  // Tells the peers that this rank left; segment_ unmaps afterwards.
   ~ShmTransport() override {
-    if (base_ == nullptr) return;
+    if (!segment_.mapped()) return;
     RankControl& me = control_[rank_];
     me.left.store(1, std::memory_order_seq_cst);
     FutexWakeAll(&me.in.value);
     FutexWakeAll(&me.reduced.value);
     FutexWakeAll(&me.done.value);
-    munmap(base_, bytes_);
   }
 
   absl::Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
@@ -394,7 +252,7 @@ class ShmTransport final : public SharedMemoryTransport {
     uint32_t expected = 0;
     if (header_->abort_state.compare_exchange_strong(expected, 1)) {
       header_->abort_code = static_cast<int32_t>(status.code());
-      std::vector<int> ranks = FailedGroupRanks(status, group_ranks_);
+      std::vector<int> ranks = FailedGroupRanks(status, options_.group_ranks);
       header_->num_abort_ranks =
           static_cast<uint32_t>(std::min(ranks.size(), kMaxAbortRanks));
       for (uint32_t i = 0; i < header_->num_abort_ranks; ++i) {
@@ -423,27 +281,6 @@ class ShmTransport final : public SharedMemoryTransport {
     return data_ +
            ((step % kPipelineDepth) * size_ + static_cast<size_t>(rank)) *
                slot_bytes_;
-  }
-
-  int GroupRank(int rank) const {
-    return group_ranks_.empty() ? rank : group_ranks_[rank];
-  }
-  std::string Name(int rank) const {
-    if (rank < static_cast<int>(descriptions_.size()) &&
-        !descriptions_[rank].empty()) {
-      return descriptions_[rank];
-    }
-    return absl::StrCat("rank ", GroupRank(rank));
-  }
-  std::string Names(const std::vector<int>& ranks) const {
-    std::vector<std::string> names;
-    for (int r : ranks) names.push_back(Name(r));
-    return absl::StrJoin(names, ", ");
-  }
-  std::vector<int> GroupRanks(const std::vector<int>& ranks) const {
-    std::vector<int> out;
-    for (int r : ranks) out.push_back(GroupRank(r));
-    return out;
   }
 
   absl::Status BadRoot(int root) const {
@@ -488,12 +325,13 @@ class ShmTransport final : public SharedMemoryTransport {
     if (mine == theirs) return absl::OkStatus();
     return Fail(GroupRankFailure(
         absl::StatusCode::kInvalidArgument,
-        absl::StrCat("the ranks called different operations: ", Name(peer),
-                     " called ", theirs.ToString(), " while ", Name(rank_),
-                     " called ", mine.ToString(),
+        absl::StrCat("the ranks called different operations: ",
+                     DescribeRank(options_, peer), " called ",
+                     theirs.ToString(), " while ",
+                     DescribeRank(options_, rank_), " called ", mine.ToString(),
                      "; every rank must make the same calls in the same "
                      "order with the same counts, types and roots"),
-        {GroupRank(peer)}));
+        {GroupRank(options_, peer)}));
   }
 
   absl::Status CheckAborted() {
@@ -528,9 +366,10 @@ class ShmTransport final : public SharedMemoryTransport {
       if (!ProcessRunning(pid)) dead.push_back(j);
     }
     if (dead.empty()) return absl::OkStatus();
-    return Fail(GroupRankFailure(absl::StatusCode::kUnavailable,
-                                 absl::StrCat(Names(dead), " died"),
-                                 GroupRanks(dead)));
+    return Fail(
+        GroupRankFailure(absl::StatusCode::kUnavailable,
+                         absl::StrCat(DescribeRanks(options_, dead), " died"),
+                         GroupRanks(options_, dead)));
   }
 
   // Waits until peer's counter reaches target.
@@ -552,10 +391,10 @@ class ShmTransport final : public SharedMemoryTransport {
       if (control_[peer].left.load(std::memory_order_acquire) != 0) {
         return Fail(GroupRankFailure(
             absl::StatusCode::kUnavailable,
-            absl::StrCat(Name(peer),
+            absl::StrCat(DescribeRank(options_, peer),
                          " left the group (destroyed it, or its thread "
                          "ended) in the middle of an operation"),
-            {GroupRank(peer)}));
+            {GroupRank(options_, peer)}));
       }
       Clock::time_point now = Clock::now();
       if (now >= deadline->next_liveness_check) {
@@ -591,9 +430,10 @@ class ShmTransport final : public SharedMemoryTransport {
     }
     return Fail(GroupRankFailure(
         absl::StatusCode::kDeadlineExceeded,
-        absl::StrCat(Names(behind), " did not answer within ", timeout_.count(),
+        absl::StrCat(DescribeRanks(options_, behind), " did not answer within ",
+                     timeout_.count(),
                      " ms (stuck, or not making the same calls)"),
-        GroupRanks(behind)));
+        GroupRanks(options_, behind)));
   }
 
   // Waits for every peer; checks their descriptors of `describe_step` when
@@ -748,13 +588,11 @@ class ShmTransport final : public SharedMemoryTransport {
     return absl::OkStatus();
   }
 
+  const TransportOptions options_;
   const int size_;
   const int rank_;
   const milliseconds timeout_;
-  const std::vector<int> group_ranks_;
-  const std::vector<std::string> descriptions_;
-  char* const base_;  // the mapping; null when size_ == 1
-  const size_t bytes_;
+  const Segment segment_;  // unmapped when size_ == 1
   const int spins_;
   Header* header_ = nullptr;
   RankControl* control_ = nullptr;
@@ -762,149 +600,6 @@ class ShmTransport final : public SharedMemoryTransport {
   size_t slot_bytes_ = 0;
   uint32_t step_ = 0;  // the same on every rank between operations
 };
-
-std::string Describe(const TransportOptions& options, int rank) {
-  if (rank < static_cast<int>(options.rank_descriptions.size()) &&
-      !options.rank_descriptions[rank].empty()) {
-    return options.rank_descriptions[rank];
-  }
-  return absl::StrCat(
-      "rank ", options.group_ranks.empty() ? rank : options.group_ranks[rank]);
-}
-
-absl::Status Errno(const std::string& what) {
-  return absl::InternalError(absl::StrCat(what, ": ", strerror(errno)));
-}
-
-// Rank 0: makes the segment (a memfd, so that nothing outlives the ranks even
-// if they crash), publishes its path and waits until everyone mapped it.
-absl::StatusOr<char*> CreateSegment(const TransportOptions& options,
-                                    size_t slot_bytes, const Layout& layout,
-                                    const std::string& key) {
-  int fd = memfd_create("shoal-collective", MFD_CLOEXEC);
-  if (fd < 0) return Errno("memfd_create for the shared-memory transport");
-  if (ftruncate(fd, static_cast<off_t>(layout.total)) != 0) {
-    absl::Status s = Errno(absl::StrCat("sizing the ", layout.total,
-                                        "-byte shared-memory segment"));
-    close(fd);
-    return s;
-  }
-  void* base = mmap(nullptr, layout.total, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (base == MAP_FAILED) {
-    absl::Status s = Errno("mapping the shared-memory segment");
-    close(fd);
-    return s;
-  }
-  char* bytes = static_cast<char*>(base);
-  std::memset(bytes, 0, layout.data_offset);
-  auto* header = new (bytes) Header();
-  header->magic = kMagic;
-  header->nonce = std::random_device()() |
-                  (static_cast<uint64_t>(std::random_device()()) << 32);
-  header->size = options.size;
-  header->slot_bytes = slot_bytes;
-  header->control_offset = layout.control_offset;
-  header->data_offset = layout.data_offset;
-  auto* control = reinterpret_cast<RankControl*>(bytes + layout.control_offset);
-  for (int j = 0; j < options.size; ++j) new (&control[j]) RankControl();
-  control[options.rank].pid.store(getpid());
-  try {
-    options.store->Set(key, absl::StrCat("/proc/", getpid(), "/fd/", fd, " ",
-                                         header->nonce, " ", layout.total));
-  } catch (const std::exception& e) {
-    close(fd);
-    munmap(base, layout.total);
-    return absl::UnavailableError(e.what());
-  }
-  // The path works only while the fd is open: keep it until every rank has
-  // mapped the segment.
-  auto deadline = Clock::now() + options.timeout;
-  while (true) {
-    uint32_t attached = header->attached.load(std::memory_order_acquire);
-    if (attached + 1 >= static_cast<uint32_t>(options.size)) break;
-    auto now = Clock::now();
-    if (now >= deadline) {
-      std::vector<std::string> missing;
-      std::vector<int> ranks;
-      for (int j = 0; j < options.size; ++j) {
-        if (control[j].pid.load() == 0) {
-          missing.push_back(Describe(options, j));
-          ranks.push_back(options.group_ranks.empty() ? j
-                                                      : options.group_ranks[j]);
-        }
-      }
-      close(fd);
-      munmap(base, layout.total);
-      return GroupRankFailure(
-          absl::StatusCode::kDeadlineExceeded,
-          absl::StrCat(absl::StrJoin(missing, ", "),
-                       " did not map the shared-memory segment within ",
-                       options.timeout.count(), " ms"),
-          ranks);
-    }
-    FutexWait(&header->attached, attached, milliseconds(50));
-  }
-  close(fd);
-  return bytes;
-}
-
-absl::StatusOr<char*> OpenSegment(const TransportOptions& options,
-                                  size_t slot_bytes, const Layout& layout,
-                                  const std::string& key) {
-  std::string value;
-  try {
-    value = options.store->Get(key, options.timeout);
-  } catch (const std::exception& e) {
-    return GroupRankFailure(
-        absl::StatusCode::kDeadlineExceeded,
-        absl::StrCat(Describe(options, 0),
-                     " did not publish the shared-memory segment: ", e.what()),
-        {options.group_ranks.empty() ? 0 : options.group_ranks[0]});
-  }
-  std::vector<std::string> parts = absl::StrSplit(value, ' ');
-  uint64_t nonce = 0;
-  size_t total = 0;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &nonce) ||
-      !absl::SimpleAtoi(parts[2], &total)) {
-    return absl::InternalError(
-        absl::StrCat("malformed shared-memory segment address '", value, "'"));
-  }
-  if (total != layout.total) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the shared-memory segment of ", Describe(options, 0), " has ", total,
-        " bytes where ", layout.total,
-        " were expected: do the ranks run the same Shoal build with the same "
-        "SHOAL_SHM_SLOT_BYTES?"));
-  }
-  int fd = open(parts[0].c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return Errno(absl::StrCat("opening the shared-memory segment ", parts[0],
-                              " of ", Describe(options, 0),
-                              " (are all ranks of this host in one pid "
-                              "namespace, and is it still running?)"));
-  }
-  void* base = mmap(nullptr, layout.total, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_POPULATE, fd, 0);
-  close(fd);
-  if (base == MAP_FAILED) return Errno("mapping the shared-memory segment");
-  char* bytes = static_cast<char*>(base);
-  auto* header = reinterpret_cast<Header*>(bytes);
-  if (header->magic != kMagic || header->nonce != nonce ||
-      header->size != static_cast<uint64_t>(options.size) ||
-      header->slot_bytes != slot_bytes) {
-    munmap(base, layout.total);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the shared-memory segment at ", parts[0],
-        " belongs to another group (a stale rendezvous key? give the group "
-        "a new generation)"));
-  }
-  auto* control = reinterpret_cast<RankControl*>(bytes + layout.control_offset);
-  control[options.rank].pid.store(getpid());
-  header->attached.fetch_add(1, std::memory_order_acq_rel);
-  FutexWakeAll(&header->attached);
-  return bytes;
-}
 
 }  // namespace
 
@@ -916,25 +611,16 @@ SharedMemoryTransport::Create(const TransportOptions& options) {
   }
   if (options.size == 1) {
     return std::unique_ptr<SharedMemoryTransport>(
-        new ShmTransport(options, nullptr, 0));
+        new ShmTransport(options, Segment()));
   }
   if (options.store == nullptr) {
     return absl::InvalidArgumentError(
         "the shared-memory transport needs a store");
   }
-  size_t slot_bytes =
-      EnvSize("SHOAL_SHM_SLOT_BYTES",
-              std::clamp(kMaxSegmentDataBytes / kPipelineDepth / options.size,
-                         kMinSlotBytes, kDefaultSlotBytes));
-  slot_bytes = RoundUp(std::max(slot_bytes, kPage), kPage);
-  Layout layout = LayoutFor(options.size, slot_bytes);
-  std::string key = options.key_prefix + "shm";
-  absl::StatusOr<char*> base =
-      options.rank == 0 ? CreateSegment(options, slot_bytes, layout, key)
-                        : OpenSegment(options, slot_bytes, layout, key);
-  if (!base.ok()) return base.status();
+  absl::StatusOr<Segment> segment = Segment::Attach(options);
+  if (!segment.ok()) return segment.status();
   return std::unique_ptr<SharedMemoryTransport>(
-      new ShmTransport(options, *base, layout.total));
+      new ShmTransport(options, *std::move(segment)));
 }
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateSharedMemoryTransport(

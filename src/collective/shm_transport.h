@@ -1,8 +1,9 @@
 // The shared-memory transport: the ranks of one host (processes or threads)
 // exchange data through one shared segment.
 //
-// Layout: a header, a control block per rank (futex words on their own cache
-// lines), then kPipelineDepth buffers of one slot per rank. Every operation
+// Layout (shm_segment.h): a header, a control block per rank (futex words on
+// their own cache lines), then kPipelineDepth buffers of one slot per rank.
+// Every operation
 // is a sequence of steps numbered alike on every rank; step k uses buffer
 // k % kPipelineDepth. A step has up to three phases, each ending with the
 // rank publishing a counter that the others wait on (futex, no busy wait):

@@ -2,6 +2,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -65,6 +66,59 @@ std::vector<int> FailedGroupRanks(const absl::Status& status,
     }
   }
   return ranks;
+}
+
+absl::Status CheckRankAndStore(const TransportOptions& options,
+                               absl::string_view transport) {
+  if (options.store == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", transport, " transport needs a store"));
+  }
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", options.rank, " is outside a group of ", options.size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBroadcastRoot(int root, int size) {
+  if (root >= 0 && root < size) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("broadcast root ", root, " is outside a group of ", size));
+}
+
+int GroupRank(const TransportOptions& options, int rank) {
+  return options.group_ranks.empty() ? rank : options.group_ranks[rank];
+}
+
+std::vector<int> GroupRanks(const TransportOptions& options,
+                            const std::vector<int>& ranks) {
+  std::vector<int> out;
+  for (int rank : ranks) out.push_back(GroupRank(options, rank));
+  return out;
+}
+
+std::string DescribeRank(const TransportOptions& options, int rank) {
+  if (rank < static_cast<int>(options.rank_descriptions.size()) &&
+      !options.rank_descriptions[rank].empty()) {
+    return options.rank_descriptions[rank];
+  }
+  return absl::StrCat("rank ", GroupRank(options, rank));
+}
+
+std::string DescribeRanks(const TransportOptions& options,
+                          const std::vector<int>& ranks) {
+  std::vector<std::string> names;
+  for (int rank : ranks) names.push_back(DescribeRank(options, rank));
+  return absl::StrJoin(names, ", ");
+}
+
+std::vector<int> OtherRanks(const TransportOptions& options) {
+  std::vector<int> others;
+  for (int rank = 0; rank < options.size; ++rank) {
+    if (rank != options.rank) others.push_back(rank);
+  }
+  return others;
 }
 
 }  // namespace shoal::collective::internal

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "shoal/collective.h"
 
 namespace shoal::collective::internal {
@@ -69,6 +70,25 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateGlooTransport(
 absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(
     const TransportOptions& options);
 bool NcclCompiledIn();
+
+// InvalidArgument unless `options` has a store and its rank is inside the
+// group; `transport` names the transport in the message ("Gloo").
+absl::Status CheckRankAndStore(const TransportOptions& options,
+                               absl::string_view transport);
+// InvalidArgument unless `root` is a rank of a group of `size`.
+absl::Status CheckBroadcastRoot(int root, int size);
+
+// A transport rank in the group's numbering.
+int GroupRank(const TransportOptions& options, int rank);
+std::vector<int> GroupRanks(const TransportOptions& options,
+                            const std::vector<int>& ranks);
+// How error messages name transport ranks: their rank_descriptions where
+// given, else "rank <group rank>"; several are joined with ", ".
+std::string DescribeRank(const TransportOptions& options, int rank);
+std::string DescribeRanks(const TransportOptions& options,
+                          const std::vector<int>& ranks);
+// Every transport rank but options.rank, in order.
+std::vector<int> OtherRanks(const TransportOptions& options);
 
 // A status for a failure caused by `ranks` (transport numbering), and the
 // ranks a status names (empty if none).
