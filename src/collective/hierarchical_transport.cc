@@ -56,7 +56,9 @@ class HierarchicalTransport final : public Transport {
       return s;
     }
     char* out = static_cast<char*>(output);
-    if (leaders_ != nullptr) {
+    if (count == 0) {
+      // Nothing to move, but every rank still takes part, as the others do.
+    } else if (leaders_ != nullptr) {
       const size_t block = max_local_ * count;
       std::vector<char> all(host_ranks_.size() * block * elem);
       absl::Status s =

@@ -5,37 +5,22 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_cluster.h"
+#include "tests/testing/cluster_fixture.h"
 
 namespace {
 
-using ::shoal::testing::ClusterSpec;
-using ::shoal::testing::RunCli;
-using ::shoal::testing::TestCluster;
+using ::shoal::testing::TwoCpuHostsTest;
 using ::testing::HasSubstr;
 
-class CollectiveClusterTest : public ::testing::Test {
+class CollectiveClusterTest : public TwoCpuHostsTest {
  protected:
-  void SetUp() override {
-    ClusterSpec spec;
-    spec.nodes = {{"cpu-0", 2, ""}, {"cpu-1", 2, ""}};
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-  }
-  void TearDown() override {
-    if (cluster_) cluster_->Stop();
-  }
-
   // 4 ranks: 2 nodes x 2 processes.
   int Launch(const std::string& mode, std::string* out) {
-    return RunCli({"launch", "--address", cluster_->address(), "--token",
-                   cluster_->token(), "--per-device", "--nodes", "2",
-                   "--nproc-per-node", "2", "--", COLLECTIVE_HELPER, mode},
-                  out);
+    return TwoCpuHostsTest::Launch(
+        {"--per-device", "--nodes", "2", "--nproc-per-node", "2", "--",
+         COLLECTIVE_HELPER, mode},
+        out);
   }
-
-  std::unique_ptr<TestCluster> cluster_;
 };
 
 TEST_F(CollectiveClusterTest, LaunchedRanksMeetThroughTheHeadAndAllReduce) {

@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
@@ -211,30 +212,16 @@ namespace {
 
 // A real client: torch.distributed (Debian's python3-torch, Gloo) under
 // `shoal launch`, on two CPU hosts with two processes each.
-class TorchLaunchTest : public ::testing::Test {
+class TorchLaunchTest : public shoal::testing::TwoCpuHostsTest {
  protected:
-  void SetUp() override {
-    ClusterSpec spec;
-    spec.nodes = {{"cpu-0", 2, ""}, {"cpu-1", 2, ""}};
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-    script_ =
-        std::string(SHOAL_SOURCE_DIR) + "/tests/integration/torch_allreduce.py";
-  }
-  void TearDown() override {
-    if (cluster_) cluster_->Stop();
-  }
-  std::unique_ptr<TestCluster> cluster_;
-  std::string script_;
+  std::string script_ =
+      std::string(SHOAL_SOURCE_DIR) + "/tests/integration/torch_allreduce.py";
 };
 
 TEST_F(TorchLaunchTest, PerDeviceAllReduceOfRanksIsSix) {
   std::string out;
-  ASSERT_EQ(RunCli({"launch", "--address", cluster_->address(), "--token",
-                    cluster_->token(), "--per-device", "--nodes", "2",
-                    "--nproc-per-node", "2", "--", "/usr/bin/python3", script_,
-                    "per-device"},
+  ASSERT_EQ(Launch({"--per-device", "--nodes", "2", "--nproc-per-node", "2",
+                    "--", "/usr/bin/python3", script_, "per-device"},
                    &out),
             0)
       << out;
@@ -246,9 +233,8 @@ TEST_F(TorchLaunchTest, PerDeviceAllReduceOfRanksIsSix) {
 
 TEST_F(TorchLaunchTest, PerHostProgramReadsTheHostCentricVariables) {
   std::string out;
-  ASSERT_EQ(RunCli({"launch", "--address", cluster_->address(), "--token",
-                    cluster_->token(), "--per-host", "--nodes", "2", "--",
-                    "/usr/bin/python3", script_, "per-host"},
+  ASSERT_EQ(Launch({"--per-host", "--nodes", "2", "--", "/usr/bin/python3",
+                    script_, "per-host"},
                    &out),
             0)
       << out;
