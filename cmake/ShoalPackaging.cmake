@@ -14,7 +14,7 @@ include(CMakePackageConfigHelpers)
 set(SHOAL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/shoal)
 
 install(TARGETS shoal shoal_proto shoal_scheduling shoal_accel shoal_launch
-                shoal_collective
+                shoal_object_store shoal_collective
   EXPORT shoalTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS shoal_cli

@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/object_service.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/status_macros.h"
@@ -25,6 +26,8 @@
 
 namespace shoal {
 namespace {
+
+using agent::ObjectService;
 
 constexpr int64_t kBlobChunk = 4 << 20;
 constexpr size_t kMaxRememberedExits = 4096;
@@ -111,6 +114,38 @@ class AgentImpl : public NodeAgent {
 
   ~AgentImpl() override { Stop(); }
 
+  // The node's shared-memory object store, sized by the node's
+  // object_store_memory (`--object-store-memory`, or detected).
+  absl::Status StartObjectStore() {
+    auto capacity =
+        static_cast<uint64_t>(total_.GetDouble("object_store_memory"));
+    if (capacity == 0) return absl::OkStatus();
+    auto objects =
+        ObjectService::Create(absl::StrCat("node-", node_id_, "-", getpid()),
+                              capacity, options_.session_dir + "/spill");
+    if (!objects.ok()) {
+      return Annotate(objects.status(),
+                      "cannot create the node's object store; start the node "
+                      "with a smaller --object-store-memory");
+    }
+    objects_ = std::move(*objects);
+    objects_->Register(server_.get());
+    return absl::OkStatus();
+  }
+
+  // What the node has free; object_store_memory is what the store has not
+  // used, so that `shoal status` shows its use.
+  void AvailableToProto(proto::ResourceMap* map) const {
+    ResourceSet available = available_;
+    if (objects_ != nullptr) {
+      int64_t total = total_.Get("object_store_memory");
+      int64_t used = static_cast<int64_t>(objects_->used_bytes());
+      available.Set("object_store_memory",
+                    std::max<int64_t>(0, total - used * kResourceUnit));
+    }
+    available.ToProto(map);
+  }
+
   absl::Status Start() {
     RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/logs"));
     RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/binaries"));
@@ -123,7 +158,7 @@ class AgentImpl : public NodeAgent {
           std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
                                          options_.token, "agent " + node_id_);
       RegisterHandlers();
-      return absl::OkStatus();
+      return StartObjectStore();
     });
     RETURN_IF_ERROR(status);
     // The first registration is synchronous so that `shoal start` can say
@@ -189,6 +224,8 @@ class AgentImpl : public NodeAgent {
     }).IgnoreError();
     loop_->Stop();
     server_.reset();
+    // Unmaps the store and removes its file and spill folder's objects.
+    objects_.reset();
     loop_.reset();
   }
 
@@ -223,14 +260,17 @@ class AgentImpl : public NodeAgent {
         s, proto::GET_WORKER_EXIT, [this](const auto& r, rpc::Responder resp) {
           GetWorkerExit(r.worker_id(), resp, 0);
         });
-    rpc::RegisterProto<proto::Empty>(s, proto::GET_AGENT_INFO,
-                                     [this](const auto&, rpc::Responder resp) {
-                                       proto::AgentInfo info;
-                                       *info.mutable_node() = SelfInfo();
-                                       info.set_num_workers(workers_.size());
-                                       info.set_num_leases(leases_.size());
-                                       resp.Reply(info);
-                                     });
+    rpc::RegisterProto<proto::Empty>(
+        s, proto::GET_AGENT_INFO, [this](const auto&, rpc::Responder resp) {
+          proto::AgentInfo info;
+          *info.mutable_node() = SelfInfo();
+          info.set_num_workers(workers_.size());
+          info.set_num_leases(leases_.size());
+          if (objects_ != nullptr) {
+            objects_->Describe(info.mutable_object_store());
+          }
+          resp.Reply(info);
+        });
     rpc::RegisterProto<proto::Empty>(
         s, proto::SHUTDOWN_AGENT, [this](const auto&, rpc::Responder resp) {
           SHOAL_LOG(INFO) << "shutdown requested by " << resp.peer();
@@ -348,7 +388,7 @@ class AgentImpl : public NodeAgent {
     info.set_alive(true);
     info.set_is_head_node(options_.is_head_node);
     total_.ToProto(info.mutable_total());
-    available_.ToProto(info.mutable_available());
+    AvailableToProto(info.mutable_available());
     for (const auto& [k, v] : options_.labels) (*info.mutable_labels())[k] = v;
     info.set_session_dir(options_.session_dir);
     return info;
@@ -397,7 +437,7 @@ class AgentImpl : public NodeAgent {
     if (head_ == nullptr) return;
     proto::HeartbeatRequest req;
     req.set_node_id(node_id_);
-    available_.ToProto(req.mutable_available());
+    AvailableToProto(req.mutable_available());
     total_.ToProto(req.mutable_total());
     FillDemands(&req);
     rpc::CallProto<proto::HeartbeatReply>(
@@ -754,6 +794,7 @@ class AgentImpl : public NodeAgent {
   }
 
   void OnDisconnect(uint64_t conn) {
+    if (objects_ != nullptr) objects_->OnDisconnect(conn);
     std::vector<std::string> gone;
     for (const auto& [id, l] : leases_) {
       if (l.conn_id == conn) gone.push_back(id);
@@ -1025,6 +1066,7 @@ class AgentImpl : public NodeAgent {
   AgentOptions options_;
   std::unique_ptr<rpc::EventLoop> loop_;
   std::unique_ptr<rpc::Server> server_;
+  std::unique_ptr<ObjectService> objects_;  // null: no object store memory
   std::unique_ptr<rpc::Channel> head_;
   std::string node_id_;
   std::string address_;

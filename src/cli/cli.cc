@@ -139,6 +139,7 @@ struct AgentFlags {
   std::string node_ip;
   std::string session_dir;
   double num_cpus = -1, num_gpus = -1, num_tpus = -1;
+  int64_t object_store_memory = -1;
   std::string resources_json;
   std::string labels_json;
   bool head_node = false;
@@ -163,6 +164,9 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
   if (f.num_cpus >= 0) detect.num_cpus = f.num_cpus;
   if (f.num_gpus >= 0) detect.num_gpus = f.num_gpus;
   if (f.num_tpus >= 0) detect.num_tpus = f.num_tpus;
+  if (f.object_store_memory >= 0) {
+    detect.object_store_memory_bytes = f.object_store_memory;
+  }
   ASSIGN_OR_RETURN(auto managers, accel::DetectAccelerators(detect));
   ASSIGN_OR_RETURN(auto cpu, accel::DetectCpu(detect));
   accel::NodeAccelerators node = accel::DescribeNode(cpu, managers);
@@ -247,6 +251,7 @@ struct StartFlags {
   std::string temp_dir;
   std::string token;
   double num_cpus = -1, num_gpus = -1, num_tpus = -1;
+  int64_t object_store_memory = -1;
   std::string resources_json, labels_json;
   bool block = false;
   int64_t health_timeout_ms = 5000;
@@ -268,6 +273,9 @@ std::vector<std::string> AgentArgs(const StartFlags& f,
   if (f.num_cpus >= 0) add("--num-cpus", std::to_string(f.num_cpus));
   if (f.num_gpus >= 0) add("--num-gpus", std::to_string(f.num_gpus));
   if (f.num_tpus >= 0) add("--num-tpus", std::to_string(f.num_tpus));
+  if (f.object_store_memory >= 0) {
+    add("--object-store-memory", std::to_string(f.object_store_memory));
+  }
   if (!f.resources_json.empty()) add("--resources", f.resources_json);
   if (!f.labels_json.empty()) add("--labels", f.labels_json);
   if (!f.node_id.empty()) add("--node-id", f.node_id);
@@ -527,6 +535,9 @@ int Main(int argc, char** argv) {
   start_cmd->add_option("--num-cpus", start.num_cpus, "CPUs to advertise");
   start_cmd->add_option("--num-gpus", start.num_gpus, "GPUs to advertise");
   start_cmd->add_option("--num-tpus", start.num_tpus, "TPU chips to advertise");
+  start_cmd->add_option("--object-store-memory", start.object_store_memory,
+                        "Bytes of the node's shared-memory object store "
+                        "(default 30% of RAM, within /dev/shm's free space)");
   start_cmd->add_option("--resources", start.resources_json,
                         "Extra resources as JSON, e.g. '{\"accel_x\": 4}'");
   start_cmd->add_option("--labels", start.labels_json, "Node labels as JSON");
@@ -579,6 +590,7 @@ int Main(int argc, char** argv) {
   agent_cmd->add_option("--num-cpus", agent.num_cpus);
   agent_cmd->add_option("--num-gpus", agent.num_gpus);
   agent_cmd->add_option("--num-tpus", agent.num_tpus);
+  agent_cmd->add_option("--object-store-memory", agent.object_store_memory);
   agent_cmd->add_option("--resources", agent.resources_json);
   agent_cmd->add_option("--labels", agent.labels_json);
   agent_cmd->add_flag("--head-node", agent.head_node);
