@@ -50,19 +50,6 @@ std::string UniqueName(const std::string& base) {
   return absl::StrCat(base, "-", counter++);
 }
 
-bool GlooAvailable() {
-  auto store = InProcessStore();
-  internal::TransportOptions options;
-  options.key_prefix = UniqueName("gloo-probe") + "/";
-  options.size = 1;
-  options.rank = 0;
-  options.store = store.get();
-  options.interface_address = "127.0.0.1";
-  options.timeout = std::chrono::milliseconds(2000);
-  auto transport = internal::CreateGlooTransport(options);
-  return transport.status().code() != absl::StatusCode::kUnimplemented;
-}
-
 // Values whose sums, maxima, minima and products are exact in every type
 // (bfloat16 included) whatever the order of the reduction.
 double Value(ReduceOp op, int rank, size_t i) {
@@ -99,9 +86,6 @@ class CollectiveOpsTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     auto [c, type, count, world] = GetParam();
-    if (c.backend != Backend::kSharedMemory && !GlooAvailable()) {
-      GTEST_SKIP() << "the Gloo transport is not built yet";
-    }
     if (c.backend == Backend::kHierarchical && world < 2) {
       GTEST_SKIP() << "one rank has one host";
     }
@@ -270,7 +254,6 @@ TEST(GroupTest, ReportsTopologyAndChoosesSharedMemoryOnOneHost) {
 }
 
 TEST(GroupTest, NumbersHostsAndLocalRanksFromHostIds) {
-  if (!GlooAvailable()) GTEST_SKIP() << "the Gloo transport is not built yet";
   auto store = InProcessStore();
   RunRanks(4, [&](int rank) {
     GroupOptions options = LocalOptions(store);
