@@ -11,6 +11,9 @@
 //                          restarts as a whole
 //   start_to_ready_ms      `shoal start --head` until head and agent are
 //                          ready (median of 3), detection included
+//   allreduce_busbw_*      float32 all-reduce bus bandwidth for 1, 16 and
+//                          64 MiB on 4 ranks of one host and on 2 hosts x 2
+//                          ranks, and the largest error (collective_bench)
 //
 //   ./build/bin/shoal_bench [--tasks N] [--sync N] [--cpus-per-node C]
 #include <algorithm>
@@ -74,6 +77,20 @@ int LaunchFigures() {
 }
 
 }  // namespace
+
+// The all-reduce figures: collective_bench, built beside this binary, runs
+// its ranks as processes of their own.
+int CollectiveFigures(const char* self) {
+  std::filesystem::path bench =
+      std::filesystem::path(self).parent_path() / "collective_bench";
+  if (!std::filesystem::exists(bench)) {
+    fprintf(stderr, "%s is missing: build the collective_bench target\n",
+            bench.c_str());
+    return 1;
+  }
+  fflush(stdout);
+  return system(bench.c_str()) == 0 ? 0 : 1;
+}
 
 int main(int argc, char** argv) {
   int num_tasks = 20000;
@@ -172,5 +189,6 @@ int main(int argc, char** argv) {
   fflush(stdout);
   shoal::Shutdown();
   (*cluster)->Stop();
-  return LaunchFigures();
+  if (int rc = LaunchFigures(); rc != 0) return rc;
+  return CollectiveFigures(argv[0]);
 }
