@@ -84,13 +84,6 @@ using Param = std::tuple<Case, DataType, size_t, int>;
 
 class CollectiveOpsTest : public ::testing::TestWithParam<Param> {
  protected:
-  void SetUp() override {
-    auto [c, type, count, world] = GetParam();
-    if (c.backend == Backend::kHierarchical && world < 2) {
-      GTEST_SKIP() << "one rank has one host";
-    }
-  }
-
   // Creates a group per rank thread and runs body(group, rank).
   void Run(const std::function<void(Group&, int)>& body) {
     auto [c, type, count, world] = GetParam();

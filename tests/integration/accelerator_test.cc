@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"
+#include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
@@ -55,29 +56,16 @@ std::map<std::string, std::string> ChipView(int64_t hold_ms) {
 }
 SHOAL_REMOTE(ChipView);
 
-class AcceleratorTest : public ::testing::Test {
+class AcceleratorTest : public shoal::testing::FakeTpuSliceTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/shoal-tpu-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    roots_ = tmpl;
-    auto cluster = TestCluster::StartFakeTpuSlice(roots_, "v5p-16", 2, 8);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-    cluster_->Connect();
+    StartSlice("v5p-16", 2, 8);
+    if (cluster_) cluster_->Connect();
   }
   void TearDown() override {
     shoal::Shutdown();
-    if (cluster_) {
-      cluster_->Stop();
-      EXPECT_EQ(cluster_->sanitizer_reports(), "");
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(roots_, ec);
+    FakeTpuSliceTest::TearDown();
   }
-
-  std::string roots_;
-  std::unique_ptr<TestCluster> cluster_;
 };
 
 TEST_F(AcceleratorTest, StatusShowsTheSliceAsRayDoes) {

@@ -47,34 +47,9 @@ int CountProcesses(const std::string& marker) {
   return count;
 }
 
-class LaunchTest : public ::testing::Test {
+class LaunchTest : public shoal::testing::FakeTpuSliceTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shoal-launch-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    roots_ = tmpl;
-    auto cluster = TestCluster::StartFakeTpuSlice(roots_, "v5p-16", 2, 4);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-  }
-  void TearDown() override {
-    if (cluster_) {
-      cluster_->Stop();
-      EXPECT_EQ(cluster_->sanitizer_reports(), "");
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(roots_, ec);
-  }
-
-  int Launch(const std::vector<std::string>& args, std::string* out) {
-    std::vector<std::string> argv = {"launch", "--address", cluster_->address(),
-                                     "--token", cluster_->token()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCli(argv, out);
-  }
-
-  std::string roots_;
-  std::unique_ptr<TestCluster> cluster_;
+  void SetUp() override { StartSlice("v5p-16", 2, 4); }
 };
 
 TEST_F(LaunchTest, PerDeviceRunsOneProcessPerChipWithTheXlaContract) {

@@ -3,8 +3,12 @@
 #ifndef SHOAL_TESTS_TESTING_CLUSTER_FIXTURE_H_
 #define SHOAL_TESTS_TESTING_CLUSTER_FIXTURE_H_
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -12,18 +16,10 @@
 
 namespace shoal::testing {
 
-// Two CPU hosts ("cpu-0", the head's, and "cpu-1"), 2 CPUs each, on
-// loopback. Fails the test if any of their processes logged a sanitizer
-// report.
-class TwoCpuHostsTest : public ::testing::Test {
+// Owns cluster_: stops it after the test and fails the test if any of its
+// processes logged a sanitizer report.
+class ClusterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ClusterSpec spec;
-    spec.nodes = {{"cpu-0", 2, ""}, {"cpu-1", 2, ""}};
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-  }
   void TearDown() override {
     if (cluster_) {
       cluster_->Stop();
@@ -40,6 +36,41 @@ class TwoCpuHostsTest : public ::testing::Test {
   }
 
   std::unique_ptr<TestCluster> cluster_;
+};
+
+// Two CPU hosts ("cpu-0", the head's, and "cpu-1"), 2 CPUs each, on
+// loopback.
+class TwoCpuHostsTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ClusterSpec spec;
+    spec.nodes = {{"cpu-0", 2, ""}, {"cpu-1", 2, ""}};
+    auto cluster = TestCluster::Start(spec);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+};
+
+// A simulated TPU slice (TestCluster::StartFakeTpuSlice) whose device trees
+// live under roots_, a fresh folder removed after the test.
+class FakeTpuSliceTest : public ClusterTest {
+ protected:
+  void StartSlice(const std::string& type, int hosts, double cpus_per_host) {
+    char tmpl[] = "/tmp/shoal-tpu-slice-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    roots_ = tmpl;
+    auto cluster =
+        TestCluster::StartFakeTpuSlice(roots_, type, hosts, cpus_per_host);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+  void TearDown() override {
+    ClusterTest::TearDown();
+    std::error_code ec;
+    if (!roots_.empty()) std::filesystem::remove_all(roots_, ec);
+  }
+
+  std::string roots_;
 };
 
 }  // namespace shoal::testing
