@@ -37,6 +37,33 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> argv_strings = options.argv;
+  std::string exec_path = argv_strings[0];
+  // A bare name ("python3", "torchrun") is looked up on the child's PATH,
+  // as a shell would.
+  if (argv_strings[0].find('/') == std::string::npos) {
+    auto path = env.find("PATH");
+    std::string dirs =
+        path != env.end() ? path->second : "/usr/local/bin:/usr/bin:/bin";
+    std::string found;
+    for (size_t begin = 0; begin <= dirs.size();) {
+      size_t end = dirs.find(':', begin);
+      if (end == std::string::npos) end = dirs.size();
+      std::string dir = dirs.substr(begin, end - begin);
+      std::string candidate =
+          (dir.empty() ? std::string(".") : dir) + "/" + argv_strings[0];
+      if (access(candidate.c_str(), X_OK) == 0) {
+        found = candidate;
+        break;
+      }
+      begin = end + 1;
+    }
+    if (found.empty()) {
+      return absl::NotFoundError(absl::StrCat("cannot run ", argv_strings[0],
+                                              ": no such program on PATH (",
+                                              dirs, ")"));
+    }
+    exec_path = found;
+  }
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -84,7 +111,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
       dup2(options.output_fd, 1);
       dup2(options.output_fd, 2);
     }
-    execve(argv[0], argv.data(), envp.data());
+    execve(exec_path.c_str(), argv.data(), envp.data());
     int err = errno;
     ssize_t n = write(status_pipe[1], &err, sizeof(err));
     (void)n;

@@ -91,6 +91,16 @@ TEST_F(LaunchTest, PerHostRunsOneProcessPerHostWithTheJaxContract) {
   EXPECT_NE(coordinator("[rank 0"), "c=127.0.0.1:0");
 }
 
+TEST_F(LaunchTest, ProgramsAreFoundOnPathLikeAShellWould) {
+  std::string out;
+  ASSERT_EQ(
+      Launch({"--per-device", "--", "sh", "-c", "echo found $RANK"}, &out), 0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("found 7")) << out;
+  EXPECT_NE(Launch({"--per-device", "--", "no-such-program-xyz"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("no-such-program-xyz: no such program on PATH"));
+}
+
 TEST_F(LaunchTest, FirstFailureStopsTheWholeGangAndNamesTheRank) {
   std::string marker = "shoal-gang-marker-" + shoal::RandomHex(4);
   std::string out;
