@@ -225,13 +225,19 @@ std::vector<int64_t> LaunchFailing() { return shoal::Launch(FailOnRankTwo); }
 SHOAL_REMOTE(PerChip, LaunchOnHost, FailOnRankTwo, LaunchFailing);
 
 TEST_F(AcceleratorTest, LaunchRunsOneProcessPerChipOnEveryHost) {
-  // One TPU: 4 task per host, each launching a process per chip.
+  // One TPU: 4 task per host, each launching a process per chip. The slice
+  // is reserved so that each host gets one: two free-standing tasks may run
+  // one after the other on the same host (its lease is reused).
   int hosts = static_cast<int>(shoal::AvailableResources()["TPU"] / 4);
   ASSERT_EQ(hosts, 2);
+  shoal::SliceReservation slice = shoal::ReserveTpuSlice("", 60000);
   std::vector<shoal::ObjectRef<std::vector<std::map<std::string, std::string>>>>
       refs;
   for (int h = 0; h < hosts; ++h) {
-    refs.push_back(shoal::Task(LaunchOnHost).SetResource("TPU", 4).Remote());
+    refs.push_back(shoal::Task(LaunchOnHost)
+                       .SetResource("TPU", 4)
+                       .SetPlacementGroup(slice.group, h)
+                       .Remote());
   }
   std::set<std::string> ranks;
   for (const auto& host : shoal::Get(refs, 60000)) {
@@ -251,6 +257,7 @@ TEST_F(AcceleratorTest, LaunchRunsOneProcessPerChipOnEveryHost) {
   }
   EXPECT_EQ(ranks,
             (std::set<std::string>{"0", "1", "2", "3", "4", "5", "6", "7"}));
+  shoal::RemovePlacementGroup(slice.group);
 }
 
 TEST_F(AcceleratorTest, ALaunchWithAFailingRankFailsNamingIt) {
