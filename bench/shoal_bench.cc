@@ -14,6 +14,9 @@
 //   allreduce_busbw_*      float32 all-reduce bus bandwidth for 1, 16 and
 //                          64 MiB on 4 ranks of one host and on 2 hosts x 2
 //                          ranks, and the largest error (collective_bench)
+//   transfer_GBps          OBJECT_PULL of 1 GiB between two node agents,
+//                          beside the TCP loopback and memcpy ceilings
+//                          (object_transfer_bench)
 //
 //   ./build/bin/shoal_bench [--tasks N] [--sync N] [--cpus-per-node C]
 #include <algorithm>
@@ -78,14 +81,14 @@ int LaunchFigures() {
 
 }  // namespace
 
-// The all-reduce figures: collective_bench, built beside this binary, runs
-// its ranks as processes of their own.
-int CollectiveFigures(const char* self) {
+// Runs a benchmark built beside this binary (collective_bench runs its
+// ranks as processes of their own; object_transfer_bench its own cluster).
+int RunBesideSelf(const char* self, const char* name) {
   std::filesystem::path bench =
-      std::filesystem::path(self).parent_path() / "collective_bench";
+      std::filesystem::path(self).parent_path() / name;
   if (!std::filesystem::exists(bench)) {
-    fprintf(stderr, "%s is missing: build the collective_bench target\n",
-            bench.c_str());
+    fprintf(stderr, "%s is missing: build the %s target\n", bench.c_str(),
+            name);
     return 1;
   }
   fflush(stdout);
@@ -190,5 +193,6 @@ int main(int argc, char** argv) {
   shoal::Shutdown();
   (*cluster)->Stop();
   if (int rc = LaunchFigures(); rc != 0) return rc;
-  return CollectiveFigures(argv[0]);
+  if (int rc = RunBesideSelf(argv[0], "collective_bench"); rc != 0) return rc;
+  return RunBesideSelf(argv[0], "object_transfer_bench");
 }

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "shoal/buffer.h"
 #include "shoal/internal/runtime.h"
 #include "shoal/serialization.h"
 
@@ -91,6 +92,14 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// Every copy of a stored object was on nodes that died, and it could not be
+// rebuilt (the task that made it is not retriable, or it was put, not
+// computed). The message names the object and the nodes.
+class ObjectLostError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <typename T>
 class ObjectRef {
  public:
@@ -115,18 +124,33 @@ struct WaitResult {
 };
 
 // ---- Objects ----
+//
+// Values whose serialized size reaches the inline threshold (100 KiB; the
+// SHOAL_INLINE_THRESHOLD_BYTES variable changes it) go into the object store
+// of this process's node; smaller ones stay in the memory of the process
+// that made them (their owner). Task arguments and results follow the same
+// rule. An object lives while a reference to it does (ObjectRef copies here,
+// and refs held by pending tasks); then it is freed on every node.
 
 template <typename T>
 ObjectRef<std::decay_t<T>> Put(const T& value) {
   return ObjectRef<std::decay_t<T>>(
-      internal::PutSerialized(internal::Pack(value)));
+      internal::PutObject(internal::PackValue(value)));
 }
 
-// timeout_ms < 0 waits as long as it takes.
+// Puts `size` raw bytes, copied once into shared memory. Get it back as a
+// shoal::Buffer, which maps it without a copy.
+inline ObjectRef<Buffer> PutBuffer(const void* data, size_t size) {
+  return Put(Buffer(data, size, nullptr));
+}
+
+// timeout_ms < 0 waits as long as it takes. For ObjectRef<Buffer> the result
+// points into the node's shared memory (pulled to this node first when the
+// object is elsewhere) and keeps the object alive.
 template <typename T>
 T Get(const ObjectRef<T>& ref, int64_t timeout_ms = -1) {
-  std::string bytes = internal::GetSerialized(*ref.handle(), timeout_ms);
-  if constexpr (!std::is_void_v<T>) return internal::Unpack<T>(bytes);
+  internal::ObjectValue value = internal::GetObject(*ref.handle(), timeout_ms);
+  if constexpr (!std::is_void_v<T>) return internal::UnpackValue<T>(value);
 }
 
 template <typename T>
@@ -174,26 +198,26 @@ TaskArg MakeTaskArg(Arg&& arg) {
     static_assert(std::is_constructible_v<P, Arg&&>,
                   "argument does not convert to the remote function's "
                   "parameter type");
-    out.value = Pack(P(std::forward<Arg>(arg)));
+    out.value = PackValue(P(std::forward<Arg>(arg)));
   }
   return out;
 }
 
 template <typename R, typename... Params, size_t... I>
-std::string InvokeWithArgs(R (*fn)(Params...),
-                           const std::vector<std::string_view>& args,
+ObjectValue InvokeWithArgs(R (*fn)(Params...),
+                           const std::vector<ObjectValue>& args,
                            std::index_sequence<I...>) {
   if constexpr (std::is_void_v<R>) {
-    fn(Unpack<std::decay_t<Params>>(args[I])...);
-    return PackNil();
+    fn(UnpackValue<std::decay_t<Params>>(args[I])...);
+    return ObjectValue::Owned(PackNil());
   } else {
-    return Pack(fn(Unpack<std::decay_t<Params>>(args[I])...));
+    return PackValue(fn(UnpackValue<std::decay_t<Params>>(args[I])...));
   }
 }
 
 template <typename R, typename... Params>
 Invoker MakeInvoker(R (*fn)(Params...)) {
-  return [fn](const std::vector<std::string_view>& args) -> std::string {
+  return [fn](const std::vector<ObjectValue>& args) -> ObjectValue {
     if (args.size() != sizeof...(Params)) {
       throw std::invalid_argument(
           "expects " + std::to_string(sizeof...(Params)) + " arguments, got " +

@@ -120,9 +120,14 @@ class AgentImpl : public NodeAgent {
     auto capacity =
         static_cast<uint64_t>(total_.GetDouble("object_store_memory"));
     if (capacity == 0) return absl::OkStatus();
-    auto objects =
-        ObjectService::Create(absl::StrCat("node-", node_id_, "-", getpid()),
-                              capacity, options_.session_dir + "/spill");
+    agent::ObjectServiceOptions object_options;
+    object_options.name = absl::StrCat("node-", node_id_, "-", getpid());
+    object_options.capacity = capacity;
+    object_options.spill_dir = options_.session_dir + "/spill";
+    object_options.loop = loop_.get();
+    object_options.node_ip = options_.node_ip;
+    object_options.token = options_.token;
+    auto objects = ObjectService::Create(object_options);
     if (!objects.ok()) {
       return Annotate(objects.status(),
                       "cannot create the node's object store; start the node "
@@ -222,6 +227,8 @@ class AgentImpl : public NodeAgent {
       workers_.clear();
       return absl::OkStatus();
     }).IgnoreError();
+    // Transfer threads and pulls need the loop to finish.
+    if (objects_ != nullptr) objects_->Shutdown();
     loop_->Stop();
     server_.reset();
     // Unmaps the store and removes its file and spill folder's objects.
@@ -391,6 +398,9 @@ class AgentImpl : public NodeAgent {
     AvailableToProto(info.mutable_available());
     for (const auto& [k, v] : options_.labels) (*info.mutable_labels())[k] = v;
     info.set_session_dir(options_.session_dir);
+    if (objects_ != nullptr) {
+      info.set_object_transfer_address(objects_->transfer_address());
+    }
     return info;
   }
 

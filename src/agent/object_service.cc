@@ -1,6 +1,8 @@
 #include "agent/object_service.h"
 
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -8,6 +10,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
+#include "object_store/format_util.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
@@ -29,12 +32,12 @@ proto::ObjectPlace ToProto(const ObjectLocation& location) {
 // Replies with the location, or the store's error as it is: its messages
 // already say what holds the memory and what to do.
 void ReplyLocation(const absl::StatusOr<ObjectLocation>& location,
-                   rpc::Responder& resp) {
+                   const rpc::Responder& resp) {
   if (!location.ok()) return resp.Error(location.status());
   resp.Reply(ToProto(*location));
 }
 
-void ReplyStatus(const absl::Status& status, rpc::Responder& resp) {
+void ReplyStatus(const absl::Status& status, const rpc::Responder& resp) {
   if (!status.ok()) return resp.Error(status);
   resp.Reply(proto::Empty());
 }
@@ -60,19 +63,171 @@ void RemoveStaleArenas(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ObjectService>> ObjectService::Create(
-    const std::string& name, uint64_t capacity, const std::string& spill_dir) {
+    const ObjectServiceOptions& options) {
   RemoveStaleArenas("/dev/shm");
-  ASSIGN_OR_RETURN(auto arena, object_store::ShmArena::Create(name, capacity));
+  ASSIGN_OR_RETURN(auto arena, object_store::ShmArena::Create(
+                                   options.name, options.capacity));
   if (!arena->backing_note().empty()) {
     SHOAL_LOG(WARNING) << "object store: " << arena->backing_note();
   }
   ASSIGN_OR_RETURN(auto spill,
-                   object_store::FolderSpillStorage::Create(spill_dir));
-  SHOAL_LOG(INFO) << "object store: " << capacity << " bytes at "
-                  << arena->path() << ", spilling to " << spill_dir;
-  return std::unique_ptr<ObjectService>(
-      new ObjectService(std::make_unique<object_store::ObjectStore>(
-          std::move(arena), std::move(spill))));
+                   object_store::FolderSpillStorage::Create(options.spill_dir));
+  SHOAL_LOG(INFO) << "object store: " << options.capacity << " bytes at "
+                  << arena->path() << ", spilling to " << options.spill_dir;
+  std::unique_ptr<ObjectService> service(
+      new ObjectService(options, std::make_unique<object_store::ObjectStore>(
+                                     std::move(arena), std::move(spill))));
+  ASSIGN_OR_RETURN(
+      service->transfer_,
+      TransferServer::Create(options.node_ip, options.token, service.get()));
+  SHOAL_LOG(INFO) << "object store: serving objects to other nodes at "
+                  << service->transfer_->address();
+  return service;
+}
+
+ObjectService::ObjectService(const ObjectServiceOptions& options,
+                             std::unique_ptr<object_store::ObjectStore> store)
+    : options_(options), store_(std::move(store)) {}
+
+ObjectService::~ObjectService() {
+  // The loop has stopped (or Shutdown ran): nothing else touches pulls_.
+  if (transfer_ != nullptr) transfer_->Shutdown();
+  for (auto& [id, pull] : pulls_) pull.cancel->store(true);
+  for (auto& [id, pull] : pulls_) {
+    if (pull.thread.joinable()) pull.thread.join();
+  }
+}
+
+void ObjectService::Shutdown() {
+  // Transfer threads wait for the loop, so they end first, while it runs.
+  transfer_->Shutdown();
+  std::vector<std::thread> threads;
+  OnLoop([&] {
+    shut_down_ = true;
+    for (auto& [id, pull] : pulls_) {
+      pull.cancel->store(true);
+      threads.push_back(std::move(pull.thread));
+    }
+  });
+  // Each posts its FinishPull, which answers the waiters.
+  for (std::thread& t : threads) t.join();
+}
+
+void ObjectService::OnLoop(const std::function<void()>& fn) {
+  options_.loop->RunSync(fn);
+}
+
+absl::StatusOr<TransferServer::PinnedObject> ObjectService::Pin(
+    const std::string& id, int64_t client) {
+  absl::StatusOr<TransferServer::PinnedObject> pinned;
+  OnLoop([&] {
+    absl::StatusOr<ObjectLocation> location = store_->Get(id, client);
+    if (!location.ok()) {
+      pinned = location.status();
+      return;
+    }
+    pinned = TransferServer::PinnedObject{
+        store_->arena().data() + location->offset, location->size()};
+  });
+  return pinned;
+}
+
+void ObjectService::Unpin(const std::string& id, int64_t client) {
+  OnLoop([&] { store_->Release(id, client).IgnoreError(); });
+}
+
+void ObjectService::UnpinAll(int64_t client) {
+  OnLoop([&] { store_->ReleaseClient(client); });
+}
+
+void ObjectService::StartPull(const proto::ObjectPullRequest& r,
+                              rpc::Responder resp) {
+  const proto::StoredObject& object = r.object();
+  const std::string& id = object.object_id();
+  const std::string shown = object_store::FormatId(id);
+  auto client = static_cast<ClientId>(resp.connection_id());
+  if (store_->IsSealed(id)) return ReplyLocation(store_->Get(id, client), resp);
+  if (auto it = pulls_.find(id); it != pulls_.end()) {
+    it->second.waiters.push_back(std::move(resp));
+    return;
+  }
+  if (shut_down_) {
+    return resp.Error(absl::UnavailableError(
+        "this node's agent is shutting down; pull the object elsewhere"));
+  }
+  if (store_->Contains(id)) {
+    return resp.Error(absl::UnavailableError(
+        absl::StrCat("object ", shown,
+                     " is being written on this node; get it once sealed")));
+  }
+  absl::StatusOr<ObjectLocation> location =
+      store_->Create(id, object.data_size(), object.metadata_size(),
+                     kAgentClient, CopyKind::kSecondary, object.owner());
+  if (!location.ok()) return resp.Error(location.status());
+
+  std::vector<TransferSource> sources;
+  for (const proto::ObjectSource& s : object.sources()) {
+    sources.push_back({s.node_id(), s.address()});
+  }
+  PullOptions pull_options = options_.pull;
+  if (r.timeout_ms() > 0) pull_options.timeout_ms = r.timeout_ms();
+  pull_options.self_address = transfer_->address();
+  Pull& pull = pulls_[id];
+  pull.waiters.push_back(std::move(resp));
+  pull.cancel = std::make_shared<std::atomic<bool>>(false);
+  pull_options.cancel = pull.cancel.get();
+  uint8_t* dest = store_->arena().data() + location->offset;
+  // The thread only reads its own copies and the arena's memory for this
+  // object, which stays allocated until FinishPull seals or aborts it.
+  pull.thread = std::thread([this, id, dest, size = location->size(),
+                             sources = std::move(sources), pull_options,
+                             cancel = pull.cancel] {
+    absl::Status status =
+        PullObject(id, dest, size, sources, options_.token, pull_options);
+    options_.loop->Post([this, id, status] { FinishPull(id, status); });
+  });
+}
+
+void ObjectService::FinishPull(const std::string& id,
+                               const absl::Status& pulled) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end()) return;
+  Pull pull = std::move(it->second);
+  pulls_.erase(it);
+  // It has posted this and is returning.
+  if (pull.thread.joinable()) pull.thread.join();
+  const std::string shown = object_store::FormatId(id);
+  absl::Status status = pulled;
+  if (pull.deleted) {
+    status = absl::NotFoundError(
+        absl::StrCat("object ", shown,
+                     " was deleted by its owner while this node pulled it"));
+  } else if (shut_down_ && absl::IsCancelled(status)) {
+    status = absl::UnavailableError(absl::StrCat(
+        "this node's agent shut down while it pulled object ", shown));
+  }
+  if (status.ok()) {
+    status = store_->Seal(id, kAgentClient);
+  } else {
+    absl::Status aborted = store_->Abort(id, kAgentClient);
+    if (!aborted.ok()) {
+      SHOAL_LOG(WARNING) << "object store: cannot drop the failed copy of "
+                         << shown << ": " << aborted;
+    }
+  }
+  if (!status.ok()) {
+    if (!pull.deleted && !shut_down_) {
+      SHOAL_LOG(WARNING) << "object store: pull failed: " << status;
+    }
+    for (const rpc::Responder& waiter : pull.waiters) waiter.Error(status);
+    return;
+  }
+  // Waiters whose connection closed were dropped by OnDisconnect: a pin
+  // for them would never be released.
+  for (const rpc::Responder& waiter : pull.waiters) {
+    ReplyLocation(
+        store_->Get(id, static_cast<ClientId>(waiter.connection_id())), waiter);
+  }
 }
 
 void ObjectService::Register(rpc::Server* s) {
@@ -112,11 +267,25 @@ void ObjectService::Register(rpc::Server* s) {
       });
   rpc::RegisterProto<proto::ObjectRequest>(
       s, proto::OBJECT_DELETE, [this](const auto& r, rpc::Responder resp) {
+        if (auto it = pulls_.find(r.object_id()); it != pulls_.end()) {
+          // The copy being pulled is freed when FinishPull aborts it.
+          it->second.deleted = true;
+          it->second.cancel->store(true);
+        }
         ReplyStatus(store_->Delete(r.object_id()), resp);
+      });
+  rpc::RegisterProto<proto::ObjectPullRequest>(
+      s, proto::OBJECT_PULL, [this](const auto& r, rpc::Responder resp) {
+        StartPull(r, std::move(resp));
       });
 }
 
 void ObjectService::OnDisconnect(uint64_t connection_id) {
+  for (auto& [id, pull] : pulls_) {
+    std::erase_if(pull.waiters, [&](const rpc::Responder& waiter) {
+      return waiter.connection_id() == connection_id;
+    });
+  }
   int64_t released =
       store_->ReleaseClient(static_cast<ClientId>(connection_id));
   if (released > 0) {

@@ -365,11 +365,11 @@ std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
   return RequireRuntime()->Submit(function_name, std::move(args), options);
 }
 
-std::shared_ptr<RefHandle> PutSerialized(std::string bytes) {
-  return RequireRuntime()->Put(std::move(bytes));
+std::shared_ptr<RefHandle> PutObject(ObjectValue value) {
+  return RequireRuntime()->Put(std::move(value));
 }
 
-std::string GetSerialized(const RefHandle& ref, int64_t timeout_ms) {
+ObjectValue GetObject(const RefHandle& ref, int64_t timeout_ms) {
   return RequireRuntime()->Get(ref, timeout_ms);
 }
 

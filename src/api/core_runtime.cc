@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "api/object_client.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
@@ -31,12 +32,24 @@ constexpr int kMaxPendingLeaseRequests = 10;
 constexpr int kMaxLeaseFailures = 3;
 constexpr int64_t kBlobChunk = 4 << 20;
 
-enum class ErrorKind { kNone, kRemote, kWorkerDied, kInfeasible, kOther };
+enum class ErrorKind {
+  kNone,
+  kRemote,
+  kWorkerDied,
+  kInfeasible,
+  kObjectLost,
+  kOther
+};
 
 struct ObjectEntry {
   enum class State { kPending, kReady, kFailed };
   State state = State::kPending;
-  std::string value;
+  std::shared_ptr<const std::string> value;  // msgpack, when inline
+  // In node object stores instead: where, and every node that holds or is
+  // about to hold a copy (freed there when the last reference goes).
+  bool stored = false;
+  proto::StoredObject stored_object;
+  std::set<std::string> copy_nodes;
   ErrorKind error_kind = ErrorKind::kNone;
   std::string error;  // full message
   std::string function, node, remote_message;
@@ -47,7 +60,8 @@ struct TaskEntry {
   std::string id;
   std::string function;
   std::vector<TaskArg> args;
-  std::vector<std::string> values;  // resolved arguments
+  std::vector<std::string> values;            // resolved arguments (msgpack)
+  std::map<int, proto::StoredObject> stored;  // or resolved to stored objects
   ResourceSet shape;
   std::string shape_key;
   int retries_left = 3;
@@ -105,13 +119,37 @@ class CoreRuntimeImpl : public CoreRuntime {
     ASSIGN_OR_RETURN(auto reply, CallHead<proto::RegisterJobReply>(
                                      proto::REGISTER_JOB, job));
     job_id_ = reply.job_id();
+    owner_ = absl::StrCat("driver of job ", job_id_, " (pid ", getpid(), ")");
     RETURN_IF_ERROR(UploadBinary());
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
+    std::string store_agent;
     RunOnLoop([&] {
       SetNodes(status);
       ScheduleMaintenance();
+      for (const auto& n : nodes_) {
+        if (n.address() == local_agent_ && IsLocalAddress(n.node_ip())) {
+          store_agent = n.address();
+        }
+      }
     });
+    ConnectStore(store_agent);
     return absl::OkStatus();
+  }
+
+  // Large objects go through the store of the node agent on this host.
+  void ConnectStore(const std::string& agent) {
+    if (agent.empty()) {
+      store_error_ = "no node agent runs on this host";
+      return;
+    }
+    auto client = ObjectClient::Connect(agent, options_.token,
+                                        "driver " + job_id_ + " objects");
+    if (!client.ok()) {
+      store_error_ = std::string(client.status().message());
+      SHOAL_LOG(INFO) << "objects stay in this process: " << store_error_;
+      return;
+    }
+    store_ = std::move(*client);
   }
 
   // ---- User-thread API ----
@@ -139,6 +177,18 @@ class CoreRuntimeImpl : public CoreRuntime {
     if (options.max_retries < 0) {
       throw Error("max_retries must be 0 or more");
     }
+    // Large arguments passed by value go through the store like Put; the
+    // task holds their refs until it is done. Small ones are copied now, so
+    // nothing the caller owns is read after Remote() returns.
+    for (TaskArg& arg : args) {
+      if (arg.ref != nullptr) continue;
+      if (store_ != nullptr && arg.value.data.size() >= threshold_) {
+        arg.ref = Put(std::move(arg.value));
+        arg.value = {};
+      } else if (arg.value.raw || arg.value.keepalive == nullptr) {
+        arg.value = ObjectValue::Owned(ToMsgpack(arg.value));
+      }
+    }
     auto task = std::make_unique<TaskEntry>();
     task->id = NewId();
     task->function = function_name;
@@ -156,19 +206,107 @@ class CoreRuntimeImpl : public CoreRuntime {
     return handle;
   }
 
-  std::shared_ptr<RefHandle> Put(std::string bytes) override {
+  std::shared_ptr<RefHandle> Put(ObjectValue value) override {
     std::string id = NewId();
+    ObjectEntry entry;
+    entry.state = ObjectEntry::State::kReady;
+    if (store_ != nullptr && value.data.size() >= threshold_) {
+      const char format = value.raw ? kFormatRaw : kFormatMsgpack;
+      absl::Status put =
+          store_->Put(id, owner_, value.data.size(),
+                      std::string_view(&format, 1), [&](uint8_t* dest) {
+                        memcpy(dest, value.data.data(), value.data.size());
+                      });
+      if (!put.ok()) {
+        throw Error(absl::StrCat("Put of ", value.data.size(),
+                                 " bytes failed: ", put.message()));
+      }
+      entry.stored = true;
+      proto::StoredObject& so = entry.stored_object;
+      so.set_object_id(id);
+      so.set_data_size(value.data.size());
+      so.set_metadata_size(1);
+      so.set_owner(owner_);
+      AddSource(&so, store_->node_id(), store_->transfer_address());
+      entry.copy_nodes.insert(store_->node_id());
+    } else {
+      entry.value = std::make_shared<const std::string>(ToMsgpack(value));
+    }
     {
       std::lock_guard<std::mutex> lock(obj_mu_);
-      ObjectEntry& e = objects_[id];
-      e.state = ObjectEntry::State::kReady;
-      e.value = std::move(bytes);
+      objects_[id] = std::move(entry);
     }
     return std::make_shared<RefHandle>(id);
   }
 
-  std::string Get(const RefHandle& ref, int64_t timeout_ms) override {
-    std::unique_lock<std::mutex> lock(obj_mu_);
+  ObjectValue Get(const RefHandle& ref, int64_t timeout_ms) override {
+    int64_t deadline_us =
+        timeout_ms < 0 ? -1 : MonotonicUs() + timeout_ms * 1000;
+    while (true) {
+      int64_t left_ms =
+          deadline_us < 0
+              ? -1
+              : std::max<int64_t>(0, (deadline_us - MonotonicUs()) / 1000);
+      proto::StoredObject where;
+      bool have_copy = false;
+      {
+        std::unique_lock<std::mutex> lock(obj_mu_);
+        const ObjectEntry& e = WaitReady(lock, ref, left_ms);
+        if (!e.stored) return {*e.value, false, e.value};
+        where = e.stored_object;
+        have_copy = store_ != nullptr && e.copy_nodes.count(store_->node_id());
+      }
+      absl::StatusOr<ObjectValue> value = FetchStored(where, have_copy);
+      if (value.ok()) return *value;
+      if (value.status().code() != absl::StatusCode::kDataLoss) {
+        throw Error(absl::StrCat("Get of object ", ref.id(),
+                                 " failed: ", value.status().message()));
+      }
+      // Every copy is gone: rebuild it from its task, or say it is lost.
+      std::string why;
+      bool rebuilding = false;
+      RunOnLoop([&] { rebuilding = Reconstruct(ref.id(), where, &why); });
+      if (!rebuilding) {
+        throw ObjectLostError(
+            absl::StrCat(value.status().message(), "; ", why));
+      }
+    }
+  }
+
+  // Maps a stored object from this node's store, pulling it here first
+  // when the node has no copy.
+  absl::StatusOr<ObjectValue> FetchStored(const proto::StoredObject& where,
+                                          bool have_copy) {
+    if (store_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "object ", where.object_id(), " lives in node object stores, and ",
+          "this process's host has no node agent with one: ", store_error_));
+    }
+    absl::StatusOr<std::shared_ptr<StoredView>> view =
+        absl::NotFoundError("no copy here");
+    if (have_copy) view = store_->Get(where.object_id());
+    if (!view.ok() && view.status().code() == absl::StatusCode::kNotFound) {
+      view = store_->Pull(where, 0);
+      if (view.ok()) {
+        std::lock_guard<std::mutex> lock(obj_mu_);
+        auto it = objects_.find(where.object_id());
+        if (it != objects_.end()) {
+          it->second.copy_nodes.insert(store_->node_id());
+          AddSource(&it->second.stored_object, store_->node_id(),
+                    store_->transfer_address());
+        }
+      }
+    }
+    if (!view.ok()) return view.status();
+    std::string_view metadata = (*view)->metadata();
+    return ObjectValue{(*view)->data(),
+                       !metadata.empty() && metadata[0] == kFormatRaw, *view};
+  }
+
+  // Waits until `ref`'s object is no longer pending and returns it, or
+  // throws its error.
+  const ObjectEntry& WaitReady(std::unique_lock<std::mutex>& lock,
+                               const RefHandle& ref, int64_t timeout_ms) {
     auto it = objects_.find(ref.id());
     if (it == objects_.end()) {
       throw Error(absl::StrCat("object ", ref.id(),
@@ -196,7 +334,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     }
     if (it == objects_.end()) throw Error("object released while waiting");
     const ObjectEntry& e = it->second;
-    if (e.state == ObjectEntry::State::kReady) return e.value;
+    if (e.state == ObjectEntry::State::kReady) return e;
     switch (e.error_kind) {
       case ErrorKind::kRemote:
         throw RemoteError(e.function, e.node, e.remote_message);
@@ -204,6 +342,8 @@ class CoreRuntimeImpl : public CoreRuntime {
         throw WorkerDiedError(e.error);
       case ErrorKind::kInfeasible:
         throw InfeasibleError(e.error);
+      case ErrorKind::kObjectLost:
+        throw ObjectLostError(e.error);
       default:
         throw Error(e.error);
     }
@@ -242,7 +382,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     if (it->second.state == ObjectEntry::State::kPending) {
       it->second.released = true;
     } else {
-      objects_.erase(it);
+      ForgetLocked(it);
     }
   }
 
@@ -279,12 +419,32 @@ class CoreRuntimeImpl : public CoreRuntime {
     if (!loop_) return;
     std::promise<void> done;
     int pending_returns = 0;
+    // Stored objects this process owns go with it, on every node.
+    std::vector<std::pair<std::string, std::set<std::string>>> stored;
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      for (auto& [id, e] : objects_) {
+        if (e.stored) stored.emplace_back(id, std::move(e.copy_nodes));
+      }
+    }
     loop_->Post([&] {
       // Return every lease; wait (briefly) for the agents to take them back.
       auto remaining = std::make_shared<int>(0);
       auto finish = [&done, remaining] {
         if (--*remaining == 0) done.set_value();
       };
+      for (const auto& [id, nodes] : stored) {
+        proto::ObjectRequest req;
+        req.set_object_id(id);
+        for (const std::string& node : nodes) {
+          auto agent = agent_of_node_.find(node);
+          if (agent == agent_of_node_.end()) continue;
+          ++*remaining;
+          rpc::CallProto<proto::Empty>(
+              AgentChannel(agent->second), proto::OBJECT_DELETE, req,
+              [finish](absl::StatusOr<proto::Empty>) { finish(); }, 1000);
+        }
+      }
       for (auto& [key, q] : shapes_) {
         for (auto& w : q.workers) {
           ++*remaining;
@@ -304,6 +464,13 @@ class CoreRuntimeImpl : public CoreRuntime {
       agents_.clear();
       head_.reset();
     });
+    // Outside the loop: lineage holds refs whose release takes obj_mu_.
+    std::unordered_map<std::string, std::unique_ptr<TaskEntry>> lineage;
+    RunOnLoop([&] {
+      lineage = std::move(lineage_);
+      tasks_.clear();
+    });
+    lineage.clear();
     loop_->Stop();
     loop_.reset();
     std::lock_guard<std::mutex> lock(obj_mu_);
@@ -313,6 +480,28 @@ class CoreRuntimeImpl : public CoreRuntime {
  private:
   std::string NewId() {
     return absl::StrCat(prefix_, "-", next_id_.fetch_add(1));
+  }
+
+  static void AddSource(proto::StoredObject* object, const std::string& node,
+                        const std::string& address) {
+    for (const auto& s : object->sources()) {
+      if (s.node_id() == node) return;
+    }
+    proto::ObjectSource* source = object->add_sources();
+    source->set_node_id(node);
+    source->set_address(address);
+  }
+
+  // The last reference is gone: forget the object, and free a stored one on
+  // every node holding a copy (and its lineage). REQUIRES: obj_mu_ held.
+  void ForgetLocked(std::unordered_map<std::string, ObjectEntry>::iterator it) {
+    if (it->second.stored && loop_ != nullptr) {
+      loop_->Post(
+          [this, id = it->first, nodes = std::move(it->second.copy_nodes)] {
+            FreeStored(id, nodes);
+          });
+    }
+    objects_.erase(it);
   }
 
   void RunOnLoop(const std::function<void()>& fn) { loop_->RunSync(fn); }
@@ -364,6 +553,7 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   void SetNodes(const proto::ClusterStatus& status) {
     nodes_.assign(status.nodes().begin(), status.nodes().end());
+    for (const auto& n : nodes_) agent_of_node_[n.node_id()] = n.address();
     if (!local_agent_.empty() && !bad_agents_.count(local_agent_)) return;
     local_agent_.clear();
     // Prefer an agent on this host; else any alive one.
@@ -451,13 +641,16 @@ class CoreRuntimeImpl : public CoreRuntime {
   void OnSubmit(std::unique_ptr<TaskEntry> task) {
     TaskEntry* t = task.get();
     tasks_[t->id] = std::move(task);
-    t->values.resize(t->args.size());
+    t->values.assign(t->args.size(), std::string());
+    t->stored.clear();
+    t->deps_pending = 0;
     std::string failed_dep;
     {
       std::lock_guard<std::mutex> lock(obj_mu_);
       for (size_t i = 0; i < t->args.size(); ++i) {
         if (t->args[i].ref == nullptr) {
-          t->values[i] = std::move(t->args[i].value);
+          // Kept in args too: a rebuilt object's task runs again.
+          t->values[i] = std::string(t->args[i].value.data);
           continue;
         }
         const std::string& dep = t->args[i].ref->id();
@@ -470,7 +663,7 @@ class CoreRuntimeImpl : public CoreRuntime {
           ++t->deps_pending;
           dependents_[dep].push_back(t->id);
         } else if (it->second.state == ObjectEntry::State::kReady) {
-          t->values[i] = it->second.value;
+          SetArg(*t, i, it->second);
         } else {
           ObjectEntry copy = it->second;
           copy.state = ObjectEntry::State::kPending;
@@ -489,6 +682,17 @@ class CoreRuntimeImpl : public CoreRuntime {
       return FailTask(t->id, e);
     }
     if (t->deps_pending == 0) Enqueue(t);
+  }
+
+  // Argument i of `t` is the ready object `e`.
+  static void SetArg(TaskEntry& t, size_t i, const ObjectEntry& e) {
+    if (e.stored) {
+      t.stored[static_cast<int>(i)] = e.stored_object;
+      t.values[i].clear();
+    } else {
+      t.stored.erase(static_cast<int>(i));
+      t.values[i] = *e.value;
+    }
   }
 
   void Enqueue(TaskEntry* t, bool front = false) {
@@ -525,7 +729,19 @@ class CoreRuntimeImpl : public CoreRuntime {
     spec.set_task_id(t.id);
     spec.set_function_name(t.function);
     for (const auto& v : t.values) spec.add_args(v);
+    if (!t.stored.empty()) {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      for (const auto& [index, object] : t.stored) {
+        (*spec.mutable_stored_args())[index] = object;
+        // The worker's node pulls a copy: free it there too.
+        auto it = objects_.find(object.object_id());
+        if (it != objects_.end()) it->second.copy_nodes.insert(w.node_id);
+      }
+    }
     spec.set_attempt(t.attempt);
+    spec.set_result_id(t.id);
+    spec.set_owner(owner_);
+    spec.set_inline_threshold(threshold_);
     w.in_flight.push_back(t.id);
     std::string key = t.shape_key;
     std::string lease = w.lease_id;
@@ -576,7 +792,17 @@ class CoreRuntimeImpl : public CoreRuntime {
         double exec = static_cast<double>(result.exec_us());
         q.avg_exec_us =
             q.avg_exec_us < 0 ? exec : 0.8 * q.avg_exec_us + 0.2 * exec;
-        CompleteTask(task_id, std::move(*result.mutable_value()));
+        CompleteTask(task_id, std::move(result));
+      } else if (result.error_type() == "shoal::ObjectLost") {
+        // Runs again once the argument is rebuilt, if it can be.
+        std::string why;
+        if (!RebuildArgument(task_id, result.lost_object(), &why)) {
+          ObjectEntry e;
+          e.error_kind = ErrorKind::kObjectLost;
+          e.error = absl::StrCat("task ", task_id, " cannot run on node ", node,
+                                 ": ", result.error(), "; ", why);
+          FailTask(task_id, e);
+        }
       } else {
         auto t = tasks_.find(task_id);
         ObjectEntry e;
@@ -748,6 +974,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     w->address = reply.worker_address();
     w->node_id = reply.node_id();
     w->agent_address = agent;
+    agent_of_node_[w->node_id] = agent;
     w->channel = std::make_unique<rpc::Channel>(
         loop_.get(), w->address, options_.token, "driver " + job_id_);
     w->idle_since_us = MonotonicUs();
@@ -792,22 +1019,153 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   // `id` is a copy: the task entry that may hold it is erased here.
-  void CompleteTask(std::string id, std::string value) {
-    tasks_.erase(id);
+  void CompleteTask(std::string id, proto::TaskResult result) {
+    std::unique_ptr<TaskEntry> done;
+    if (auto t = tasks_.find(id); t != tasks_.end()) {
+      done = std::move(t->second);
+      tasks_.erase(t);
+    }
+    bool keep_lineage = false;
     {
       std::lock_guard<std::mutex> lock(obj_mu_);
       auto it = objects_.find(id);
       if (it != objects_.end()) {
-        if (it->second.released && dependents_.count(id) == 0) {
-          objects_.erase(it);
+        ObjectEntry& e = it->second;
+        if (result.has_stored()) {
+          e.stored = true;
+          e.stored_object = std::move(*result.mutable_stored());
+          for (const auto& source : e.stored_object.sources()) {
+            e.copy_nodes.insert(source.node_id());
+          }
         } else {
-          it->second.state = ObjectEntry::State::kReady;
-          it->second.value = std::move(value);
+          e.stored = false;
+          e.value = std::make_shared<const std::string>(
+              std::move(*result.mutable_value()));
+        }
+        if (e.released && dependents_.count(id) == 0) {
+          ForgetLocked(it);
+        } else {
+          e.state = ObjectEntry::State::kReady;
+          keep_lineage = e.stored;
         }
       }
       if (waiters_ > 0) obj_cv_.notify_all();
     }
+    // The task that made a stored object can make it again if every copy
+    // is lost; it (and the arguments it holds) is kept while the object is.
+    if (keep_lineage && done != nullptr) lineage_[id] = std::move(done);
+    done.reset();
     ResolveDependents(id);
+  }
+
+  // Every copy of stored object `id` (as `failed` described it) is gone.
+  // Starts running the task that made it again; false, with *why, when it
+  // cannot be rebuilt.
+  bool Reconstruct(const std::string& id, const proto::StoredObject& failed,
+                   std::string* why) {
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      auto it = objects_.find(id);
+      if (it == objects_.end()) {
+        *why = "it was released";
+        return false;
+      }
+      const ObjectEntry& e = it->second;
+      if (e.state == ObjectEntry::State::kPending) return true;  // rebuilding
+      if (e.stored &&
+          e.stored_object.SerializeAsString() != failed.SerializeAsString()) {
+        return true;  // rebuilt, or copied elsewhere, since that attempt
+      }
+    }
+    auto l = lineage_.find(id);
+    if (l == lineage_.end()) {
+      *why =
+          "it was made by shoal::Put (not by a task), so nothing can rebuild "
+          "it";
+      return false;
+    }
+    TaskEntry& t = *l->second;
+    if (t.retries_left <= 0) {
+      *why = absl::StrCat("the task that made it (", t.function,
+                          ") has no retries left to rebuild it; raise "
+                          "SetMaxRetries() to let Shoal re-run it");
+      return false;
+    }
+    --t.retries_left;
+    ++t.attempt;
+    SHOAL_LOG(WARNING) << "object " << id
+                       << " was lost with every node that held it; "
+                          "rebuilding it by running "
+                       << t.function << " again (" << t.retries_left
+                       << " retries left)";
+    std::unique_ptr<TaskEntry> task = std::move(l->second);
+    lineage_.erase(l);
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      ObjectEntry& e = objects_[id];
+      e.state = ObjectEntry::State::kPending;
+      e.stored = false;
+      e.stored_object.Clear();
+    }
+    OnSubmit(std::move(task));
+    return true;
+  }
+
+  // A worker could not get argument `lost` of task `task_id` from any node:
+  // rebuilds it and runs the task once it is back. False, with *why, when
+  // it cannot be rebuilt.
+  bool RebuildArgument(const std::string& task_id, const std::string& lost,
+                       std::string* why) {
+    auto t = tasks_.find(task_id);
+    if (t == tasks_.end()) {
+      *why = "the task is gone";
+      return false;
+    }
+    proto::StoredObject failed;
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      auto it = objects_.find(lost);
+      if (it != objects_.end()) failed = it->second.stored_object;
+    }
+    if (!Reconstruct(lost, failed, why)) return false;
+    TaskEntry& task = *t->second;
+    bool pending = false;
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      auto it = objects_.find(lost);
+      pending = it == objects_.end() ||
+                it->second.state == ObjectEntry::State::kPending;
+      for (size_t i = 0; i < task.args.size(); ++i) {
+        if (task.args[i].ref == nullptr || task.args[i].ref->id() != lost) {
+          continue;
+        }
+        if (pending) {
+          ++task.deps_pending;
+        } else {
+          SetArg(task, i, it->second);
+        }
+      }
+    }
+    if (pending) {
+      dependents_[lost].push_back(task_id);
+    } else {
+      Enqueue(&task, /*front=*/true);
+    }
+    return true;
+  }
+
+  // Frees a released stored object on every node that holds a copy.
+  void FreeStored(const std::string& id, const std::set<std::string>& nodes) {
+    lineage_.erase(id);
+    proto::ObjectRequest req;
+    req.set_object_id(id);
+    for (const std::string& node : nodes) {
+      auto agent = agent_of_node_.find(node);
+      if (agent == agent_of_node_.end()) continue;
+      rpc::CallProto<proto::Empty>(
+          AgentChannel(agent->second), proto::OBJECT_DELETE, req,
+          [](absl::StatusOr<proto::Empty>) {}, 10000);
+    }
   }
 
   void FailTask(std::string id, const ObjectEntry& error) {
@@ -843,7 +1201,7 @@ class CoreRuntimeImpl : public CoreRuntime {
       auto it = objects_.find(object_id);
       if (it != objects_.end()) {
         entry = it->second;
-        if (it->second.released) objects_.erase(it);
+        if (it->second.released) ForgetLocked(it);
       }
     }
     for (const auto& task_id : waiting) {
@@ -856,7 +1214,7 @@ class CoreRuntimeImpl : public CoreRuntime {
       }
       for (size_t i = 0; i < task->args.size(); ++i) {
         if (task->args[i].ref && task->args[i].ref->id() == object_id) {
-          task->values[i] = entry.value;
+          SetArg(*task, i, entry);
           --task->deps_pending;
         }
       }
@@ -869,6 +1227,12 @@ class CoreRuntimeImpl : public CoreRuntime {
   const std::string prefix_;
   std::atomic<uint64_t> next_id_{1};
   std::string job_id_;
+  std::string owner_;  // names this process as objects' owner
+  // This node's object store (null when the host has no agent with one)
+  // and the size from which values go there.
+  std::shared_ptr<ObjectClient> store_;
+  std::string store_error_;
+  uint64_t threshold_ = InlineThresholdBytes();
   std::string binary_path_;
   std::string binary_hash_;
 
@@ -886,6 +1250,9 @@ class CoreRuntimeImpl : public CoreRuntime {
   std::map<std::string, int64_t> bad_agents_;
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
   std::unordered_map<std::string, std::vector<std::string>> dependents_;
+  // Tasks that made stored objects still referenced, by object id.
+  std::unordered_map<std::string, std::unique_ptr<TaskEntry>> lineage_;
+  std::map<std::string, std::string> agent_of_node_;  // node id -> address
   std::map<std::string, ShapeQueue> shapes_;
   int64_t maintenance_ticks_ = 0;
 };

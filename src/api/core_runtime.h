@@ -39,8 +39,8 @@ class CoreRuntime {
   virtual std::shared_ptr<RefHandle> Submit(const std::string& function_name,
                                             std::vector<TaskArg> args,
                                             const TaskOptions& options) = 0;
-  virtual std::shared_ptr<RefHandle> Put(std::string bytes) = 0;
-  virtual std::string Get(const RefHandle& ref, int64_t timeout_ms) = 0;
+  virtual std::shared_ptr<RefHandle> Put(ObjectValue value) = 0;
+  virtual ObjectValue Get(const RefHandle& ref, int64_t timeout_ms) = 0;
   virtual std::vector<size_t> Wait(const std::vector<const RefHandle*>& refs,
                                    size_t num_ready, int64_t timeout_ms) = 0;
   virtual void Release(const std::string& object_id) = 0;

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -127,6 +129,25 @@ absl::Status SplitHostPort(const std::string& address, std::string* host,
                      "\": expected HOST:PORT, e.g. 10.0.0.2:6379"));
   }
   *host = address.substr(0, colon);
+  return absl::OkStatus();
+}
+
+absl::Status ResolveAddress(const std::string& address, sockaddr_in* out) {
+  std::string host;
+  int port = 0;
+  if (absl::Status s = SplitHostPort(address, &host, &port); !s.ok()) return s;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc =
+      getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  }
+  memcpy(out, res->ai_addr, sizeof(*out));
+  freeaddrinfo(res);
   return absl::OkStatus();
 }
 

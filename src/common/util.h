@@ -9,6 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+struct sockaddr_in;
+
 namespace shoal {
 
 // `bytes` random bytes from the kernel, hex encoded (2 * bytes characters).
@@ -32,6 +34,10 @@ std::string InterfaceOf(const std::string& ip);
 // Splits "host:port". Fails with a message naming the expected form.
 absl::Status SplitHostPort(const std::string& address, std::string* host,
                            int* port);
+
+// Resolves "host:port" to an IPv4 socket address. InvalidArgument for a
+// malformed address, Unavailable when the host does not resolve.
+absl::Status ResolveAddress(const std::string& address, sockaddr_in* out);
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes atomically (temp file + rename) with the given mode.

@@ -199,11 +199,11 @@ int RunLaunchChild() {
   if (!spec_text.ok() || !spec.ParseFromString(*spec_text)) {
     result.set_error("cannot read the launch spec");
   } else if (const Invoker* invoker = FindInvoker(spec.function_name())) {
-    std::string index = Pack(EnvInt("SHOAL_LAUNCH_LOCAL_INDEX", 0));
-    std::vector<std::string_view> args = {index};
-    for (const auto& a : spec.args()) args.push_back(a);
+    std::vector<ObjectValue> args = {
+        ObjectValue::Owned(Pack(EnvInt("SHOAL_LAUNCH_LOCAL_INDEX", 0)))};
+    for (const auto& a : spec.args()) args.push_back({a, false, nullptr});
     try {
-      result.set_value((*invoker)(args));
+      result.set_value(ToMsgpack((*invoker)(args)));
       result.set_ok(true);
       code = 0;
     } catch (const std::exception& e) {

@@ -16,21 +16,12 @@
 #include "common/logging.h"
 #include "common/util.h"
 #include "google/protobuf/message_lite.h"
+#include "rpc/frame.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
 namespace {
 
-enum FrameKind : uint8_t {
-  kHello = 1,
-  kHelloOk = 2,
-  kRequest = 3,
-  kResponse = 4,
-  kError = 5,
-};
-
-constexpr size_t kHeaderSize = 17;
-constexpr uint32_t kMaxFrameSize = 1u << 30;
 // Until a connection is authenticated only handshake frames (a Hello, its
 // answer or a refusal: a token and a few words) may arrive. Without this
 // bound anything that is not a Shoal peer is read as a frame length of up to
@@ -87,11 +78,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
             std::string_view payload) {
     if (closed_) return;
     char header[kHeaderSize];
-    uint32_t len = static_cast<uint32_t>(kHeaderSize - 4 + payload.size());
-    memcpy(header, &len, 4);
-    header[4] = static_cast<char>(kind);
-    memcpy(header + 5, &method, 4);
-    memcpy(header + 9, &call_id, 8);
+    EncodeFrameHeader(header, kind, method, call_id, payload.size());
     out_.append(header, kHeaderSize);
     out_.append(payload.data(), payload.size());
     ScheduleFlush();
@@ -499,34 +486,18 @@ void Channel::Close() {
 }
 
 void Channel::Connect() {
-  std::string host;
-  int port = 0;
-  absl::Status split = SplitHostPort(address_, &host, &port);
   auto fail_soon = [this](absl::Status why) {
     std::weak_ptr<bool> alive = alive_;
     loop_->Post([this, alive, why] {
       if (alive.lock() && *alive.lock()) OnClosed(why);
     });
   };
-  if (!split.ok()) {
-    conn_ = nullptr;
-    fail_soon(split);
-    return;
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc =
-      getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    fail_soon(absl::UnavailableError(
-        absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc))));
-    return;
-  }
   sockaddr_in addr;
-  memcpy(&addr, res->ai_addr, sizeof(addr));
-  freeaddrinfo(res);
+  if (absl::Status s = ResolveAddress(address_, &addr); !s.ok()) {
+    conn_ = nullptr;
+    fail_soon(s);
+    return;
+  }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     fail_soon(absl::InternalError(absl::StrCat("socket: ", strerror(errno))));
@@ -590,12 +561,8 @@ void Channel::Call(int method, std::string payload, Callback callback,
     return;
   }
   char header[kHeaderSize];
-  uint32_t len = static_cast<uint32_t>(kHeaderSize - 4 + payload.size());
-  memcpy(header, &len, 4);
-  header[4] = static_cast<char>(kRequest);
-  uint32_t m = static_cast<uint32_t>(method);
-  memcpy(header + 5, &m, 4);
-  memcpy(header + 9, &id, 8);
+  EncodeFrameHeader(header, kRequest, static_cast<uint32_t>(method), id,
+                    payload.size());
   queued_.push_back(std::string(header, kHeaderSize) + payload);
   if (conn_ == nullptr) Connect();
 }

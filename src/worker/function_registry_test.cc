@@ -55,8 +55,9 @@ std::string Invoke(const std::string& name,
                    const std::vector<std::string>& args) {
   const Invoker* invoker = FindInvoker(name);
   if (invoker == nullptr) throw std::logic_error("no invoker for " + name);
-  std::vector<std::string_view> views(args.begin(), args.end());
-  return (*invoker)(views);
+  std::vector<ObjectValue> values;
+  for (const auto& a : args) values.push_back({a, false, nullptr});
+  return ToMsgpack((*invoker)(values));
 }
 
 TEST(SplitFunctionNamesTest, SplitsAndTrims) {

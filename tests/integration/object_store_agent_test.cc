@@ -19,76 +19,18 @@
 #include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
+#include "tests/testing/agent_client.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
 
 using ::shoal::testing::ClusterSpec;
+using Client = ::shoal::testing::AgentClient;
 using ::shoal::testing::RunCli;
 using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
 
 constexpr int64_t kStoreBytes = 8 << 20;
-
-// One process's connection to its node agent.
-class Client {
- public:
-  Client(shoal::rpc::EventLoop* loop, const std::string& agent,
-         const std::string& token)
-      : loop_(loop) {
-    loop_->RunSync([&] {
-      channel_ =
-          std::make_unique<shoal::rpc::Channel>(loop_, agent, token, "test");
-    });
-  }
-  ~Client() {
-    loop_->RunSync([&] { channel_.reset(); });
-  }
-
-  template <typename Reply>
-  absl::StatusOr<Reply> Call(int method,
-                             const google::protobuf::MessageLite& request) {
-    std::promise<absl::StatusOr<Reply>> done;
-    loop_->Post([&] {
-      shoal::rpc::CallProto<Reply>(
-          channel_.get(), method, request,
-          [&](absl::StatusOr<Reply> r) { done.set_value(std::move(r)); }, 5000);
-    });
-    return done.get_future().get();
-  }
-
-  absl::StatusOr<shoal::proto::ObjectPlace> Create(const std::string& id,
-                                                   uint64_t size) {
-    shoal::proto::ObjectRequest r;
-    r.set_object_id(id);
-    r.set_data_size(size);
-    return Call<shoal::proto::ObjectPlace>(shoal::proto::OBJECT_CREATE, r);
-  }
-  absl::Status Seal(const std::string& id) {
-    return Simple(id, shoal::proto::OBJECT_SEAL);
-  }
-  absl::StatusOr<shoal::proto::ObjectPlace> Get(const std::string& id) {
-    shoal::proto::ObjectRequest r;
-    r.set_object_id(id);
-    return Call<shoal::proto::ObjectPlace>(shoal::proto::OBJECT_GET, r);
-  }
-  absl::Status Release(const std::string& id) {
-    return Simple(id, shoal::proto::OBJECT_RELEASE);
-  }
-  absl::Status Delete(const std::string& id) {
-    return Simple(id, shoal::proto::OBJECT_DELETE);
-  }
-
- private:
-  absl::Status Simple(const std::string& id, int method) {
-    shoal::proto::ObjectRequest r;
-    r.set_object_id(id);
-    return Call<shoal::proto::Empty>(method, r).status();
-  }
-
-  shoal::rpc::EventLoop* loop_;
-  std::unique_ptr<shoal::rpc::Channel> channel_;
-};
 
 class ObjectStoreAgentTest : public ::testing::Test {
  protected:

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "shoal/serialization.h"
+
 namespace shoal::internal {
 
 // One reference to an object; the object is released when the last handle
@@ -28,7 +30,7 @@ class RefHandle {
 };
 
 struct TaskArg {
-  std::string value;               // msgpack, when ref is null
+  ObjectValue value;               // when ref is null
   std::shared_ptr<RefHandle> ref;  // an object to resolve before running
 };
 
@@ -44,10 +46,12 @@ struct TaskOptions {
 std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
                                       std::vector<TaskArg> args,
                                       const TaskOptions& options);
-std::shared_ptr<RefHandle> PutSerialized(std::string bytes);
+// Values at or above the inline threshold go into the node's object store.
+std::shared_ptr<RefHandle> PutObject(ObjectValue value);
 // Blocks until the object is ready; throws shoal::Error subclasses for failed
-// tasks and shoal::TimeoutError when timeout_ms >= 0 passes first.
-std::string GetSerialized(const RefHandle& ref, int64_t timeout_ms);
+// tasks and shoal::TimeoutError when timeout_ms >= 0 passes first. A stored
+// object is mapped from this node's store (pulled here first if need be).
+ObjectValue GetObject(const RefHandle& ref, int64_t timeout_ms);
 // Indices of the ready objects among `refs` (at least `num_ready` of them
 // unless the timeout passes first; timeout_ms < 0 waits forever).
 std::vector<size_t> WaitReady(const std::vector<const RefHandle*>& refs,
@@ -60,7 +64,7 @@ std::vector<std::string> LaunchPerDevice(const std::string& function_name,
 
 // Function registry (SHOAL_REMOTE).
 using Invoker =
-    std::function<std::string(const std::vector<std::string_view>& args)>;
+    std::function<ObjectValue(const std::vector<ObjectValue>& args)>;
 void RegisterFunction(const std::string& name, const void* address,
                       Invoker invoker);
 // The registered name of the function at `address`; throws shoal::Error when

@@ -1,0 +1,214 @@
+#include "rpc/blocking_channel.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/util.h"
+#include "rpc/frame.h"
+#include "rpc/rpc.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::rpc {
+namespace {
+
+int64_t DeadlineUs(int64_t timeout_ms) {
+  return timeout_ms > 0 ? MonotonicUs() + timeout_ms * 1000 : -1;
+}
+
+// Waits until fd is ready for `events`; false when the deadline passed.
+bool WaitFd(int fd, short events, int64_t deadline_us) {
+  while (true) {
+    int wait_ms = -1;
+    if (deadline_us >= 0) {
+      int64_t left = deadline_us - MonotonicUs();
+      if (left <= 0) return false;
+      wait_ms = static_cast<int>((left + 999) / 1000);
+    }
+    pollfd p{fd, events, 0};
+    int r = poll(&p, 1, wait_ms);
+    if (r > 0) return true;
+    if (r == 0) return false;
+    if (errno != EINTR) return true;  // let the read/write report it
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
+    const std::string& address, const std::string& token,
+    const std::string& peer_name, int64_t timeout_ms) {
+  sockaddr_in addr;
+  if (absl::Status s = ResolveAddress(address, &addr); !s.ok()) return s;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", address, ": ", strerror(err)));
+  }
+  std::unique_ptr<BlockingChannel> channel(new BlockingChannel(fd, address));
+  proto::Hello hello;
+  hello.set_token(token);
+  hello.set_peer_name(peer_name);
+  int64_t deadline = DeadlineUs(timeout_ms);
+  std::lock_guard<std::mutex> lock(channel->mu_);
+  if (auto s = channel->WriteFrame(kHello, 0, 0, hello.SerializeAsString(),
+                                   deadline);
+      !s.ok()) {
+    return s;
+  }
+  uint8_t kind = 0;
+  uint32_t method = 0;
+  uint64_t call_id = 0;
+  auto payload = channel->ReadFrame(&kind, &method, &call_id, deadline);
+  if (!payload.ok()) return payload.status();
+  if (kind == kError) {
+    return absl::Status(static_cast<absl::StatusCode>(method), *payload);
+  }
+  if (kind != kHelloOk) {
+    return absl::DataLossError(
+        absl::StrCat(address, " answered the handshake with frame kind ",
+                     int{kind}, ": is it a Shoal process?"));
+  }
+  return channel;
+}
+
+BlockingChannel::~BlockingChannel() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status BlockingChannel::Broken(const std::string& what) {
+  if (broken_.empty()) broken_ = what;
+  return absl::UnavailableError(broken_);
+}
+
+absl::Status BlockingChannel::WriteFrame(uint8_t kind, uint32_t method,
+                                         uint64_t call_id,
+                                         std::string_view payload,
+                                         int64_t deadline_us) {
+  char header[kHeaderSize];
+  EncodeFrameHeader(header, kind, method, call_id, payload.size());
+  iovec iov[2] = {{header, kHeaderSize},
+                  {const_cast<char*>(payload.data()), payload.size()}};
+  int idx = 0;
+  while (idx < 2) {
+    if (!WaitFd(fd_, POLLOUT, deadline_us)) {
+      return Broken(absl::StrCat("writing to ", address_, " timed out"));
+    }
+    msghdr msg{};
+    msg.msg_iov = iov + idx;
+    msg.msg_iovlen = 2 - idx;
+    ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Broken(
+          absl::StrCat("connection to ", address_, " lost: ", strerror(errno)));
+    }
+    while (idx < 2 && static_cast<size_t>(n) >= iov[idx].iov_len) {
+      n -= static_cast<ssize_t>(iov[idx].iov_len);
+      ++idx;
+    }
+    if (idx < 2) {
+      iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + n;
+      iov[idx].iov_len -= static_cast<size_t>(n);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> BlockingChannel::ReadFrame(uint8_t* kind,
+                                                       uint32_t* method,
+                                                       uint64_t* call_id,
+                                                       int64_t deadline_us) {
+  auto read_exact = [&](char* out, size_t size) -> absl::Status {
+    size_t got = 0;
+    while (got < size) {
+      if (!WaitFd(fd_, POLLIN, deadline_us)) {
+        return Broken(absl::StrCat("no reply from ", address_, " in time"));
+      }
+      ssize_t n = recv(fd_, out + got, size - got, 0);
+      if (n == 0) {
+        return Broken(absl::StrCat(address_, " closed the connection"));
+      }
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return Broken(absl::StrCat("connection to ", address_,
+                                   " lost: ", strerror(errno)));
+      }
+      got += static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  };
+  char header[kHeaderSize];
+  if (auto s = read_exact(header, kHeaderSize); !s.ok()) return s;
+  uint32_t len;
+  memcpy(&len, header, 4);
+  if (len < kHeaderSize - 4 || len > kMaxFrameSize) {
+    return Broken(absl::StrCat("malformed frame from ", address_));
+  }
+  *kind = static_cast<uint8_t>(header[4]);
+  memcpy(method, header + 5, 4);
+  memcpy(call_id, header + 9, 8);
+  std::string payload(len - (kHeaderSize - 4), '\0');
+  if (auto s = read_exact(payload.data(), payload.size()); !s.ok()) return s;
+  return payload;
+}
+
+absl::StatusOr<std::string> BlockingChannel::Call(int method,
+                                                  std::string_view payload,
+                                                  int64_t timeout_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.empty()) return absl::UnavailableError(broken_);
+  int64_t deadline = DeadlineUs(timeout_ms);
+  uint64_t id = next_call_id_++;
+  if (auto s = WriteFrame(kRequest, static_cast<uint32_t>(method), id, payload,
+                          deadline);
+      !s.ok()) {
+    return s;
+  }
+  while (true) {
+    uint8_t kind = 0;
+    uint32_t code = 0;
+    uint64_t call_id = 0;
+    auto reply = ReadFrame(&kind, &code, &call_id, deadline);
+    if (!reply.ok()) return reply.status();
+    if (kind == kError && call_id == 0) {
+      return Broken(absl::StrCat(address_, " closed the connection: ", *reply));
+    }
+    if (call_id != id) continue;  // a reply to a call that timed out earlier
+    if (kind == kResponse) return reply;
+    if (kind == kError) {
+      return absl::Status(static_cast<absl::StatusCode>(code), *reply);
+    }
+    return Broken(
+        absl::StrCat("unexpected frame kind ", int{kind}, " from ", address_));
+  }
+}
+
+absl::Status BlockingChannel::CallProto(
+    int method, const google::protobuf::MessageLite& request,
+    google::protobuf::MessageLite* reply, int64_t timeout_ms) {
+  auto payload = Call(method, Serialize(request), timeout_ms);
+  if (!payload.ok()) return payload.status();
+  if (!ParseMessage(*payload, reply)) {
+    return absl::DataLossError(
+        absl::StrCat("malformed reply from ", address_, " to method ", method));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shoal::rpc

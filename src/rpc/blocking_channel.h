@@ -1,0 +1,65 @@
+// A synchronous client connection speaking the same frames as rpc::Channel,
+// for threads that must not wait on an event loop: a worker runs its task on
+// the loop thread, and a driver's Put/Get of store objects is one round trip
+// on the caller's own thread instead of two thread hops.
+//
+// Threading: thread-safe; calls on one channel are serialized.
+#ifndef SHOAL_RPC_BLOCKING_CHANNEL_H_
+#define SHOAL_RPC_BLOCKING_CHANNEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace google::protobuf {
+class MessageLite;
+}
+
+namespace shoal::rpc {
+
+class BlockingChannel {
+ public:
+  // Connects to host:port and authenticates with `token`. Errors name the
+  // address; a refused token is PermissionDenied.
+  static absl::StatusOr<std::unique_ptr<BlockingChannel>> Connect(
+      const std::string& address, const std::string& token,
+      const std::string& peer_name, int64_t timeout_ms = 10000);
+  ~BlockingChannel();
+  BlockingChannel(const BlockingChannel&) = delete;
+  BlockingChannel& operator=(const BlockingChannel&) = delete;
+
+  // One request and its reply. timeout_ms <= 0: no deadline. After an I/O
+  // error or a timeout the channel is broken and every later call fails
+  // with Unavailable.
+  absl::StatusOr<std::string> Call(int method, std::string_view payload,
+                                   int64_t timeout_ms = 0);
+  absl::Status CallProto(int method,
+                         const google::protobuf::MessageLite& request,
+                         google::protobuf::MessageLite* reply,
+                         int64_t timeout_ms = 0);
+  const std::string& address() const { return address_; }
+
+ private:
+  BlockingChannel(int fd, std::string address)
+      : fd_(fd), address_(std::move(address)) {}
+  absl::Status WriteFrame(uint8_t kind, uint32_t method, uint64_t call_id,
+                          std::string_view payload, int64_t deadline_us);
+  // Reads one frame; its kind, method and call id into the out-parameters.
+  absl::StatusOr<std::string> ReadFrame(uint8_t* kind, uint32_t* method,
+                                        uint64_t* call_id, int64_t deadline_us);
+  absl::Status Broken(const std::string& what);
+
+  std::mutex mu_;
+  int fd_;
+  const std::string address_;
+  uint64_t next_call_id_ = 1;
+  std::string broken_;  // why the connection is unusable, once it is
+};
+
+}  // namespace shoal::rpc
+
+#endif  // SHOAL_RPC_BLOCKING_CHANNEL_H_
