@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "agent/object_transfer.h"
 #include "api/object_client.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -277,11 +278,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   // when the node has no copy.
   absl::StatusOr<ObjectValue> FetchStored(const proto::StoredObject& where,
                                           bool have_copy) {
-    if (store_ == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "object ", where.object_id(), " lives in node object stores, and ",
-          "this process's host has no node agent with one: ", store_error_));
-    }
+    if (store_ == nullptr) return FetchIntoHeap(where);
     absl::StatusOr<std::shared_ptr<StoredView>> view =
         absl::NotFoundError("no copy here");
     if (have_copy) view = store_->Get(where.object_id());
@@ -301,6 +298,25 @@ class CoreRuntimeImpl : public CoreRuntime {
     std::string_view metadata = (*view)->metadata();
     return ObjectValue{(*view)->data(),
                        !metadata.empty() && metadata[0] == kFormatRaw, *view};
+  }
+
+  // Without a store on this host (a driver on a machine that is no node):
+  // the object's bytes are pulled straight into this process's memory.
+  absl::StatusOr<ObjectValue> FetchIntoHeap(const proto::StoredObject& where) {
+    std::vector<agent::TransferSource> sources;
+    for (const auto& s : where.sources()) {
+      sources.push_back({s.node_id(), s.address()});
+    }
+    uint64_t size = where.data_size() + where.metadata_size();
+    auto bytes = std::make_shared<std::string>(size, '\0');
+    absl::Status pulled = agent::PullObject(
+        where.object_id(), reinterpret_cast<uint8_t*>(bytes->data()), size,
+        sources, options_.token);
+    if (!pulled.ok()) return pulled;
+    std::string_view all(*bytes);
+    std::string_view metadata = all.substr(where.data_size());
+    return ObjectValue{all.substr(0, where.data_size()),
+                       !metadata.empty() && metadata[0] == kFormatRaw, bytes};
   }
 
   // Waits until `ref`'s object is no longer pending and returns it, or

@@ -121,9 +121,10 @@ class ObjectApiTest : public ClusterTest {
  protected:
   // "obj-a" (the head's, the driver's node), "obj-b" and "obj-c"; tasks
   // asking for "remote" run on b or c, "only_b" on b.
-  void StartNodes(int64_t store_bytes = 256 << 20) {
+  void StartNodes(int64_t store_bytes = 256 << 20,
+                  int64_t driver_node_store_bytes = 256 << 20) {
     ClusterSpec spec;
-    spec.nodes = {{"obj-a", 1, "", store_bytes},
+    spec.nodes = {{"obj-a", 1, "", driver_node_store_bytes},
                   {"obj-b", 1, R"({"remote": 1, "only_b": 1})", store_bytes},
                   {"obj-c", 1, R"({"remote": 1})", store_bytes}};
     auto cluster = TestCluster::Start(spec);
@@ -229,6 +230,27 @@ TEST_F(ObjectApiTest, TaskArgumentsAndResultsTravelThroughTheStores) {
   doubles = {};
   got = {};
   for (const char* node : {"obj-a", "obj-b", "obj-c"}) ExpectStoreEmpties(node);
+}
+
+TEST_F(ObjectApiTest, ADriverWhoseHostHasNoStoreReadsObjectsOverTheNetwork) {
+  StartNodes(256 << 20, /*driver_node_store_bytes=*/-1);
+  auto made = shoal::Task(MakeOnNode)
+                  .SetResource("only_b", 1)
+                  .Remote(int64_t{kBig}, int64_t{9});
+  shoal::Buffer got = shoal::Get(made);
+  EXPECT_EQ(NodeOf(got), "obj-b");
+  EXPECT_FALSE(InStoreMapping(got.data(), got.size()));
+  std::vector<uint8_t> want = Pattern(kBig, 9);
+  EXPECT_EQ(memcmp(got.data() + 64, want.data() + 64, kBig - 64), 0);
+  // Its own large values stay in its memory and still reach tasks.
+  std::vector<double> values(1 << 18, 0.5);
+  EXPECT_DOUBLE_EQ(
+      shoal::Get(
+          shoal::Task(SumDoubles).SetResource("remote", 1).Remote(values)),
+      0.5 * values.size());
+  made = {};
+  got = {};
+  ExpectStoreEmpties("obj-b");
 }
 
 TEST_F(ObjectApiTest, HundredThousandPutGetFreeCyclesLeaveNothingBehind) {

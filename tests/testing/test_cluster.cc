@@ -165,9 +165,10 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
     args.push_back("--node-id");
     args.push_back(node.node_id);
   }
-  if (node.object_store_memory > 0) {
+  if (node.object_store_memory != 0) {
     args.push_back("--object-store-memory");
-    args.push_back(std::to_string(node.object_store_memory));
+    args.push_back(
+        std::to_string(std::max<int64_t>(node.object_store_memory, 0)));
   }
   if (!node.resources_json.empty()) {
     args.push_back("--resources");

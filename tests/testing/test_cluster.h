@@ -15,10 +15,11 @@
 namespace shoal::testing {
 
 struct NodeSpec {
-  std::string node_id;              // --node-id
-  double num_cpus = 2;              // --num-cpus
-  std::string resources_json;       // --resources
-  int64_t object_store_memory = 0;  // --object-store-memory; 0: detected
+  std::string node_id;         // --node-id
+  double num_cpus = 2;         // --num-cpus
+  std::string resources_json;  // --resources
+  // --object-store-memory; 0: detected; < 0: none (no object store).
+  int64_t object_store_memory = 0;
   // Environment of its `shoal start` (and so of its agent): e.g.
   // SHOAL_DEVICE_ROOT and TPU_* for a fake TPU host.
   std::vector<std::string> env;
