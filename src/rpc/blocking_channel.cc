@@ -199,6 +199,13 @@ absl::StatusOr<std::string> BlockingChannel::Call(int method,
   }
 }
 
+absl::Status BlockingChannel::Send(int method, std::string_view payload) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.empty()) return absl::UnavailableError(broken_);
+  return WriteFrame(kRequest, static_cast<uint32_t>(method), next_call_id_++,
+                    payload, DeadlineUs(10000));
+}
+
 absl::Status BlockingChannel::CallProto(
     int method, const google::protobuf::MessageLite& request,
     google::protobuf::MessageLite* reply, int64_t timeout_ms) {

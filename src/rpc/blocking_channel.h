@@ -37,6 +37,9 @@ class BlockingChannel {
   // with Unavailable.
   absl::StatusOr<std::string> Call(int method, std::string_view payload,
                                    int64_t timeout_ms = 0);
+  // Sends a request without waiting for its reply (read and dropped by a
+  // later Call). For requests whose outcome the caller would ignore anyway.
+  absl::Status Send(int method, std::string_view payload);
   absl::Status CallProto(int method,
                          const google::protobuf::MessageLite& request,
                          google::protobuf::MessageLite* reply,

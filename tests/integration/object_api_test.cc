@@ -266,7 +266,7 @@ TEST_F(ObjectApiTest, HundredThousandPutGetFreeCyclesLeaveNothingBehind) {
 }
 
 TEST_F(ObjectApiTest, ASmallStoreSpillsAndRestores) {
-  StartNodes(/*store_bytes=*/64 << 20);
+  StartNodes(/*store_bytes=*/64 << 20, /*driver_node_store_bytes=*/64 << 20);
   // 8 x 16 MiB held at once: twice the store.
   std::vector<shoal::ObjectRef<shoal::Buffer>> refs;
   for (int i = 0; i < 8; ++i) {
