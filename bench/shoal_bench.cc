@@ -14,6 +14,9 @@
 //   allreduce_busbw_*      float32 all-reduce bus bandwidth for 1, 16 and
 //                          64 MiB on 4 ranks of one host and on 2 hosts x 2
 //                          ranks, and the largest error (collective_bench)
+//   put_GBps, get_GBps, put_calls_per_s, get_calls_per_s and the memcpy
+//                          ceiling: shoal::Put/Get on one node
+//                          (object_api_bench)
 //   transfer_GBps          OBJECT_PULL of 1 GiB between two node agents,
 //                          beside the TCP loopback and memcpy ceilings
 //                          (object_transfer_bench)
@@ -194,5 +197,6 @@ int main(int argc, char** argv) {
   (*cluster)->Stop();
   if (int rc = LaunchFigures(); rc != 0) return rc;
   if (int rc = RunBesideSelf(argv[0], "collective_bench"); rc != 0) return rc;
+  if (int rc = RunBesideSelf(argv[0], "object_api_bench"); rc != 0) return rc;
   return RunBesideSelf(argv[0], "object_transfer_bench");
 }

@@ -17,15 +17,28 @@ namespace {
 
 constexpr int64_t kCallTimeoutMs = 60000;
 
-// Faulting fresh shared-memory pages in one call is several times faster
-// than a page fault per 4 KiB while copying.
+// Faulting fresh shared-memory pages in one call is about twice as fast as
+// a fault per 4 KiB while copying; but walking pages that are already there
+// costs a third of the copy. So only when some of the range has never been
+// written (mincore: not in memory) at its start, middle or end.
 void Prefault(uint8_t* dest, uint64_t size) {
 #ifdef MADV_POPULATE_WRITE
   if (size < (1 << 20)) return;
-  uintptr_t page = 4096;
+  const uintptr_t page = 4096;
   uintptr_t begin = reinterpret_cast<uintptr_t>(dest) & ~(page - 1);
   uintptr_t end = reinterpret_cast<uintptr_t>(dest) + size;
-  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  bool fresh = false;
+  for (uintptr_t probe : {begin, (begin + (end - begin) / 2) & ~(page - 1),
+                          (end - 1) & ~(page - 1)}) {
+    unsigned char resident = 0;
+    if (mincore(reinterpret_cast<void*>(probe), page, &resident) == 0 &&
+        (resident & 1) == 0) {
+      fresh = true;
+    }
+  }
+  if (fresh) {
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  }
 #else
   (void)dest;
   (void)size;
