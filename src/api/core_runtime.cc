@@ -569,7 +569,10 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   void SetNodes(const proto::ClusterStatus& status) {
     nodes_.assign(status.nodes().begin(), status.nodes().end());
-    for (const auto& n : nodes_) agent_of_node_[n.node_id()] = n.address();
+    for (const auto& n : nodes_) {
+      agent_of_node_[n.node_id()] = n.address();
+      transfer_of_node_[n.node_id()] = n.object_transfer_address();
+    }
     if (!local_agent_.empty() && !bad_agents_.count(local_agent_)) return;
     local_agent_.clear();
     // Prefer an agent on this host; else any alive one.
@@ -749,9 +752,15 @@ class CoreRuntimeImpl : public CoreRuntime {
       std::lock_guard<std::mutex> lock(obj_mu_);
       for (const auto& [index, object] : t.stored) {
         (*spec.mutable_stored_args())[index] = object;
-        // The worker's node pulls a copy: free it there too.
+        // The worker's node pulls a copy: free it there too, and let later
+        // pulls fall back on it.
         auto it = objects_.find(object.object_id());
-        if (it != objects_.end()) it->second.copy_nodes.insert(w.node_id);
+        if (it == objects_.end()) continue;
+        it->second.copy_nodes.insert(w.node_id);
+        auto transfer = transfer_of_node_.find(w.node_id);
+        if (transfer != transfer_of_node_.end() && !transfer->second.empty()) {
+          AddSource(&it->second.stored_object, w.node_id, transfer->second);
+        }
       }
     }
     spec.set_attempt(t.attempt);
@@ -1268,7 +1277,8 @@ class CoreRuntimeImpl : public CoreRuntime {
   std::unordered_map<std::string, std::vector<std::string>> dependents_;
   // Tasks that made stored objects still referenced, by object id.
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> lineage_;
-  std::map<std::string, std::string> agent_of_node_;  // node id -> address
+  std::map<std::string, std::string> agent_of_node_;     // node id -> address
+  std::map<std::string, std::string> transfer_of_node_;  // -> transfer port
   std::map<std::string, ShapeQueue> shapes_;
   int64_t maintenance_ticks_ = 0;
 };

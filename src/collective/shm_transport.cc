@@ -389,6 +389,11 @@ class ShmTransport final : public SharedMemoryTransport {
         return AbortedStatus();
       }
       if (control_[peer].left.load(std::memory_order_acquire) != 0) {
+        // It may have published, finished and left since the check above:
+        // what it wrote before leaving is visible now.
+        if (Reached(counter->value.load(std::memory_order_acquire), target)) {
+          return absl::OkStatus();
+        }
         return Fail(GroupRankFailure(
             absl::StatusCode::kUnavailable,
             absl::StrCat(DescribeRank(options_, peer),
