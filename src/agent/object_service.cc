@@ -233,13 +233,16 @@ void ObjectService::FinishPull(const std::string& id,
 void ObjectService::Register(rpc::Server* s) {
   rpc::RegisterProto<proto::ObjectRequest>(
       s, proto::OBJECT_CREATE, [this](const auto& r, rpc::Responder resp) {
-        ReplyLocation(
-            store_->Create(
-                r.object_id(), r.data_size(), r.metadata_size(),
-                static_cast<ClientId>(resp.connection_id()),
-                r.secondary() ? CopyKind::kSecondary : CopyKind::kPrimary,
-                r.owner()),
-            resp);
+        absl::StatusOr<ObjectLocation> location = store_->Create(
+            r.object_id(), r.data_size(), r.metadata_size(),
+            static_cast<ClientId>(resp.connection_id()),
+            r.secondary() ? CopyKind::kSecondary : CopyKind::kPrimary,
+            r.owner());
+        if (location.ok() && r.owned_by_creator()) {
+          owned_[resp.connection_id()].insert(r.object_id());
+          owner_of_[r.object_id()] = resp.connection_id();
+        }
+        ReplyLocation(location, resp);
       });
   rpc::RegisterProto<proto::ObjectRequest>(
       s, proto::OBJECT_SEAL, [this](const auto& r, rpc::Responder resp) {
@@ -272,6 +275,7 @@ void ObjectService::Register(rpc::Server* s) {
           it->second.deleted = true;
           it->second.cancel->store(true);
         }
+        ForgetOwned(r.object_id());
         ReplyStatus(store_->Delete(r.object_id()), resp);
       });
   rpc::RegisterProto<proto::ObjectPullRequest>(
@@ -280,11 +284,34 @@ void ObjectService::Register(rpc::Server* s) {
       });
 }
 
+void ObjectService::ForgetOwned(const std::string& id) {
+  auto owner = owner_of_.find(id);
+  if (owner == owner_of_.end()) return;
+  auto owned = owned_.find(owner->second);
+  if (owned != owned_.end()) {
+    owned->second.erase(id);
+    if (owned->second.empty()) owned_.erase(owned);
+  }
+  owner_of_.erase(owner);
+}
+
 void ObjectService::OnDisconnect(uint64_t connection_id) {
   for (auto& [id, pull] : pulls_) {
     std::erase_if(pull.waiters, [&](const rpc::Responder& waiter) {
       return waiter.connection_id() == connection_id;
     });
+  }
+  // An owner that went without freeing its objects (it crashed, or was
+  // killed) leaves no one who could: they go with it.
+  if (auto owned = owned_.find(connection_id); owned != owned_.end()) {
+    std::unordered_set<std::string> ids = std::move(owned->second);
+    owned_.erase(owned);
+    for (const std::string& id : ids) {
+      owner_of_.erase(id);
+      store_->Delete(id).IgnoreError();
+    }
+    SHOAL_LOG(INFO) << "object store: freed " << ids.size()
+                    << " object(s) whose owner went away";
   }
   int64_t released =
       store_->ReleaseClient(static_cast<ClientId>(connection_id));

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -95,6 +96,8 @@ class ObjectService : private TransferServer::ObjectPins {
                                                    int64_t client) override;
   void Unpin(const std::string& id, int64_t client) override;
   void UnpinAll(int64_t client) override;
+  // The object is no longer owned by a connection (deleted).
+  void ForgetOwned(const std::string& id);
   // Runs `fn` on the loop and waits for it.
   void OnLoop(const std::function<void()>& fn);
 
@@ -102,6 +105,9 @@ class ObjectService : private TransferServer::ObjectPins {
   std::unique_ptr<object_store::ObjectStore> store_;
   std::unique_ptr<TransferServer> transfer_;
   std::unordered_map<std::string, Pull> pulls_;  // by object id
+  // Objects whose creating connection owns them, both ways.
+  std::unordered_map<uint64_t, std::unordered_set<std::string>> owned_;
+  std::unordered_map<std::string, uint64_t> owner_of_;
   bool shut_down_ = false;
 };
 

@@ -213,11 +213,12 @@ class CoreRuntimeImpl : public CoreRuntime {
     entry.state = ObjectEntry::State::kReady;
     if (store_ != nullptr && value.data.size() >= threshold_) {
       const char format = value.raw ? kFormatRaw : kFormatMsgpack;
-      absl::Status put =
-          store_->Put(id, owner_, value.data.size(),
-                      std::string_view(&format, 1), [&](uint8_t* dest) {
-                        memcpy(dest, value.data.data(), value.data.size());
-                      });
+      absl::Status put = store_->Put(
+          id, owner_, value.data.size(), std::string_view(&format, 1),
+          [&](uint8_t* dest) {
+            memcpy(dest, value.data.data(), value.data.size());
+          },
+          /*owned_here=*/true);
       if (!put.ok()) {
         throw Error(absl::StrCat("Put of ", value.data.size(),
                                  " bytes failed: ", put.message()));

@@ -94,15 +94,16 @@ absl::StatusOr<std::shared_ptr<ObjectClient>> ObjectClient::Connect(
 
 ObjectClient::~ObjectClient() = default;
 
-absl::Status ObjectClient::Put(
-    const std::string& id, const std::string& owner, uint64_t data_size,
-    std::string_view metadata,
-    const std::function<void(uint8_t* dest)>& write) {
+absl::Status ObjectClient::Put(const std::string& id, const std::string& owner,
+                               uint64_t data_size, std::string_view metadata,
+                               const std::function<void(uint8_t* dest)>& write,
+                               bool owned_here) {
   proto::ObjectRequest req;
   req.set_object_id(id);
   req.set_data_size(data_size);
   req.set_metadata_size(metadata.size());
   req.set_owner(owner);
+  req.set_owned_by_creator(owned_here);
   proto::ObjectPlace place;
   if (auto s = channel_->CallProto(proto::OBJECT_CREATE, req, &place,
                                    kCallTimeoutMs);

@@ -82,10 +82,13 @@ class ObjectClient : public std::enable_shared_from_this<ObjectClient> {
 
   // Creates object `id` owned by `owner`, lets `write` fill its data_size
   // bytes in place, appends `metadata` and seals it. Nothing stays pinned.
-  // The store's own errors (full, already exists) come back as they are.
+  // When `owned_here`, this process is the owner: the agent frees the
+  // object if the process goes without freeing it. The store's own errors
+  // (full, already exists) come back as they are.
   absl::Status Put(const std::string& id, const std::string& owner,
                    uint64_t data_size, std::string_view metadata,
-                   const std::function<void(uint8_t* dest)>& write);
+                   const std::function<void(uint8_t* dest)>& write,
+                   bool owned_here = false);
   // Pins object `id` if this node holds a sealed copy.
   absl::StatusOr<std::shared_ptr<StoredView>> Get(const std::string& id);
   // Pins a copy on this node, pulled from `object`'s sources first when the

@@ -3,6 +3,8 @@
 // arguments and results above the inline threshold travel through the
 // stores of the nodes involved; the last reference frees them on every node;
 // a small store spills; an object lost with its node is rebuilt by its task.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -251,6 +253,37 @@ TEST_F(ObjectApiTest, ADriverWhoseHostHasNoStoreReadsObjectsOverTheNetwork) {
   made = {};
   got = {};
   ExpectStoreEmpties("obj-b");
+}
+
+// Run by ObjectsOfADriverThatDiesAreFreed as a driver of its own: puts an
+// object, says so in the file SHOAL_TEST_MARKER, and waits to be killed.
+TEST(ObjectApiHelper, DISABLED_PutThenWaitToBeKilled) {
+  shoal::Init();
+  std::vector<uint8_t> bytes = Pattern(kBig, 1);
+  auto ref = shoal::PutBuffer(bytes.data(), bytes.size());
+  std::ofstream(getenv("SHOAL_TEST_MARKER")) << ref.id();
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+}
+
+TEST_F(ObjectApiTest, ObjectsOfADriverThatDiesAreFreed) {
+  StartNodes();
+  std::string marker = cluster_->root() + "/put-done";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("SHOAL_TEST_MARKER", marker.c_str(), 1);
+    execl("/proc/self/exe", "object_api_test",
+          "--gtest_filter=ObjectApiHelper.DISABLED_PutThenWaitToBeKilled",
+          "--gtest_also_run_disabled_tests", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 600 && !std::ifstream(marker).good(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(StoreInfo("obj-a").num_objects(), 1u);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ExpectStoreEmpties("obj-a");
 }
 
 TEST_F(ObjectApiTest, HundredThousandPutGetFreeCyclesLeaveNothingBehind) {
