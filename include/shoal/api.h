@@ -117,6 +117,46 @@ class ObjectRef {
   std::shared_ptr<internal::RefHandle> handle_;
 };
 
+}  // namespace shoal
+
+// An ObjectRef inside a value (a struct member, a vector of refs) is its
+// object id; the object made of the value keeps the referred objects alive.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+
+  template <typename T>
+  struct pack<shoal::ObjectRef<T>> {
+    template <typename Stream>
+    packer<Stream>& operator()(packer<Stream>& o,
+                               const shoal::ObjectRef<T>& ref) const {
+      if (!ref.valid()) return o.pack_nil();
+      shoal::internal::RefCapture::Note(ref.handle());
+      return o.pack(ref.id());
+    }
+  };
+
+  template <typename T>
+  struct convert<shoal::ObjectRef<T>> {
+    const msgpack::object& operator()(const msgpack::object& o,
+                                      shoal::ObjectRef<T>& ref) const {
+      if (o.type == msgpack::type::NIL) {
+        ref = shoal::ObjectRef<T>();
+        return o;
+      }
+      if (o.type != msgpack::type::STR) throw msgpack::type_error();
+      ref = shoal::ObjectRef<T>(shoal::internal::HandleFor(
+          std::string(o.via.str.ptr, o.via.str.size)));
+      return o;
+    }
+  };
+
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+}  // namespace msgpack
+
+namespace shoal {
+
 template <typename T>
 struct WaitResult {
   std::vector<ObjectRef<T>> ready;
@@ -134,8 +174,10 @@ struct WaitResult {
 
 template <typename T>
 ObjectRef<std::decay_t<T>> Put(const T& value) {
+  internal::RefCapture refs;
+  internal::ObjectValue packed = internal::PackValue(value);
   return ObjectRef<std::decay_t<T>>(
-      internal::PutObject(internal::PackValue(value)));
+      internal::PutObject(std::move(packed), refs.Take()));
 }
 
 // Puts `size` raw bytes, copied once into shared memory. Get it back as a
@@ -198,7 +240,9 @@ TaskArg MakeTaskArg(Arg&& arg) {
     static_assert(std::is_constructible_v<P, Arg&&>,
                   "argument does not convert to the remote function's "
                   "parameter type");
+    RefCapture refs;
     out.value = PackValue(P(std::forward<Arg>(arg)));
+    out.contained = refs.Take();
   }
   return out;
 }

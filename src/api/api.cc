@@ -365,8 +365,24 @@ std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
   return RequireRuntime()->Submit(function_name, std::move(args), options);
 }
 
-std::shared_ptr<RefHandle> PutObject(ObjectValue value) {
-  return RequireRuntime()->Put(std::move(value));
+std::shared_ptr<RefHandle> PutObject(
+    ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained) {
+  return RequireRuntime()->Put(std::move(value), std::move(contained));
+}
+
+namespace {
+thread_local RefCapture* current_capture = nullptr;
+}  // namespace
+
+RefCapture::RefCapture() : outer_(current_capture) { current_capture = this; }
+RefCapture::~RefCapture() { current_capture = outer_; }
+
+void RefCapture::Note(const std::shared_ptr<RefHandle>& handle) {
+  if (current_capture != nullptr) current_capture->refs_.push_back(handle);
+}
+
+std::shared_ptr<RefHandle> HandleFor(const std::string& id) {
+  return RequireRuntime()->HandleFor(id);
 }
 
 ObjectValue GetObject(const RefHandle& ref, int64_t timeout_ms) {

@@ -184,7 +184,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     for (TaskArg& arg : args) {
       if (arg.ref != nullptr) continue;
       if (store_ != nullptr && arg.value.data.size() >= threshold_) {
-        arg.ref = Put(std::move(arg.value));
+        arg.ref = Put(std::move(arg.value), std::move(arg.contained));
         arg.value = {};
       } else if (arg.value.raw || arg.value.keepalive == nullptr) {
         arg.value = ObjectValue::Owned(ToMsgpack(arg.value));
@@ -201,13 +201,15 @@ class CoreRuntimeImpl : public CoreRuntime {
       std::lock_guard<std::mutex> lock(obj_mu_);
       objects_[task->id];
     }
-    auto handle = std::make_shared<RefHandle>(task->id);
+    auto handle = NewHandle(task->id);
     TaskEntry* raw = task.release();
     loop_->Post([this, raw] { OnSubmit(std::unique_ptr<TaskEntry>(raw)); });
     return handle;
   }
 
-  std::shared_ptr<RefHandle> Put(ObjectValue value) override {
+  std::shared_ptr<RefHandle> Put(
+      ObjectValue value,
+      std::vector<std::shared_ptr<RefHandle>> contained) override {
     std::string id = NewId();
     ObjectEntry entry;
     entry.state = ObjectEntry::State::kReady;
@@ -238,7 +240,34 @@ class CoreRuntimeImpl : public CoreRuntime {
       std::lock_guard<std::mutex> lock(obj_mu_);
       objects_[id] = std::move(entry);
     }
-    return std::make_shared<RefHandle>(id);
+    if (!contained.empty()) {
+      // Kept with the object (on the loop, where it is dropped too).
+      loop_->Post([this, id, contained = std::move(contained)]() mutable {
+        contained_[id] = std::move(contained);
+      });
+    }
+    return NewHandle(id);
+  }
+
+  std::shared_ptr<RefHandle> HandleFor(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(obj_mu_);
+    auto it = handles_.find(id);
+    std::shared_ptr<RefHandle> handle =
+        it == handles_.end() ? nullptr : it->second.lock();
+    if (handle == nullptr) {
+      throw Error(absl::StrCat(
+          "a value refers to object ", id,
+          ", which this process does not reference: refs inside values can "
+          "be read back only by the process that owns the objects"));
+    }
+    return handle;
+  }
+
+  std::shared_ptr<RefHandle> NewHandle(const std::string& id) {
+    auto handle = std::make_shared<RefHandle>(id);
+    std::lock_guard<std::mutex> lock(obj_mu_);
+    handles_[id] = handle;
+    return handle;
   }
 
   ObjectValue Get(const RefHandle& ref, int64_t timeout_ms) override {
@@ -394,6 +423,7 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   void Release(const std::string& object_id) override {
     std::lock_guard<std::mutex> lock(obj_mu_);
+    handles_.erase(object_id);
     auto it = objects_.find(object_id);
     if (it == objects_.end()) return;
     if (it->second.state == ObjectEntry::State::kPending) {
@@ -483,11 +513,15 @@ class CoreRuntimeImpl : public CoreRuntime {
     });
     // Outside the loop: lineage holds refs whose release takes obj_mu_.
     std::unordered_map<std::string, std::unique_ptr<TaskEntry>> lineage;
+    std::unordered_map<std::string, std::vector<std::shared_ptr<RefHandle>>>
+        contained;
     RunOnLoop([&] {
       lineage = std::move(lineage_);
+      contained = std::move(contained_);
       tasks_.clear();
     });
     lineage.clear();
+    contained.clear();
     loop_->Stop();
     loop_.reset();
     std::lock_guard<std::mutex> lock(obj_mu_);
@@ -512,6 +546,10 @@ class CoreRuntimeImpl : public CoreRuntime {
   // The last reference is gone: forget the object, and free a stored one on
   // every node holding a copy (and its lineage). REQUIRES: obj_mu_ held.
   void ForgetLocked(std::unordered_map<std::string, ObjectEntry>::iterator it) {
+    if (loop_ != nullptr) {
+      // The refs it holds go on the loop: their release takes obj_mu_.
+      loop_->Post([this, id = it->first] { contained_.erase(id); });
+    }
     if (it->second.stored && loop_ != nullptr) {
       loop_->Post(
           [this, id = it->first, nodes = std::move(it->second.copy_nodes)] {
@@ -1266,6 +1304,8 @@ class CoreRuntimeImpl : public CoreRuntime {
   std::mutex obj_mu_;
   std::condition_variable obj_cv_;
   std::unordered_map<std::string, ObjectEntry> objects_;
+  // Every live handle, for refs unpacked from values.
+  std::unordered_map<std::string, std::weak_ptr<RefHandle>> handles_;
   int waiters_ = 0;
 
   // Loop-thread state.
@@ -1278,6 +1318,9 @@ class CoreRuntimeImpl : public CoreRuntime {
   std::unordered_map<std::string, std::vector<std::string>> dependents_;
   // Tasks that made stored objects still referenced, by object id.
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> lineage_;
+  // Refs inside each object's value, by object id: kept while it lives.
+  std::unordered_map<std::string, std::vector<std::shared_ptr<RefHandle>>>
+      contained_;
   std::map<std::string, std::string> agent_of_node_;     // node id -> address
   std::map<std::string, std::string> transfer_of_node_;  // -> transfer port
   std::map<std::string, ShapeQueue> shapes_;

@@ -39,7 +39,10 @@ class CoreRuntime {
   virtual std::shared_ptr<RefHandle> Submit(const std::string& function_name,
                                             std::vector<TaskArg> args,
                                             const TaskOptions& options) = 0;
-  virtual std::shared_ptr<RefHandle> Put(ObjectValue value) = 0;
+  virtual std::shared_ptr<RefHandle> Put(
+      ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained) = 0;
+  // The live handle of an object this process references; throws Error.
+  virtual std::shared_ptr<RefHandle> HandleFor(const std::string& id) = 0;
   virtual ObjectValue Get(const RefHandle& ref, int64_t timeout_ms) = 0;
   virtual std::vector<size_t> Wait(const std::vector<const RefHandle*>& refs,
                                    size_t num_ready, int64_t timeout_ms) = 0;

@@ -255,6 +255,38 @@ TEST_F(ObjectApiTest, ADriverWhoseHostHasNoStoreReadsObjectsOverTheNetwork) {
   ExpectStoreEmpties("obj-b");
 }
 
+struct Shards {
+  std::string name;
+  std::vector<shoal::ObjectRef<shoal::Buffer>> parts;
+  MSGPACK_DEFINE(name, parts);
+};
+
+TEST_F(ObjectApiTest, RefsInsideAnObjectKeepTheirObjectsAlive) {
+  StartNodes();
+  std::vector<uint8_t> bytes = Pattern(kBig, 2);
+  auto part = shoal::PutBuffer(bytes.data(), bytes.size());
+  const std::string part_id = part.id();
+  auto shards = shoal::Put(Shards{"train", {part, {}}});
+  part = {};  // only the Shards object refers to it now
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(StoreInfo("obj-a").num_objects(), 1u);
+
+  Shards got = shoal::Get(shards);
+  EXPECT_EQ(got.name, "train");
+  ASSERT_EQ(got.parts.size(), 2u);
+  EXPECT_EQ(got.parts[0].id(), part_id);
+  EXPECT_FALSE(got.parts[1].valid());
+  shoal::Buffer data = shoal::Get(got.parts[0]);
+  ASSERT_EQ(data.size(), bytes.size());
+  EXPECT_EQ(memcmp(data.data(), bytes.data(), bytes.size()), 0);
+
+  // With the last ref to the Shards gone, the part goes too.
+  got = {};
+  data = {};
+  shards = {};
+  ExpectStoreEmpties("obj-a");
+}
+
 // Run by ObjectsOfADriverThatDiesAreFreed as a driver of its own: puts an
 // object, says so in the file SHOAL_TEST_MARKER, and waits to be killed.
 TEST(ObjectApiHelper, DISABLED_PutThenWaitToBeKilled) {

@@ -32,7 +32,32 @@ class RefHandle {
 struct TaskArg {
   ObjectValue value;               // when ref is null
   std::shared_ptr<RefHandle> ref;  // an object to resolve before running
+  // Refs inside `value`: kept alive until the task is done.
+  std::vector<std::shared_ptr<RefHandle>> contained;
 };
+
+// Refs inside values. While a RefCapture lives on a thread, each ObjectRef
+// packed there is recorded, so that the object made of the value (or the
+// task it is an argument of) keeps the objects it refers to alive.
+class RefCapture {
+ public:
+  RefCapture();
+  ~RefCapture();
+  RefCapture(const RefCapture&) = delete;
+  RefCapture& operator=(const RefCapture&) = delete;
+  std::vector<std::shared_ptr<RefHandle>> Take() { return std::move(refs_); }
+  // Records `handle` in the innermost capture of this thread, if any.
+  static void Note(const std::shared_ptr<RefHandle>& handle);
+
+ private:
+  std::vector<std::shared_ptr<RefHandle>> refs_;
+  RefCapture* outer_;
+};
+
+// The live handle of object `id`, for a ref unpacked from a value. Throws
+// shoal::Error when this process holds no reference to it (refs inside
+// values can be read back only by the process that owns the objects).
+std::shared_ptr<RefHandle> HandleFor(const std::string& id);
 
 struct TaskOptions {
   std::map<std::string, double> resources;
@@ -47,7 +72,8 @@ std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
                                       std::vector<TaskArg> args,
                                       const TaskOptions& options);
 // Values at or above the inline threshold go into the node's object store.
-std::shared_ptr<RefHandle> PutObject(ObjectValue value);
+std::shared_ptr<RefHandle> PutObject(
+    ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained = {});
 // Blocks until the object is ready; throws shoal::Error subclasses for failed
 // tasks and shoal::TimeoutError when timeout_ms >= 0 passes first. A stored
 // object is mapped from this node's store (pulled here first if need be).
