@@ -261,6 +261,11 @@ struct Shards {
   MSGPACK_DEFINE(name, parts);
 };
 
+int64_t CountParts(Shards shards) {
+  return static_cast<int64_t>(shards.parts.size());
+}
+SHOAL_REMOTE(CountParts);
+
 TEST_F(ObjectApiTest, RefsInsideAnObjectKeepTheirObjectsAlive) {
   StartNodes();
   std::vector<uint8_t> bytes = Pattern(kBig, 2);
@@ -279,6 +284,12 @@ TEST_F(ObjectApiTest, RefsInsideAnObjectKeepTheirObjectsAlive) {
   shoal::Buffer data = shoal::Get(got.parts[0]);
   ASSERT_EQ(data.size(), bytes.size());
   EXPECT_EQ(memcmp(data.data(), bytes.data(), bytes.size()), 0);
+
+  // Another process cannot resolve them, and says why.
+  EXPECT_THAT([&] { shoal::Get(shoal::Task(CountParts).Remote(shards)); },
+              ::testing::ThrowsMessage<shoal::RemoteError>(
+                  HasSubstr("refs inside values can be read back only by "
+                            "the process that owns the objects")));
 
   // With the last ref to the Shards gone, the part goes too.
   got = {};
