@@ -22,11 +22,13 @@
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
 #include "tests/testing/cluster_fixture.h"
+#include "tests/testing/store_mapping.h"
 
 namespace {
 
 using ::shoal::testing::ClusterSpec;
 using ::shoal::testing::ClusterTest;
+using ::shoal::testing::InStoreMapping;
 using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
 
@@ -67,19 +69,6 @@ std::vector<double> Doubles(int64_t n) {
 bool ArgumentIsMapped(shoal::Buffer in);
 SHOAL_REMOTE(MakeOnNode, SumBytes, SumDoubles, Doubles, ArgumentIsMapped);
 
-// True when [p, p+size) lies in a mapping of a node store's arena.
-bool InStoreMapping(const void* p, size_t size) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  auto addr = reinterpret_cast<uintptr_t>(p);
-  while (std::getline(maps, line)) {
-    if (line.find("shoal-node-") == std::string::npos) continue;
-    uintptr_t lo = 0, hi = 0;
-    if (sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2) continue;
-    if (addr >= lo && addr + size <= hi) return true;
-  }
-  return false;
-}
 bool ArgumentIsMapped(shoal::Buffer in) {
   return InStoreMapping(in.data(), in.size());
 }

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_fixture.h"
+#include "tests/testing/store_mapping.h"
 
 namespace {
 
@@ -20,21 +21,6 @@ double SumAsMatrix(shoal::Buffer bytes, int64_t rows, int64_t cols) {
       .item<double>();
 }
 SHOAL_REMOTE(SumAsMatrix);
-
-bool InStoreMapping(const void* p) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  auto addr = reinterpret_cast<uintptr_t>(p);
-  while (std::getline(maps, line)) {
-    if (line.find("shoal-node-") == std::string::npos) continue;
-    uintptr_t lo = 0, hi = 0;
-    if (sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && addr >= lo &&
-        addr < hi) {
-      return true;
-    }
-  }
-  return false;
-}
 
 class ObjectTorchTest : public shoal::testing::TwoCpuHostsTest {
  protected:
@@ -55,7 +41,7 @@ TEST_F(ObjectTorchTest, TensorsRoundTripWithoutACopyOnGet) {
   torch::Tensor got = shoal::GetTensor(ref);
   EXPECT_TRUE(torch::equal(got, weights));
   EXPECT_EQ(got.sizes(), weights.sizes());
-  EXPECT_TRUE(InStoreMapping(got.data_ptr()));
+  EXPECT_TRUE(shoal::testing::InStoreMapping(got.data_ptr(), got.nbytes()));
 
   // A strided view is made contiguous; other dtypes keep their type.
   torch::Tensor transposed = weights.t();
