@@ -23,10 +23,6 @@
 #include "common/util.h"
 #include "object_store/format_util.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
 namespace shoal::agent {
 namespace {
 
@@ -358,14 +354,15 @@ class SourcePull {
         limits_(limits),
         done_(*done) {
     for (uint64_t c = 0; c < done_.size(); ++c) {
-      if (!done_[c]) todo_.push_back(c);
+      if (!done_[c]) missing_chunks_.push_back(c);
     }
   }
 
   // nullopt when every chunk arrived.
   std::optional<SourceFailure> Run() {
     size_t workers = std::min<size_t>(
-        todo_.size(), static_cast<size_t>(std::max(1, options_.connections)));
+        missing_chunks_.size(),
+        static_cast<size_t>(std::max(1, options_.connections)));
     std::vector<std::thread> threads;
     for (size_t i = 1; i < workers; ++i) {
       threads.emplace_back([this] { Work(); });
@@ -386,9 +383,9 @@ class SourcePull {
   }
   std::optional<uint64_t> Next() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (failure_.has_value() || todo_.empty()) return std::nullopt;
-    uint64_t c = todo_.front();
-    todo_.pop_front();
+    if (failure_.has_value() || missing_chunks_.empty()) return std::nullopt;
+    uint64_t c = missing_chunks_.front();
+    missing_chunks_.pop_front();
     return c;
   }
 
@@ -439,17 +436,8 @@ class SourcePull {
     uint64_t length = std::min(chunk_, size_ - offset);
     if (options_.populate_destination && length > 0) {
       // Whole pages inside the chunk only: a neighbour's edge page may be
-      // being received into by another connection (populating it would be
-      // harmless, but keep to our own range).
-      uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-      uintptr_t begin = reinterpret_cast<uintptr_t>(dest_ + offset);
-      uintptr_t end = begin + length;
-      begin = (begin + page - 1) & ~(page - 1);
-      end &= ~(page - 1);
-      if (end > begin) {
-        madvise(reinterpret_cast<void*>(begin), end - begin,
-                MADV_POPULATE_WRITE);
-      }
+      // being received into by another connection.
+      PrefaultForWrite(dest_ + offset, length);
     }
     uint8_t request[kRequestHeaderSize];
     PutU32(request, static_cast<uint32_t>(id_.size()));
@@ -497,7 +485,7 @@ class SourcePull {
   std::vector<char>& done_;
 
   std::mutex mu_;
-  std::deque<uint64_t> todo_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> missing_chunks_ ABSL_GUARDED_BY(mu_);
   std::optional<SourceFailure> failure_ ABSL_GUARDED_BY(mu_);
 };
 

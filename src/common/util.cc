@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -149,6 +150,16 @@ absl::Status ResolveAddress(const std::string& address, sockaddr_in* out) {
   memcpy(out, res->ai_addr, sizeof(*out));
   freeaddrinfo(res);
   return absl::OkStatus();
+}
+
+void PrefaultForWrite(void* p, uint64_t size) {
+  constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE, Linux 5.14
+  const uintptr_t page = 4096;
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(p) + size) & ~(page - 1);
+  if (end > begin) {
+    madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateWrite);
+  }
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

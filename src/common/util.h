@@ -39,6 +39,11 @@ absl::Status SplitHostPort(const std::string& address, std::string* host,
 // malformed address, Unavailable when the host does not resolve.
 absl::Status ResolveAddress(const std::string& address, sockaddr_in* out);
 
+// Faults in the whole pages inside [p, p + size) for writing, in one call
+// (MADV_POPULATE_WRITE): about twice as fast on fresh shared memory as a
+// fault per page while copying. Does nothing where the kernel lacks it.
+void PrefaultForWrite(void* p, uint64_t size);
+
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes atomically (temp file + rename) with the given mode.
 absl::Status WriteFile(const std::string& path, const std::string& contents,
