@@ -3,6 +3,7 @@
 // local one.
 //
 //   ./build/bin/hello_tasks [num_tasks]
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -21,12 +22,28 @@ int64_t Add(int64_t a, int64_t b) { return a + b; }
 
 SHOAL_REMOTE(Square, Add);
 
-int main(int argc, char** argv) {
-  int n = argc > 1 ? std::atoi(argv[1]) : 4000;
+// Memory resources are byte counts: shown as `shoal status` shows them.
+std::string FormatAmount(const std::string& name, double amount) {
+  char text[64];
+  if (name == "memory" || name == "object_store_memory") {
+    static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    while (unit < 4 && amount >= 1024.0 - 0.005) {
+      amount /= 1024.0;
+      ++unit;
+    }
+    std::snprintf(text, sizeof(text), "%.2f%s", amount, kUnits[unit]);
+  } else {
+    std::snprintf(text, sizeof(text), "%g", amount);
+  }
+  return text;
+}
+
+int Run(int n) {
   shoal::Init();
   std::cout << "Cluster resources:";
   for (const auto& [name, amount] : shoal::ClusterResources()) {
-    std::cout << " " << name << "=" << amount;
+    std::cout << " " << name << "=" << FormatAmount(name, amount);
   }
   std::cout << "\n";
 
@@ -53,4 +70,15 @@ int main(int argc, char** argv) {
   std::cout << "Add(Add(1, 2), 10) = " << shoal::Get(b) << "\n";
   shoal::Shutdown();
   return sum == expected ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  int n = argc > 1 ? std::atoi(argv[1]) : 4000;
+  try {
+    return Run(n);
+  } catch (const shoal::Error& e) {
+    // No cluster at SHOAL_ADDRESS, a wrong token, a task that failed.
+    std::cerr << "hello_tasks: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -68,7 +68,7 @@ SHOAL_REMOTE(RandomTensorOnDevice, OneDevice, EveryDeviceOfThisHost,
 
 }  // namespace
 
-int main() {
+int Run() {
   shoal::Init();
   double chips = shoal::AvailableResources()["TPU"];
   int hosts = static_cast<int>(chips / 4);
@@ -116,4 +116,14 @@ int main() {
   std::printf("]\n");
   shoal::Shutdown();
   return 0;
+}
+
+int main() {
+  try {
+    return Run();
+  } catch (const shoal::Error& e) {
+    // No cluster at SHOAL_ADDRESS, a wrong token, a task that failed.
+    std::fprintf(stderr, "seed_walkthrough: %s\n", e.what());
+    return 1;
+  }
 }

@@ -350,8 +350,13 @@ int main(int argc, char** argv) {
     if (mode == "per-device") return RunPerDevice(flags);
     if (mode == "per-host") return RunPerHost(flags);
     return RunAlone(flags);
+  } catch (const shoal::Error& e) {
+    // No cluster to meet in, a rank that died, a collective that timed out.
+    std::fprintf(stderr, "train_data_parallel: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "training failed: %s\n", e.what());
+    std::fprintf(stderr, "train_data_parallel: training failed: %s\n",
+                 e.what());
     return 1;
   }
 }

@@ -36,14 +36,20 @@
 
 namespace shoal {
 
+// Init() finds its cluster as every `shoal` command does:
+//  - address: `address`, else SHOAL_ADDRESS, else the cluster that
+//    `shoal start` started from this host's temp dir (`temp_dir`, else
+//    SHOAL_TEMP_DIR, else /tmp/shoal) when one is running there, else a new
+//    local cluster of this program's own (a head and a node agent as child
+//    processes, stopped by Shutdown() or at exit), as ray.init() does;
+//  - token: `token`, else SHOAL_TOKEN, else that cluster's session folder on
+//    this host.
 struct InitOptions {
-  // HOST:PORT of the head; empty: SHOAL_ADDRESS, else start a local cluster.
   std::string address;
-  // Cluster token; empty: SHOAL_TOKEN, else the session folder of a head
-  // started from this host.
   std::string token;
-  // Local cluster only: its session folder's parent (default /tmp/shoal),
-  // CPUs (default: this host's) and extra resources.
+  // Where to look for a running cluster and to put a local cluster's session
+  // folder; the local cluster's CPUs (default: this host's) and extra
+  // resources.
   std::string temp_dir;
   double num_cpus = -1;
   std::map<std::string, double> resources;

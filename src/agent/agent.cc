@@ -74,6 +74,9 @@ struct Worker {
   std::string lease_id;
   int64_t idle_since_us = 0;
   std::string log_path;
+  // Set when the agent itself ends the worker (why), so that its exit is
+  // expected rather than a failure to warn about.
+  std::string stopped_because;
 };
 
 struct Lease {
@@ -158,6 +161,7 @@ class AgentImpl : public NodeAgent {
       ASSIGN_OR_RETURN(server_,
                        rpc::Server::Create(loop_.get(), options_.node_ip,
                                            options_.port, options_.token));
+      rpc::AlsoListenOnLoopback(server_.get(), options_.node_ip);
       address_ = absl::StrCat(options_.node_ip, ":", server_->port());
       head_ =
           std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
@@ -256,7 +260,8 @@ class AgentImpl : public NodeAgent {
         [this](const auto& r, rpc::Responder resp) { RequestLease(r, resp); });
     rpc::RegisterProto<proto::ReturnLeaseRequest>(
         s, proto::RETURN_LEASE, [this](const auto& r, rpc::Responder resp) {
-          ReleaseLease(r.lease_id(), r.kill_worker());
+          ReleaseLease(r.lease_id(), r.kill_worker(),
+                       "its driver returned the lease and asked so");
           resp.Reply(proto::Empty());
         });
     rpc::RegisterProto<proto::RegisterWorkerRequest>(
@@ -376,7 +381,10 @@ class AgentImpl : public NodeAgent {
           if (absl::EndsWith(name, "_" + pg)) in_group.push_back(id);
         }
       }
-      for (const auto& id : in_group) ReleaseLease(id, /*kill_worker=*/true);
+      for (const auto& id : in_group) {
+        ReleaseLease(id, /*kill_worker=*/true,
+                     "its placement group was removed");
+      }
       total_.Subtract(it->second.added);
       available_.Subtract(it->second.added);
       available_.Add(it->second.held);
@@ -610,6 +618,18 @@ class AgentImpl : public NodeAgent {
   }
 
   void Spillback(const PendingLease& p, const proto::NodeInfo& node) {
+    // Until the next view arrives, count what was sent there as taken, so
+    // that the next request of the same shape goes to another node that fits
+    // (tasks that must run at once, one per host, then do).
+    for (proto::NodeInfo& n : view_) {
+      if (n.node_id() != node.node_id()) continue;
+      ResourceSet available = ResourceSet::FromProto(n.available());
+      if (!available.Contains(p.shape)) break;
+      available.Subtract(p.shape);
+      n.clear_available();
+      available.ToProto(n.mutable_available());
+      break;
+    }
     proto::RequestLeaseReply reply;
     reply.set_outcome(proto::RequestLeaseReply::SPILLBACK);
     reply.set_spillback_address(node.address());
@@ -785,7 +805,8 @@ class AgentImpl : public NodeAgent {
     ReportSoon();
   }
 
-  void ReleaseLease(const std::string& lease_id, bool kill_worker) {
+  void ReleaseLease(const std::string& lease_id, bool kill_worker,
+                    const std::string& why = "its lease was returned") {
     auto it = leases_.find(lease_id);
     if (it == leases_.end()) return;
     std::string worker_id = it->second.worker_id;
@@ -793,6 +814,7 @@ class AgentImpl : public NodeAgent {
     auto w = workers_.find(worker_id);
     if (w != workers_.end()) {
       if (kill_worker && w->second.pid > 0) {
+        w->second.stopped_because = why;
         kill(w->second.pid, SIGKILL);
       } else if (w->second.state == Worker::State::kLeased) {
         w->second.state = Worker::State::kIdle;
@@ -810,7 +832,9 @@ class AgentImpl : public NodeAgent {
       if (l.conn_id == conn) gone.push_back(id);
     }
     // The requester is gone: its workers may be mid-task for nobody.
-    for (const auto& id : gone) ReleaseLease(id, /*kill_worker=*/true);
+    for (const auto& id : gone) {
+      ReleaseLease(id, /*kill_worker=*/true, "its driver disconnected");
+    }
     std::deque<PendingLease> keep;
     for (auto& p : pending_) {
       if (p.responder.connection_id() != conn) keep.push_back(std::move(p));
@@ -1025,10 +1049,15 @@ class AgentImpl : public NodeAgent {
         if (w.state == Worker::State::kStarting) {
           what += absl::StrCat(" before it registered; see ", w.log_path);
         }
-        if (w.state != Worker::State::kIdle) {
+        if (!w.stopped_because.empty()) {
+          SHOAL_LOG(INFO) << what
+                          << " (stopped by this agent: " << w.stopped_because
+                          << ")";
+        } else if (w.state != Worker::State::kIdle) {
           SHOAL_LOG(WARNING) << what;
         }
         RememberExit(w.id, what);
+        EndLeftovers(w.id);
         if (w.state == Worker::State::kStarting) {
           FailStart(w.id, absl::UnavailableError(what));
         } else {
@@ -1038,6 +1067,17 @@ class AgentImpl : public NodeAgent {
         }
         break;
       }
+    }
+  }
+
+  // Processes a worker started (a launch's ranks and whatever they started
+  // in turn) carry its SHOAL_WORKER_ID: none outlives the worker.
+  void EndLeftovers(const std::string& worker_id) {
+    for (int64_t pid : ProcessesWithEnvironment("SHOAL_WORKER_ID", worker_id)) {
+      if (pid == getpid()) continue;
+      SHOAL_LOG(INFO) << "ending pid " << pid << ", left behind by worker "
+                      << worker_id;
+      kill(static_cast<pid_t>(pid), SIGKILL);
     }
   }
 

@@ -83,11 +83,11 @@ void Init(const InitOptions& options) {
   rt.token = options.token;
   std::string temp_dir =
       options.temp_dir.empty() ? DefaultTempDir() : options.temp_dir;
-  if (rt.head_address.empty()) {
-    const char* env = getenv("SHOAL_ADDRESS");
-    if (env && *env) rt.head_address = env;
-  }
-  if (rt.head_address.empty()) {
+  // The one rule (common/session.h); only when it finds no cluster does a
+  // program start its own.
+  absl::Status found =
+      ResolveClusterAddress(temp_dir, &rt.head_address, &rt.token);
+  if (absl::IsNotFound(found)) {
     auto cluster = internal::LocalClusterProcesses::Start(
         temp_dir, options.num_cpus, options.resources);
     if (!cluster.ok()) {
@@ -97,10 +97,8 @@ void Init(const InitOptions& options) {
     g_local_cluster = std::move(*cluster);
     rt.head_address = g_local_cluster->head_address();
     rt.token = g_local_cluster->token();
-  } else {
-    absl::Status st =
-        ResolveClusterAddress(temp_dir, &rt.head_address, &rt.token);
-    if (!st.ok()) throw Error(std::string(st.message()));
+  } else if (!found.ok()) {
+    throw Error(std::string(found.message()));
   }
   auto runtime = internal::CoreRuntime::Connect(rt);
   if (!runtime.ok()) {

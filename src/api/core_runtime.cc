@@ -764,18 +764,44 @@ class CoreRuntimeImpl : public CoreRuntime {
     Pump(q);
   }
 
+  // Spreads before it pipelines. Tasks of one shape may need to run at once,
+  // one per host (they meet in a barrier), so:
+  //  1. idle leased workers get a task each;
+  //  2. what still waits asks for more leases (at most
+  //     kMaxPendingLeaseRequests at a time; agents spill them back to other
+  //     nodes that fit);
+  //  3. only the tasks those pending leases will not take are pipelined
+  //     behind running ones, on the least busy workers, as deep as the
+  //     shape's measured run time makes worthwhile. A long queue of short
+  //     tasks is pipelined at once; a task never waits behind another while
+  //     a lease for it may still come.
   void Pump(ShapeQueue& q) {
     for (auto& w : q.workers) {
-      while (!q.queue.empty() && w->in_flight.size() < q.MaxInFlight()) {
-        std::string id = q.queue.front();
-        q.queue.pop_front();
-        Push(q, *w, id);
-      }
+      if (q.queue.empty()) break;
+      if (!w->in_flight.empty()) continue;
+      std::string id = q.queue.front();
+      q.queue.pop_front();
+      Push(q, *w, id);
     }
     int wanted = static_cast<int>(std::min<size_t>(
         q.queue.size(), static_cast<size_t>(kMaxPendingLeaseRequests)));
     while (q.pending_lease_requests < wanted && !local_agent_.empty()) {
       RequestLease(q, local_agent_, {}, /*no_spillback=*/false);
+    }
+    const size_t depth = q.MaxInFlight();
+    const size_t reserved = static_cast<size_t>(q.pending_lease_requests);
+    while (q.queue.size() > reserved) {
+      LeasedWorker* best = nullptr;
+      for (auto& w : q.workers) {
+        if (w->in_flight.size() >= depth) continue;
+        if (best == nullptr || w->in_flight.size() < best->in_flight.size()) {
+          best = w.get();
+        }
+      }
+      if (best == nullptr) break;
+      std::string id = q.queue.front();
+      q.queue.pop_front();
+      Push(q, *best, id);
     }
   }
 

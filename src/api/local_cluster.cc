@@ -50,6 +50,7 @@ LocalClusterProcesses::Start(const std::string& temp_dir, double num_cpus,
                              const std::map<std::string, double>& resources) {
   std::unique_ptr<LocalClusterProcesses> c(new LocalClusterProcesses());
   ASSIGN_OR_RETURN(c->session_dir_, CreateSessionDir(temp_dir));
+  MarkSessionEmbedded(c->session_dir_);
   c->token_ = RandomHex(16);
   RETURN_IF_ERROR(WriteFile(c->session_dir_ + "/token", c->token_, 0600));
   std::string self = SelfExecutable();

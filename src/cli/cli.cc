@@ -5,13 +5,23 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "accel/detect.h"
 #include "accel/fake_host.h"
@@ -26,16 +36,279 @@
 #include "head/head.h"
 #include "launch/launcher.h"
 #include "rpc/rpc.h"
+#include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::cli {
 namespace {
 
 constexpr int kStartupTimeoutMs = 20000;
+// Exit status of a command line that is wrong (a misspelled command, a bad
+// flag value), as for most Unix tools; 1 is for a command that failed.
+constexpr int kUsageError = 2;
+// The smallest object store worth having: objects of at least the inline
+// threshold (100 KiB) go to the store, and a store is one shared-memory
+// arena, so below a few such objects it only fails Puts.
+constexpr int64_t kMinObjectStoreBytes = int64_t{1} << 20;
 
 int Fail(const std::string& message) {
   std::cerr << "shoal: " << message << "\n";
   return 1;
+}
+
+int UsageFail(const std::string& message) {
+  std::cerr << "shoal: " << message << "\n";
+  return kUsageError;
+}
+
+// `word` as one shell word: unchanged when it has nothing a shell reads
+// specially, else in single quotes.
+std::string ShellQuote(const std::string& word) {
+  bool plain = !word.empty();
+  for (char c : word) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("_-./:=@%+,").find(c) == std::string_view::npos) {
+      plain = false;
+    }
+  }
+  if (plain) return word;
+  return absl::StrCat("'", absl::StrReplaceAll(word, {{"'", "'\\''"}}), "'");
+}
+
+// `path` from the root, so that a command naming it works from any folder.
+std::string Absolute(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  return error ? path : absolute.lexically_normal().string();
+}
+
+// ---- flag values ----
+//
+// Every value is checked before anything (a session folder, a process) is
+// made. A check says what is wrong and what to write instead; as CLI11
+// validators (which return "" for a good value) they run while the command
+// line is parsed, and CLI11 puts the flag's name in front.
+
+// The form every connection takes (SplitHostPort), said in the user's words.
+absl::Status CheckHostPort(const std::string& address) {
+  std::string host;
+  int port = 0;
+  if (SplitHostPort(address, &host, &port).ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "must be HOST:PORT with a port from 1 to 65535, e.g. 10.0.0.1:6379 "
+      "(got \"",
+      address, "\")"));
+}
+
+std::string CheckNumber(const std::string& value) {
+  double number = 0;
+  if (!absl::SimpleAtod(value, &number) || !std::isfinite(number) ||
+      number < 0) {
+    return absl::StrCat("must be a number of 0 or more (got \"", value, "\")");
+  }
+  return "";
+}
+
+// An integer of at least `min`.
+CLI::Validator AtLeast(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& value) -> std::string {
+        int64_t number = 0;
+        if (!absl::SimpleAtoi(value, &number) || number < min) {
+          return absl::StrCat("must be a whole number of ", min,
+                              " or more (got \"", value, "\")");
+        }
+        return "";
+      },
+      "");
+}
+
+CLI::Validator NonNegativeNumber() { return CLI::Validator(CheckNumber, ""); }
+
+CLI::Validator HostPort() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        absl::Status status = CheckHostPort(value);
+        return status.ok() ? "" : std::string(status.message());
+      },
+      "");
+}
+
+// A port to listen on: 0 asks for any free one (tests and the demo use it).
+CLI::Validator ListenPort() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        int port = -1;
+        if (!absl::SimpleAtoi(value, &port) || port < 0 || port > 65535) {
+          return absl::StrCat(
+              "must be a port from 1 to 65535, or 0 for any free port (got \"",
+              value, "\")");
+        }
+        return "";
+      },
+      "");
+}
+
+CLI::Validator StoreBytes() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        int64_t bytes = -1;
+        if (!absl::SimpleAtoi(value, &bytes) || bytes < 0 ||
+            (bytes > 0 && bytes < kMinObjectStoreBytes)) {
+          return absl::StrCat(
+              "must be a byte count of at least ", kMinObjectStoreBytes,
+              " (1 MiB), or 0 for no object store (got \"", value, "\")");
+        }
+        return "";
+      },
+      "");
+}
+
+CLI::Validator OneOf(std::vector<std::string> allowed) {
+  return CLI::Validator(
+      [allowed](std::string& value) -> std::string {
+        for (const std::string& a : allowed) {
+          if (value == a) return "";
+        }
+        return absl::StrCat("must be ", absl::StrJoin(allowed, " or "),
+                            " (got \"", value, "\")");
+      },
+      "");
+}
+
+// What a node advertises, as `shoal start` and `_agent` take it; unset
+// amounts are detected.
+struct AdvertisedFlags {
+  std::optional<double> num_cpus, num_gpus, num_tpus;
+  std::string resources_json, labels_json;
+};
+
+// What CLI11's checks cannot see: values that are each well formed but that
+// the node would refuse (2.5 GPUs, an amount too large, bad JSON).
+absl::Status CheckAdvertised(const AdvertisedFlags& f) {
+  const std::pair<const char*, const std::optional<double>*> amounts[] = {
+      {"CPU", &f.num_cpus}, {"GPU", &f.num_gpus}, {"TPU", &f.num_tpus}};
+  for (const auto& [name, amount] : amounts) {
+    if (!amount->has_value()) continue;
+    auto set = ResourceSet::FromDoubles({{name, **amount}});
+    if (!set.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--num-", absl::AsciiStrToLower(name),
+                       "s: ", set.status().message()));
+    }
+  }
+  if (!f.resources_json.empty()) {
+    auto set = ResourceSet::FromJson(f.resources_json);
+    if (!set.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--resources: ", set.status().message()));
+    }
+  }
+  if (!f.labels_json.empty()) {
+    auto labels = ParseLabelsJson(f.labels_json);
+    if (!labels.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--labels: ", labels.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// SHOAL_ADDRESS stands for --address when that is not given: it must have
+// the same form.
+absl::Status CheckAddressEnvironment(const std::string& address_flag) {
+  const char* env = getenv("SHOAL_ADDRESS");
+  if (!address_flag.empty() || env == nullptr || *env == '\0') {
+    return absl::OkStatus();
+  }
+  absl::Status status = CheckHostPort(env);
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError(
+      absl::StrCat("SHOAL_ADDRESS ", status.message()));
+}
+
+// ---- command names ----
+
+// Optimal string alignment distance: inserting, deleting or changing a
+// letter, or swapping two neighbours, each count 1 ("stauts" is 1 from
+// "status").
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1,
+                                     std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t change = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + change});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The names of `app`'s subcommands that --help lists.
+std::vector<std::string> VisibleCommands(CLI::App& app) {
+  std::vector<std::string> names;
+  for (CLI::App* sub : app.get_subcommands(
+           [](CLI::App* s) { return !s->get_group().empty(); })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+// The error for a command line whose command is not one of `app`'s (or of
+// a subcommand's that needs one, as `dev` does), naming the closest visible
+// command; nullopt when the commands are known (CLI11 judges the rest).
+std::optional<std::string> UnknownCommand(CLI::App& app, int argc,
+                                          char** argv) {
+  if (argc == 1) {
+    return absl::StrCat(
+        "say a command: ", absl::StrJoin(VisibleCommands(app), ", "),
+        " (`shoal --help` says what each does)");
+  }
+  CLI::App* current = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return std::nullopt;
+    CLI::App* known = nullptr;
+    for (CLI::App* sub :
+         current->get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->get_name() == word) known = sub;
+    }
+    if (known != nullptr) {
+      current = known;
+      if (i + 1 == argc && current->get_require_subcommand_min() > 0) {
+        return absl::StrCat("say a command after ", word, ": ",
+                            absl::StrJoin(VisibleCommands(*current), ", "));
+      }
+      continue;
+    }
+    if (current->get_require_subcommand_min() == 0) return std::nullopt;
+    const std::vector<std::string> visible = VisibleCommands(*current);
+    std::string message = absl::StrCat("unknown command \"", word, "\"");
+    const std::string* closest = nullptr;
+    size_t best = 0;
+    for (const std::string& name : visible) {
+      size_t distance = EditDistance(word, name);
+      if (closest == nullptr || distance < best) {
+        closest = &name;
+        best = distance;
+      }
+    }
+    // Only a near miss is a suggestion: "xyz" is no typo of "stop".
+    if (closest != nullptr && (best <= 2 || 2 * best <= word.size())) {
+      absl::StrAppend(&message, "; did you mean \"", *closest, "\"?");
+    } else {
+      absl::StrAppend(&message, "; the commands are ",
+                      absl::StrJoin(visible, ", "));
+    }
+    return message;
+  }
+  return std::nullopt;
 }
 
 std::string EnvOr(const char* name, const std::string& fallback) {
@@ -138,10 +411,8 @@ struct AgentFlags {
   std::string address;
   std::string node_ip;
   std::string session_dir;
-  double num_cpus = -1, num_gpus = -1, num_tpus = -1;
-  int64_t object_store_memory = -1;
-  std::string resources_json;
-  std::string labels_json;
+  AdvertisedFlags advertised;
+  std::optional<int64_t> object_store_memory;
   bool head_node = false;
   std::string node_id;
   int64_t infeasible_grace_ms = 5000;
@@ -161,35 +432,28 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
   accel::DetectOptions detect;
   detect.device_root = EnvOr("SHOAL_DEVICE_ROOT", "/");
   detect.env = accel::EnvironmentSnapshot();
-  if (f.num_cpus >= 0) detect.num_cpus = f.num_cpus;
-  if (f.num_gpus >= 0) detect.num_gpus = f.num_gpus;
-  if (f.num_tpus >= 0) detect.num_tpus = f.num_tpus;
-  if (f.object_store_memory >= 0) {
-    detect.object_store_memory_bytes = f.object_store_memory;
-  }
+  // `shoal start` checked these before starting this process; checked
+  // again for a hand-made `_agent` command line.
+  RETURN_IF_ERROR(CheckAdvertised(f.advertised));
+  detect.num_cpus = f.advertised.num_cpus;
+  detect.num_gpus = f.advertised.num_gpus;
+  detect.num_tpus = f.advertised.num_tpus;
+  detect.object_store_memory_bytes = f.object_store_memory;
   ASSIGN_OR_RETURN(auto managers, accel::DetectAccelerators(detect));
   ASSIGN_OR_RETURN(auto cpu, accel::DetectCpu(detect));
   accel::NodeAccelerators node = accel::DescribeNode(cpu, managers);
   for (auto& m : managers) o.accelerators.push_back(std::move(m));
   std::map<std::string, double> amounts = node.resources;
-  if (!f.resources_json.empty()) {
+  if (!f.advertised.resources_json.empty()) {
     ASSIGN_OR_RETURN(ResourceSet extra,
-                     ResourceSet::FromJson(f.resources_json));
+                     ResourceSet::FromJson(f.advertised.resources_json));
     for (const auto& [k, v] : extra.ToDoubles()) amounts[k] = v;
   }
   ASSIGN_OR_RETURN(o.resources, ResourceSet::FromDoubles(amounts));
   o.labels = node.labels;
-  if (!f.labels_json.empty()) {
-    nlohmann::json j = nlohmann::json::parse(f.labels_json, nullptr, false);
-    if (!j.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--labels must be a JSON object of strings, e.g. "
-                       "'{\"zone\": \"a\"}' (got ",
-                       f.labels_json, ")"));
-    }
-    for (auto& [k, v] : j.items()) {
-      o.labels[k] = v.is_string() ? v.get<std::string>() : v.dump();
-    }
+  if (!f.advertised.labels_json.empty()) {
+    ASSIGN_OR_RETURN(auto labels, ParseLabelsJson(f.advertised.labels_json));
+    for (auto& [k, v] : labels) o.labels[k] = std::move(v);
   }
   if (!node.summary.empty()) SHOAL_LOG(INFO) << "detected: " << node.summary;
   return o;
@@ -250,9 +514,8 @@ struct StartFlags {
   std::string node_ip;
   std::string temp_dir;
   std::string token;
-  double num_cpus = -1, num_gpus = -1, num_tpus = -1;
-  int64_t object_store_memory = -1;
-  std::string resources_json, labels_json;
+  AdvertisedFlags advertised;
+  std::optional<int64_t> object_store_memory;
   bool block = false;
   int64_t health_timeout_ms = 5000;
   int64_t infeasible_grace_ms = 5000;
@@ -270,14 +533,15 @@ std::vector<std::string> AgentArgs(const StartFlags& f,
     argv.push_back(value);
   };
   if (!f.node_ip.empty()) add("--node-ip-address", f.node_ip);
-  if (f.num_cpus >= 0) add("--num-cpus", std::to_string(f.num_cpus));
-  if (f.num_gpus >= 0) add("--num-gpus", std::to_string(f.num_gpus));
-  if (f.num_tpus >= 0) add("--num-tpus", std::to_string(f.num_tpus));
-  if (f.object_store_memory >= 0) {
-    add("--object-store-memory", std::to_string(f.object_store_memory));
+  const AdvertisedFlags& a = f.advertised;
+  if (a.num_cpus) add("--num-cpus", std::to_string(*a.num_cpus));
+  if (a.num_gpus) add("--num-gpus", std::to_string(*a.num_gpus));
+  if (a.num_tpus) add("--num-tpus", std::to_string(*a.num_tpus));
+  if (f.object_store_memory) {
+    add("--object-store-memory", std::to_string(*f.object_store_memory));
   }
-  if (!f.resources_json.empty()) add("--resources", f.resources_json);
-  if (!f.labels_json.empty()) add("--labels", f.labels_json);
+  if (!a.resources_json.empty()) add("--resources", a.resources_json);
+  if (!a.labels_json.empty()) add("--labels", a.labels_json);
   if (!f.node_id.empty()) add("--node-id", f.node_id);
   add("--infeasible-grace-ms", std::to_string(f.infeasible_grace_ms));
   if (f.head) argv.push_back("--head-node");
@@ -308,12 +572,31 @@ absl::StatusOr<pid_t> StartDaemon(std::vector<std::string> argv,
   return pid;
 }
 
+// ` --temp-dir DIR` when start was given one, for the commands it prints:
+// without it they would look in the default temp dir. (A temp dir from
+// SHOAL_TEMP_DIR is the user's default: their shell has it.)
+std::string TempDirFlag(const StartFlags& f) {
+  return f.temp_dir.empty()
+             ? ""
+             : absl::StrCat(" --temp-dir ", ShellQuote(Absolute(f.temp_dir)));
+}
+
 int Start(const StartFlags& f) {
   std::string temp_dir = f.temp_dir.empty() ? DefaultTempDir() : f.temp_dir;
-  if (f.head == !f.address.empty()) {
-    return Fail(
+  // Everything about the command line is checked before anything (a
+  // session folder, a process) is made.
+  if (f.head && !f.address.empty()) {
+    return UsageFail(
         "say either --head (start a new cluster here) or --address HOST:PORT "
-        "(join a cluster)");
+        "(join a cluster), not both");
+  }
+  if (!f.head && f.address.empty()) {
+    return UsageFail(
+        "say --head (start a new cluster here) or --address HOST:PORT (join "
+        "a cluster)");
+  }
+  if (absl::Status st = CheckAdvertised(f.advertised); !st.ok()) {
+    return UsageFail(std::string(st.message()));
   }
   // One head and one node agent per temp dir.
   for (const std::string& dir : ListSessionDirs(temp_dir)) {
@@ -323,8 +606,8 @@ int Start(const StartFlags& f) {
       return Fail(absl::StrCat(
           "a head is already running from ", temp_dir, ": pid ", head_pid,
           ", address ", ReadSessionFile(dir, "cluster_address"), ", session ",
-          dir, ". Stop it first with `shoal stop --temp-dir ", temp_dir,
-          "`, or use another --temp-dir and --port"));
+          dir, ". Stop it first with `shoal stop --temp-dir ",
+          ShellQuote(temp_dir), "`, or use another --temp-dir and --port"));
     }
     if (!f.head && agent_pid != 0) {
       std::cout << "A node agent is already running from " << temp_dir
@@ -395,7 +678,16 @@ int Start(const StartFlags& f) {
                 std::string(agent_pid.status().message()));
   }
   std::string node_id = ReadSessionFile(dir, "node_id");
+  // Every command printed here must work as printed in another shell on
+  // this host, so each names a temp dir that was given.
+  const std::string temp_dir_flag = TempDirFlag(f);
   if (f.head) {
+    std::string program_env = absl::StrCat("SHOAL_ADDRESS=", head_address);
+    if (!f.temp_dir.empty()) {
+      // The program finds the token in the head's session folder there.
+      absl::StrAppend(&program_env,
+                      " SHOAL_TEMP_DIR=", ShellQuote(Absolute(f.temp_dir)));
+    }
     std::cout << "Shoal head started.\n"
               << "  Session folder: " << dir << "\n"
               << "  Head address:   " << head_address << "\n"
@@ -406,18 +698,19 @@ int Start(const StartFlags& f) {
               << "  shoal start --address=" << head_address
               << " --token=" << token << "\n"
               << "(or set SHOAL_TOKEN=" << token
-              << "; on this host the token is found automatically)\n\n"
-              << "To connect a program:  SHOAL_ADDRESS=" << head_address
-              << " ./your_program\n"
-              << "To see the cluster:    shoal status\n"
-              << "To stop:               shoal stop"
-              << (f.temp_dir.empty() ? "" : " --temp-dir " + temp_dir) << "\n";
+              << (temp_dir_flag.empty()
+                      ? "; on this host the token is found automatically)"
+                      : ")")
+              << "\n\n"
+              << "To connect a program:  " << program_env << " ./your_program\n"
+              << "To see the cluster:    shoal status" << temp_dir_flag << "\n"
+              << "To stop:               shoal stop" << temp_dir_flag << "\n";
   } else {
     std::cout << "Shoal node agent started: node " << node_id << " at "
               << ReadSessionFile(dir, "agent_address") << " joined "
               << head_address << ".\n  Session folder: " << dir
-              << "\nTo stop: shoal stop"
-              << (f.temp_dir.empty() ? "" : " --temp-dir " + temp_dir) << "\n";
+              << "\nTo see the cluster: shoal status" << temp_dir_flag
+              << "\nTo stop:            shoal stop" << temp_dir_flag << "\n";
   }
   std::cout.flush();
   if (f.block) {
@@ -466,6 +759,9 @@ int Stop(const std::string& temp_dir_flag, bool force) {
 
 int Status(std::string address, std::string token, const std::string& temp_dir,
            const std::string& format, bool verbose) {
+  if (absl::Status st = CheckAddressEnvironment(address); !st.ok()) {
+    return UsageFail(std::string(st.message()));
+  }
   absl::Status st = ResolveClusterAddress(
       temp_dir.empty() ? DefaultTempDir() : temp_dir, &address, &token);
   if (!st.ok()) return Fail(std::string(st.message()));
@@ -515,9 +811,34 @@ int FakeTpu(const FakeTpuFlags& f) {
   return 0;
 }
 
-}  // namespace
+// Parses the command line into the flags bound to `app`. Returns nullopt
+// to go on, else the exit status: 0 after --help, kUsageError after saying
+// what is wrong with the command line.
+std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
+  if (std::optional<std::string> unknown = UnknownCommand(app, argc, argv)) {
+    return UsageFail(*unknown);
+  }
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    // The commands read before the error: `shoal start --help` lists the
+    // options that matter.
+    std::string command = failed->get_name();
+    for (const CLI::App* at = failed; !at->get_subcommands().empty();) {
+      at = at->get_subcommands().front();
+      absl::StrAppend(&command, " ", at->get_name());
+    }
+    return absl::StrCat("shoal: ", e.what(), "\nRun `", command,
+                        " --help` for the options.\n");
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --help-all "fail" with exit code 0 after printing help.
+    return app.exit(e) == 0 ? 0 : kUsageError;
+  }
+  return std::nullopt;
+}
 
-int Main(int argc, char** argv) {
+int Dispatch(int argc, char** argv) {
   CLI::App app{"Shoal: a cluster runtime for ML workloads", "shoal"};
   app.require_subcommand(1);
 
@@ -525,27 +846,48 @@ int Main(int argc, char** argv) {
   auto* start_cmd = app.add_subcommand(
       "start", "Start a head (--head) or join a cluster (--address)");
   start_cmd->add_flag("--head", start.head, "Start a new cluster's head here");
-  start_cmd->add_option("--address", start.address, "Head to join, HOST:PORT");
-  start_cmd->add_option("--port", start.port, "Head port (default 6379)");
+  start_cmd->add_option("--address", start.address, "Head to join, HOST:PORT")
+      ->check(HostPort());
+  start_cmd
+      ->add_option("--port", start.port,
+                   "Head port (default 6379; 0 picks a free port)")
+      ->check(ListenPort());
   start_cmd->add_option("--node-ip-address", start.node_ip,
                         "Address to listen on (default: this host's primary)");
   start_cmd->add_option("--temp-dir", start.temp_dir,
                         "Parent of the session folder (default /tmp/shoal)");
   start_cmd->add_option("--token", start.token, "Cluster token (joining)");
-  start_cmd->add_option("--num-cpus", start.num_cpus, "CPUs to advertise");
-  start_cmd->add_option("--num-gpus", start.num_gpus, "GPUs to advertise");
-  start_cmd->add_option("--num-tpus", start.num_tpus, "TPU chips to advertise");
-  start_cmd->add_option("--object-store-memory", start.object_store_memory,
-                        "Bytes of the node's shared-memory object store "
-                        "(default 30% of RAM, within /dev/shm's free space)");
-  start_cmd->add_option("--resources", start.resources_json,
+  start_cmd
+      ->add_option("--num-cpus", start.advertised.num_cpus,
+                   "CPUs to advertise (default: detected)")
+      ->check(NonNegativeNumber());
+  start_cmd
+      ->add_option("--num-gpus", start.advertised.num_gpus,
+                   "GPUs to advertise (default: detected)")
+      ->check(NonNegativeNumber());
+  start_cmd
+      ->add_option("--num-tpus", start.advertised.num_tpus,
+                   "TPU chips to advertise (default: detected)")
+      ->check(NonNegativeNumber());
+  start_cmd
+      ->add_option("--object-store-memory", start.object_store_memory,
+                   "Bytes of the node's shared-memory object store, at least "
+                   "1 MiB, or 0 for none (default 30% of RAM, within "
+                   "/dev/shm's free space)")
+      ->check(StoreBytes());
+  start_cmd->add_option("--resources", start.advertised.resources_json,
                         "Extra resources as JSON, e.g. '{\"accel_x\": 4}'");
-  start_cmd->add_option("--labels", start.labels_json, "Node labels as JSON");
+  start_cmd->add_option("--labels", start.advertised.labels_json,
+                        "Node labels as JSON, e.g. '{\"zone\": \"a\"}'");
   start_cmd->add_option("--node-id", start.node_id, "Node id (default random)");
-  start_cmd->add_option("--health-timeout-ms", start.health_timeout_ms,
-                        "Head: mark a silent node dead after this long");
-  start_cmd->add_option("--infeasible-grace-ms", start.infeasible_grace_ms,
-                        "How long an impossible request waits for a node");
+  start_cmd
+      ->add_option("--health-timeout-ms", start.health_timeout_ms,
+                   "Head: mark a silent node dead after this long")
+      ->check(AtLeast(1));
+  start_cmd
+      ->add_option("--infeasible-grace-ms", start.infeasible_grace_ms,
+                   "How long an impossible request waits for a node")
+      ->check(AtLeast(0));
   start_cmd->add_flag("--block", start.block,
                       "Stay in the foreground; stop everything on Ctrl-C");
 
@@ -561,12 +903,13 @@ int Main(int argc, char** argv) {
   bool verbose = false;
   auto* status_cmd =
       app.add_subcommand("status", "Show nodes, resources, demands");
-  status_cmd->add_option("--address", status_address, "Head, HOST:PORT");
+  status_cmd->add_option("--address", status_address, "Head, HOST:PORT")
+      ->check(HostPort());
   status_cmd->add_option("--token", status_token, "Cluster token");
   status_cmd->add_option("--temp-dir", status_temp_dir,
                          "Temp dir of a local head");
-  status_cmd->add_option("--format", status_format, "text or json")
-      ->check(CLI::IsMember({"text", "json"}));
+  status_cmd->add_option("--format", status_format, "text (default) or json")
+      ->check(OneOf({"text", "json"}));
   status_cmd->add_flag("--verbose,-v", verbose,
                        "Per-node resources and labels");
 
@@ -574,7 +917,7 @@ int Main(int argc, char** argv) {
   auto* head_cmd = app.add_subcommand("_head", "Run a head in the foreground");
   head_cmd->group("");
   head_cmd->add_option("--node-ip-address", head.host);
-  head_cmd->add_option("--port", head.port);
+  head_cmd->add_option("--port", head.port)->check(ListenPort());
   head_cmd->add_option("--session-dir", head.session_dir)->required();
   head_cmd->add_option("--health-timeout-ms", head.health_timeout_ms);
   head_cmd->add_option("--heartbeat-ms", head.heartbeat_ms);
@@ -584,15 +927,21 @@ int Main(int argc, char** argv) {
   auto* agent_cmd =
       app.add_subcommand("_agent", "Run a node agent in the foreground");
   agent_cmd->group("");
-  agent_cmd->add_option("--address", agent.address)->required();
+  agent_cmd->add_option("--address", agent.address)
+      ->required()
+      ->check(HostPort());
   agent_cmd->add_option("--node-ip-address", agent.node_ip);
   agent_cmd->add_option("--session-dir", agent.session_dir)->required();
-  agent_cmd->add_option("--num-cpus", agent.num_cpus);
-  agent_cmd->add_option("--num-gpus", agent.num_gpus);
-  agent_cmd->add_option("--num-tpus", agent.num_tpus);
-  agent_cmd->add_option("--object-store-memory", agent.object_store_memory);
-  agent_cmd->add_option("--resources", agent.resources_json);
-  agent_cmd->add_option("--labels", agent.labels_json);
+  agent_cmd->add_option("--num-cpus", agent.advertised.num_cpus)
+      ->check(NonNegativeNumber());
+  agent_cmd->add_option("--num-gpus", agent.advertised.num_gpus)
+      ->check(NonNegativeNumber());
+  agent_cmd->add_option("--num-tpus", agent.advertised.num_tpus)
+      ->check(NonNegativeNumber());
+  agent_cmd->add_option("--object-store-memory", agent.object_store_memory)
+      ->check(StoreBytes());
+  agent_cmd->add_option("--resources", agent.advertised.resources_json);
+  agent_cmd->add_option("--labels", agent.advertised.labels_json);
   agent_cmd->add_flag("--head-node", agent.head_node);
   agent_cmd->add_option("--node-id", agent.node_id);
   agent_cmd->add_option("--infeasible-grace-ms", agent.infeasible_grace_ms);
@@ -611,16 +960,23 @@ int Main(int argc, char** argv) {
   launch_cmd->add_flag("--per-host", launch_opts.per_host,
                        "One process per host with all its devices (JAX)");
   launch_cmd->add_option("--slice", launch_opts.slice, "TPU slice to run on");
-  launch_cmd->add_option("--nodes", launch_opts.nodes,
-                         "Without a slice: how many nodes (default all)");
+  launch_cmd
+      ->add_option("--nodes", launch_opts.nodes,
+                   "Without a slice: how many nodes (default all)")
+      ->check(AtLeast(0));
   launch_cmd->add_flag("--local", launch_opts.local, "Only one node");
-  launch_cmd->add_option("--nproc-per-node", launch_opts.nproc_per_node,
-                         "Hosts without accelerators: processes per host");
-  launch_cmd->add_option("--max-restarts", launch_opts.max_restarts,
-                         "Restart the whole gang up to N times on failure");
+  launch_cmd
+      ->add_option("--nproc-per-node", launch_opts.nproc_per_node,
+                   "Hosts without accelerators: processes per host")
+      ->check(AtLeast(1));
+  launch_cmd
+      ->add_option("--max-restarts", launch_opts.max_restarts,
+                   "Restart the whole gang up to N times on failure")
+      ->check(AtLeast(0));
   launch_cmd->add_option("--no-restart-on", no_restart_on,
                          "Exit codes that fail the gang at once, e.g. 2,3");
-  launch_cmd->add_option("--address", launch_opts.address, "Head, HOST:PORT");
+  launch_cmd->add_option("--address", launch_opts.address, "Head, HOST:PORT")
+      ->check(HostPort());
   launch_cmd->add_option("--token", launch_opts.token, "Cluster token");
   launch_cmd->footer(
       "The command follows --, e.g. shoal launch --per-device -- python "
@@ -632,7 +988,8 @@ int Main(int argc, char** argv) {
       "fake-tpu", "Make a fake TPU host tree; prints the variables to export");
   fake_cmd->add_option("--type", fake.type, "Accelerator type, e.g. v5p-16")
       ->required();
-  fake_cmd->add_option("--worker", fake.worker, "TPU worker id of this host");
+  fake_cmd->add_option("--worker", fake.worker, "TPU worker id of this host")
+      ->check(AtLeast(0));
   fake_cmd->add_option("--root", fake.root, "Directory to create it in")
       ->required();
   fake_cmd->add_option("--name", fake.name, "Slice name (TPU_NAME)");
@@ -649,19 +1006,27 @@ int Main(int argc, char** argv) {
     argc = i;
     break;
   }
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> done = Parse(app, argc, argv)) return *done;
   if (fake_cmd->parsed()) return FakeTpu(fake);
   if (launch_cmd->parsed()) {
     if (per_device == launch_opts.per_host) {
-      return Fail("say --per-device or --per-host");
+      return UsageFail(
+          "say --per-device (one process per device) or --per-host (one "
+          "process per host)");
     }
     for (absl::string_view code :
          absl::StrSplit(no_restart_on, ',', absl::SkipEmpty())) {
       int value = 0;
-      if (!absl::SimpleAtoi(code, &value)) {
-        return Fail("--no-restart-on takes exit codes, e.g. 2,3");
+      if (!absl::SimpleAtoi(code, &value) || value < 0 || value > 255) {
+        return UsageFail(absl::StrCat(
+            "--no-restart-on takes exit codes from 0 to 255, e.g. 2,3 (got \"",
+            no_restart_on, "\")"));
       }
       launch_opts.no_restart_on.insert(value);
+    }
+    if (absl::Status st = CheckAddressEnvironment(launch_opts.address);
+        !st.ok()) {
+      return UsageFail(std::string(st.message()));
     }
     return launch::RunLaunch(launch_opts);
   }
@@ -674,6 +1039,17 @@ int Main(int argc, char** argv) {
   if (head_cmd->parsed()) return RunHead(head);
   if (agent_cmd->parsed()) return RunAgent(agent);
   return 1;
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  // Bad input must end in a message, never in std::terminate.
+  try {
+    return Dispatch(argc, argv);
+  } catch (const std::exception& e) {
+    return Fail(absl::StrCat("unexpected error: ", e.what()));
+  }
 }
 
 }  // namespace shoal::cli

@@ -1,7 +1,9 @@
 #include "cli/status_format.h"
 
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "scheduling/resource_set.h"
@@ -108,8 +110,16 @@ std::string FormatStatusJson(const proto::ClusterStatus& status) {
     node["hostname"] = n.hostname();
     node["state"] = n.alive() ? "ALIVE" : "DEAD";
     node["is_head_node"] = n.is_head_node();
-    node["total"] = ResourceSet::FromProto(n.total()).ToDoubles();
-    node["available"] = ResourceSet::FromProto(n.available()).ToDoubles();
+    std::map<std::string, double> total =
+        ResourceSet::FromProto(n.total()).ToDoubles();
+    // A resource in use to the last unit is absent from the node's
+    // availability (zero entries are not kept): list it as 0, so that every
+    // resource of "total" is in "available".
+    std::map<std::string, double> available =
+        ResourceSet::FromProto(n.available()).ToDoubles();
+    for (const auto& [name, amount] : total) available.try_emplace(name, 0.0);
+    node["total"] = total;
+    node["available"] = available;
     node["labels"] = std::map<std::string, std::string>(n.labels().begin(),
                                                         n.labels().end());
     if (!n.alive()) node["death_reason"] = n.death_reason();

@@ -226,6 +226,31 @@ TEST(FormatStatusJsonTest, HasNodesUsageAndDemands) {
   EXPECT_EQ(j["demands"][1]["infeasible"], true);
 }
 
+TEST(FormatStatusJsonTest, FullyUsedResourcesShowAsZeroAvailable) {
+  proto::ClusterStatus status;
+  proto::NodeInfo* node = AddNode(&status, "n1", "10.0.0.1:40001",
+                                  /*alive=*/true, /*is_head=*/true);
+  SetResources({{"CPU", 2}, {"accel_x", 4}, {"memory", 8.0 * kGiB}},
+               node->mutable_total());
+  // Every CPU and accel_x in use: the node reports no entry for them.
+  SetResources({{"memory", 8.0 * kGiB}}, node->mutable_available());
+
+  nlohmann::json j = nlohmann::json::parse(FormatStatusJson(status), nullptr,
+                                           /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded());
+  const nlohmann::json& available = j["nodes"][0]["available"];
+  ASSERT_TRUE(available.contains("CPU")) << available.dump();
+  EXPECT_EQ(available["CPU"], 0.0);
+  ASSERT_TRUE(available.contains("accel_x")) << available.dump();
+  EXPECT_EQ(available["accel_x"], 0.0);
+  EXPECT_EQ(available["memory"], 8.0 * kGiB);
+  for (const auto& [name, amount] : j["nodes"][0]["total"].items()) {
+    EXPECT_TRUE(available.contains(name)) << name;
+  }
+  EXPECT_EQ(j["usage"]["CPU"]["used"], 2.0);
+  EXPECT_EQ(j["usage"]["accel_x"]["used"], 4.0);
+}
+
 TEST(FormatStatusJsonTest, EmptyClusterHasEmptyCollections) {
   nlohmann::json j =
       nlohmann::json::parse(FormatStatusJson(proto::ClusterStatus()), nullptr,

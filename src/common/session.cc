@@ -76,8 +76,14 @@ int64_t LivePid(const std::string& session_dir, const std::string& name) {
   return ProcessAlive(pid) ? pid : 0;
 }
 
+void MarkSessionEmbedded(const std::string& session_dir) {
+  WriteFile(session_dir + "/embedded", "started by a program's shoal::Init()")
+      .IgnoreError();
+}
+
 LocalCluster FindLocalCluster(const std::string& temp_dir) {
   for (const std::string& dir : ListSessionDirs(temp_dir)) {
+    if (PathExists(dir + "/embedded")) continue;
     if (LivePid(dir, "head") == 0 && LivePid(dir, "agent") == 0) continue;
     LocalCluster c;
     c.session_dir = dir;
@@ -87,6 +93,28 @@ LocalCluster FindLocalCluster(const std::string& temp_dir) {
   }
   return {};
 }
+
+namespace {
+
+// Whether two HOST:PORT addresses reach the same listener from this host:
+// equal, or the same port on two addresses of this host (a head answers on
+// 127.0.0.1 as well as on the address it advertises).
+bool SameListener(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::string host_a, host_b;
+  int port_a = 0, port_b = 0;
+  if (!SplitHostPort(a, &host_a, &port_a).ok() ||
+      !SplitHostPort(b, &host_b, &port_b).ok() || port_a != port_b) {
+    return false;
+  }
+  auto local = [](const std::string& host) {
+    return host == "localhost" || absl::StartsWith(host, "127.") ||
+           IsLocalAddress(host);
+  };
+  return local(host_a) && local(host_b);
+}
+
+}  // namespace
 
 absl::Status ResolveClusterAddress(const std::string& temp_dir,
                                    std::string* address, std::string* token) {
@@ -104,18 +132,38 @@ absl::Status ResolveClusterAddress(const std::string& temp_dir,
       return absl::NotFoundError(absl::StrCat(
           "no cluster to talk to: pass --address HOST:PORT, set "
           "SHOAL_ADDRESS, or start one here with `shoal start --head` (none "
-          "was started from ",
+          "is running from ",
           temp_dir, ")"));
     }
     *address = local.head_address;
   }
-  if (token->empty() && local.head_address == *address) *token = local.token;
-  if (token->empty()) {
-    // A head elsewhere in this temp dir with the same port.
-    for (const std::string& dir : ListSessionDirs(temp_dir)) {
-      if (ReadSessionFile(dir, "cluster_address") == *address) {
+  std::string host;
+  int port = 0;
+  RETURN_IF_ERROR(SplitHostPort(*address, &host, &port));
+  if (!token->empty()) return absl::OkStatus();
+  if (!local.head_address.empty() &&
+      SameListener(local.head_address, *address)) {
+    *token = local.token;
+    return absl::OkStatus();
+  }
+  // A cluster started or joined from this host, whatever its temp dir (the
+  // live ones first), or an earlier session of a head at that address.
+  std::vector<std::string> temp_dirs = {temp_dir};
+  for (const std::string& td : {DefaultTempDir(), std::string("/tmp/shoal")}) {
+    if (std::find(temp_dirs.begin(), temp_dirs.end(), td) == temp_dirs.end()) {
+      temp_dirs.push_back(td);
+    }
+  }
+  for (bool live : {true, false}) {
+    for (const std::string& td : temp_dirs) {
+      for (const std::string& dir : ListSessionDirs(td)) {
+        bool alive = LivePid(dir, "head") != 0 || LivePid(dir, "agent") != 0;
+        if (alive != live) continue;
+        if (!SameListener(ReadSessionFile(dir, "cluster_address"), *address)) {
+          continue;
+        }
         *token = ReadSessionFile(dir, "token");
-        if (!token->empty()) break;
+        if (!token->empty()) return absl::OkStatus();
       }
     }
   }

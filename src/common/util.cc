@@ -290,6 +290,28 @@ std::vector<int64_t> ProcessesHoldingFile(const std::string& path) {
   return out;
 }
 
+std::vector<int64_t> ProcessesWithEnvironment(const std::string& name,
+                                              const std::string& value) {
+  std::vector<int64_t> out;
+  const std::string wanted = absl::StrCat(name, "=", value);
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    int64_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    auto vars = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+    if (!vars.ok()) continue;
+    for (absl::string_view var : absl::StrSplit(*vars, '\0')) {
+      if (var == wanted) {
+        out.push_back(pid);
+        break;
+      }
+    }
+  }
+  closedir(proc);
+  return out;
+}
+
 bool ProcessAlive(int64_t pid) {
   // A value beyond pid_t (a corrupt pid file) would otherwise be truncated
   // into some other process's pid, e.g. 2^32 + 1 into init's.

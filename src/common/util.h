@@ -60,6 +60,11 @@ std::string SelfExecutable();
 // Pids of the processes that have `path` open (from /proc/*/fd).
 std::vector<int64_t> ProcessesHoldingFile(const std::string& path);
 
+// Pids of the processes whose environment holds `name`=`value` (from
+// /proc/*/environ; only processes this one may read).
+std::vector<int64_t> ProcessesWithEnvironment(const std::string& name,
+                                              const std::string& value);
+
 // True while a process with this pid exists (signal 0).
 bool ProcessAlive(int64_t pid);
 

@@ -51,6 +51,7 @@ class HeadImpl : public Head {
         return;
       }
       server_ = std::move(*server);
+      rpc::AlsoListenOnLoopback(server_.get(), options_.host);
       RegisterHandlers();
       ScheduleHealthCheck();
     });

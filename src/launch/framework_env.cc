@@ -385,6 +385,11 @@ std::vector<ProcessEnvironment> PerHost(const LaunchSpec& spec,
     set["JAX_COORDINATOR_ADDRESS"] = coordinator;
     set["JAX_COORDINATOR_PORT"] =
         absl::StrCat(spec.rendezvous.coordinator_port);
+    // JAX itself reads only the coordinator's address from the environment;
+    // these are the names JAX launchers commonly use for the other two
+    // arguments of jax.distributed.initialize().
+    set["JAX_NUM_PROCESSES"] = absl::StrCat(num_processes);
+    set["JAX_PROCESS_ID"] = absl::StrCat(p);
     set[kShoalLocalDeviceIdsEnv] = ids;
     set[kShoalLocalDeviceCountEnv] = absl::StrCat(held.size());
     set[kShoalGlobalDeviceCountEnv] = absl::StrCat(global_devices);

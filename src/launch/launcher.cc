@@ -21,7 +21,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "common/process.h"
+#include "common/session.h"
 #include "common/util.h"
 #include "launch/framework_env.h"
 #include "rpc/rpc.h"
@@ -33,6 +35,12 @@ namespace {
 
 constexpr int64_t kReportIntervalUs = 100000;
 constexpr int kStopGraceMs = 3000;
+constexpr int64_t kReportTimeoutMs = 5000;
+// A runner that cannot reach its launcher for this long stops its processes
+// and fails (a wrong token fails at once).
+constexpr int64_t kLauncherLostUs = 10'000'000;
+// Undelivered output kept while the launcher is unreachable.
+constexpr int kMaxPendingLines = 10000;
 
 DeviceKind KindOf(const std::string& kind) {
   if (kind == "TPU") return DeviceKind::kTpu;
@@ -58,22 +66,29 @@ struct Proc {
   bool exited = false;
 };
 
-// Sends what accumulated to the launcher; true when it says to stop (or is
-// gone: a gang without its launcher stops).
-bool Report(rpc::EventLoop* loop, rpc::Channel* channel,
-            proto::LaunchReport* report) {
-  std::promise<bool> stop;
+// Sends what accumulated to the launcher. Returns whether it says to stop,
+// or why it could not be reached; what was not delivered is kept for the
+// next report.
+absl::StatusOr<bool> Report(rpc::EventLoop* loop, rpc::Channel* channel,
+                            proto::LaunchReport* report) {
+  std::promise<absl::StatusOr<bool>> stop;
   loop->Post([&] {
     rpc::CallProto<proto::LaunchReportReply>(
         channel, proto::LAUNCH_REPORT, *report,
         [&](absl::StatusOr<proto::LaunchReportReply> r) {
-          stop.set_value(!r.ok() || r->stop());
+          if (r.ok()) {
+            stop.set_value(r->stop());
+          } else {
+            stop.set_value(r.status());
+          }
         },
-        5000);
+        kReportTimeoutMs);
   });
-  bool result = stop.get_future().get();
-  report->clear_lines();
-  report->clear_exits();
+  absl::StatusOr<bool> result = stop.get_future().get();
+  if (result.ok()) {
+    report->clear_lines();
+    report->clear_exits();
+  }
   return result;
 }
 
@@ -165,13 +180,8 @@ absl::StatusOr<int> RendezvousPort(rpc::EventLoop* loop, rpc::Channel* head,
       "host 0 of the gang never published its rendezvous port");
 }
 
-std::string RunLaunchHost(std::string spec_bytes) {
-  proto::LaunchHostSpec spec;
-  proto::LaunchHostResult result;
-  if (!spec.ParseFromString(spec_bytes)) {
-    result.set_error("malformed launch spec");
-    return result.SerializeAsString();
-  }
+// The gang a runner (or the launcher, to check it) computes the processes of.
+LaunchSpec GangOf(const proto::LaunchHostSpec& spec) {
   LaunchSpec gang;
   gang.mode = spec.per_host() ? LaunchMode::kPerHost : LaunchMode::kPerDevice;
   gang.restart_count = spec.restart_count();
@@ -184,20 +194,40 @@ std::string RunLaunchHost(std::string spec_bytes) {
     host.tpu_worker_id = h.tpu_worker_id();
     gang.hosts.push_back(host);
   }
+  return gang;
+}
+
+std::string RunLaunchHost(std::string spec_bytes) {
+  proto::LaunchHostSpec spec;
+  proto::LaunchHostResult result;
+  if (!spec.ParseFromString(spec_bytes)) {
+    result.set_error("malformed launch spec");
+    return result.SerializeAsString();
+  }
+  LaunchSpec gang = GangOf(spec);
   auto loop = rpc::EventLoop::Create("shoal-runner");
   if (!loop.ok()) {
     result.set_error(std::string(loop.status().message()));
     return result.SerializeAsString();
   }
-  const char* token = getenv("SHOAL_TOKEN");
+  // The launcher, the head and the ranks all use the cluster's token: the
+  // launcher sends the one it resolved, the worker holds the agent's.
+  const char* env_token = getenv("SHOAL_TOKEN");
+  std::string token = !spec.token().empty() ? spec.token()
+                      : env_token           ? env_token
+                                            : "";
   const char* head = getenv("SHOAL_ADDRESS");
+  const proto::LaunchHost& self = spec.hosts(spec.host_index());
+  std::string where =
+      absl::StrCat("host ", spec.host_index(), " (", self.address(), ", node ",
+                   self.node_id(), ")");
   std::unique_ptr<rpc::Channel> channel;
   std::unique_ptr<rpc::Channel> head_channel;
   (*loop)->RunSync([&] {
     channel = std::make_unique<rpc::Channel>(
-        loop->get(), spec.launcher_address(), token ? token : "", "runner");
+        loop->get(), spec.launcher_address(), token, "runner");
     head_channel = std::make_unique<rpc::Channel>(loop->get(), head ? head : "",
-                                                  token ? token : "", "runner");
+                                                  token, "runner");
   });
   auto close_channels = [&] {
     (*loop)->RunSync([&] {
@@ -211,7 +241,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
   auto port = RendezvousPort(loop->get(), head_channel.get(), spec);
   if (!port.ok()) {
     close_channels();
-    result.set_error(std::string(port.status().message()));
+    result.set_error(absl::StrCat(where, ": ", port.status().message()));
     return result.SerializeAsString();
   }
   gang.rendezvous.master_port = *port;
@@ -219,7 +249,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
   auto envs = ComputeLaunchEnvironments(gang);
   if (!envs.ok()) {
     close_channels();
-    result.set_error(std::string(envs.status().message()));
+    result.set_error(absl::StrCat(where, ": ", envs.status().message()));
     return result.SerializeAsString();
   }
   const char* session = getenv("SHOAL_SESSION_DIR");
@@ -239,6 +269,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
   }
   for (const ProcessEnvironment& env : *envs) {
     if (env.node_rank != spec.host_index()) continue;
+    result.set_num_processes(result.num_processes() + 1);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) continue;
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
@@ -286,9 +317,12 @@ std::string RunLaunchHost(std::string spec_bytes) {
   bool stopping = result.exits_size() > 0;
   int64_t stop_deadline_us = 0;
   int64_t last_report = 0;
+  int64_t unreachable_since_us = 0;
+  bool launcher_lost = false;
   size_t running = 0;
   for (const Proc& p : procs) running += p.exited ? 0 : 1;
-  while (running > 0 || report.lines_size() > 0 || report.exits_size() > 0) {
+  while (running > 0 || (!launcher_lost && (report.lines_size() > 0 ||
+                                            report.exits_size() > 0))) {
     std::vector<pollfd> pfds;
     for (const Proc& p : procs) pfds.push_back({p.fd, POLLIN, 0});
     poll(pfds.data(), pfds.size(), 50);
@@ -318,9 +352,31 @@ std::string RunLaunchHost(std::string spec_bytes) {
       if (ExitCode(status) != 0) stopping = true;
     }
     int64_t now = MonotonicUs();
-    if (now - last_report >= kReportIntervalUs || running == 0) {
+    bool due = now - last_report >= kReportIntervalUs || running == 0;
+    if (!launcher_lost && due) {
       last_report = now;
-      if (Report(loop->get(), channel.get(), &report)) stopping = true;
+      absl::StatusOr<bool> stop = Report(loop->get(), channel.get(), &report);
+      if (stop.ok()) {
+        unreachable_since_us = 0;
+        if (*stop) stopping = true;
+      } else {
+        if (unreachable_since_us == 0) unreachable_since_us = now;
+        bool refused =
+            stop.status().code() == absl::StatusCode::kPermissionDenied;
+        if (refused || now - unreachable_since_us >= kLauncherLostUs) {
+          // Nobody hears this gang: stop it, and say why in the result.
+          launcher_lost = true;
+          stopping = true;
+          result.set_error(absl::StrCat(
+              where, " lost its launcher at ", spec.launcher_address(), ": ",
+              stop.status().message(), "; its processes were stopped"));
+          SHOAL_LOG(WARNING) << result.error();
+        }
+        if (report.lines_size() > kMaxPendingLines) {
+          report.mutable_lines()->DeleteSubrange(
+              0, report.lines_size() - kMaxPendingLines);
+        }
+      }
     }
     if (stopping && stop_deadline_us == 0) {
       stop_deadline_us = now + kStopGraceMs * 1000;
@@ -415,9 +471,27 @@ int RunLaunch(const LaunchOptions& options) {
                  "shoal launch --per-device -- python train.py\n";
     return 2;
   }
+  if (options.max_restarts < 0) {
+    std::cerr << "shoal launch: --max-restarts must be 0 or more (got "
+              << options.max_restarts << ")\n";
+    return 2;
+  }
+  if (options.nproc_per_node < 0) {
+    std::cerr << "shoal launch: --nproc-per-node must be 1 or more (got "
+              << options.nproc_per_node << ")\n";
+    return 2;
+  }
+  // The cluster, by the rule every command follows (common/session.h): a
+  // launch never starts a cluster of its own.
   InitOptions init;
   init.address = options.address;
   init.token = options.token;
+  absl::Status found =
+      ResolveClusterAddress(DefaultTempDir(), &init.address, &init.token);
+  if (!found.ok()) {
+    std::cerr << "shoal launch: " << found.message() << "\n";
+    return absl::IsInvalidArgument(found) ? 2 : 1;
+  }
   try {
     Init(init);
   } catch (const Error& e) {
@@ -441,6 +515,7 @@ int RunLaunch(const LaunchOptions& options) {
   std::vector<std::string> host_ids;
   bool slice_gang = false;
   std::map<std::string, double> bundle_devices;
+  int nproc = std::max(1, options.nproc_per_node);
   try {
     slice_gang = !options.slice.empty() ||
                  (has_slice && options.nodes == 0 && !options.local);
@@ -453,13 +528,24 @@ int RunLaunch(const LaunchOptions& options) {
                   ? 1
                   : (options.nodes > 0 ? options.nodes
                                        : static_cast<int>(alive.size()));
+      if (n > static_cast<int>(alive.size())) {
+        throw Error(absl::StrCat("asked for ", n, " nodes; the cluster has ",
+                                 alive.size(), " alive"));
+      }
       PlacementGroupOptions pg;
       pg.strategy = PlacementStrategy::kStrictSpread;
-      pg.bundles.assign(n, GangBundle(alive, n, options.nproc_per_node));
+      pg.bundles.assign(n, GangBundle(alive, n, nproc));
       bundle_devices = pg.bundles[0];
       group = CreatePlacementGroup(pg);
-      if (!group.Wait(60000)) {
+      // Waits in short steps, so that Ctrl-C ends the wait.
+      bool placed = false;
+      for (int waited = 0; !placed && waited < 60000 && !g_interrupted;
+           waited += 200) {
+        placed = group.Wait(200);
+      }
+      if (!placed) {
         RemovePlacementGroup(group);
+        if (g_interrupted) throw Error("interrupted while reserving nodes");
         throw Error(absl::StrCat("could not reserve ", n,
                                  " nodes within 60 s; they are busy"));
       }
@@ -468,14 +554,49 @@ int RunLaunch(const LaunchOptions& options) {
   } catch (const Error& e) {
     std::cerr << "shoal launch: " << e.what() << "\n";
     Shutdown();
-    return 1;
+    return g_interrupted ? 130 : 1;
   }
   std::vector<proto::LaunchHost> hosts;
   for (const std::string& id : host_ids) {
     for (const NodeInfo& n : Nodes()) {
-      if (n.node_id == id) {
-        hosts.push_back(DescribeHost(n, options.nproc_per_node));
+      if (n.node_id == id) hosts.push_back(DescribeHost(n, nproc));
+    }
+  }
+  // The gang must make sense before anything starts: the same check the
+  // runners make, and the number of processes every launch must account for.
+  int expected_processes = 0;
+  {
+    proto::LaunchHostSpec probe;
+    for (const auto& h : hosts) *probe.add_hosts() = h;
+    probe.set_per_host(options.per_host);
+    LaunchSpec gang = GangOf(probe);
+    gang.rendezvous.master_port = kDefaultMasterPort;
+    gang.rendezvous.coordinator_port = kDefaultMasterPort;
+    std::string problem;
+    bool devices = !hosts.empty() && hosts[0].kind() != "CPU";
+    if (devices && options.nproc_per_node > 0 &&
+        options.nproc_per_node != hosts[0].num_devices()) {
+      problem = absl::StrCat(
+          "--nproc-per-node ", options.nproc_per_node,
+          ": the gang's hosts have ", hosts[0].num_devices(), " ",
+          hosts[0].kind(),
+          " each, and a launch runs one process per device (--per-device) or "
+          "per host (--per-host); drop --nproc-per-node");
+    } else if (auto envs = ComputeLaunchEnvironments(gang); !envs.ok()) {
+      problem = std::string(envs.status().message());
+      if (!slice_gang && hosts[0].kind() == "TPU") {
+        absl::StrAppend(&problem,
+                        ". A TPU slice runs as a whole: leave out --local and "
+                        "--nodes to launch on every host of the slice");
       }
+    } else {
+      expected_processes = static_cast<int>(envs->size());
+    }
+    if (!problem.empty()) {
+      std::cerr << "shoal launch: " << problem << "\n";
+      RemovePlacementGroup(group);
+      Shutdown();
+      return 2;
     }
   }
 
@@ -483,8 +604,7 @@ int RunLaunch(const LaunchOptions& options) {
   LaunchState state;
   auto loop = rpc::EventLoop::Create("shoal-launch");
   std::unique_ptr<rpc::Server> server;
-  std::string token = options.token;
-  if (token.empty() && getenv("SHOAL_TOKEN")) token = getenv("SHOAL_TOKEN");
+  const std::string& token = init.token;
   // Every host's runner reports here, so listen where all of them can reach:
   // on loopback only when the whole gang is on loopback (one machine), else
   // on this host's address in the gang, else on its primary address.
@@ -563,6 +683,7 @@ int RunLaunch(const LaunchOptions& options) {
       for (const auto& h : hosts) *spec.add_hosts() = h;
       spec.set_per_host(options.per_host);
       spec.set_restart_count(attempt);
+      spec.set_token(token);
       auto task = Task(RunLaunchHost)
                       .SetPlacementGroup(group, static_cast<int>(i))
                       .SetMaxRetries(0);
@@ -573,9 +694,12 @@ int RunLaunch(const LaunchOptions& options) {
       runners.push_back(task.Remote(spec.SerializeAsString()));
     }
     // Collect runners as they finish: a runner that fails (its host died)
-    // stops the others too.
+    // stops the others too. Success needs every process of the gang to have
+    // run to its end and exited 0, as the runners themselves report it (the
+    // streamed reports may have been lost).
     std::string runner_error;
-    int ranks = 0;
+    int exited_zero = 0;
+    std::vector<proto::LaunchExit> unreported;  // non-zero, from results
     std::vector<bool> done(runners.size(), false);
     for (size_t finished = 0; finished < runners.size();) {
       Wait(runners, runners.size(), 200);
@@ -585,14 +709,34 @@ int RunLaunch(const LaunchOptions& options) {
         }
         done[i] = true;
         ++finished;
+        std::string error;
         try {
           proto::LaunchHostResult result;
-          result.ParseFromString(Get(runners[i]));
-          if (!result.error().empty()) runner_error = result.error();
-          ranks += result.exits_size();
+          if (!result.ParseFromString(Get(runners[i]))) {
+            result.set_error(absl::StrCat("the runner on host ", i,
+                                          " sent a malformed result"));
+          }
+          error = result.error();
+          for (const proto::LaunchExit& e : result.exits()) {
+            if (e.exit_code() == 0) {
+              ++exited_zero;
+            } else {
+              unreported.push_back(e);
+            }
+          }
+          if (error.empty() && result.exits_size() < result.num_processes()) {
+            error =
+                absl::StrCat("the runner on host ", i, " (", hosts[i].address(),
+                             ") accounted for ", result.exits_size(),
+                             " of its ", result.num_processes(), " processes");
+          }
         } catch (const Error& e) {
-          runner_error =
-              absl::StrCat("the runner on host ", i, " failed: ", e.what());
+          error = absl::StrCat("the runner on host ", i, " (",
+                               hosts[i].address(), ", node ",
+                               hosts[i].node_id(), ") failed: ", e.what());
+        }
+        if (!error.empty()) {
+          if (runner_error.empty()) runner_error = error;
           std::lock_guard<std::mutex> lock(state.mu);
           state.stop = true;
         }
@@ -609,9 +753,18 @@ int RunLaunch(const LaunchOptions& options) {
       failed = state.have_failure;
       failure = state.first_failure;
     }
-    if (!failed && runner_error.empty() && !g_interrupted) {
-      summary =
-          absl::StrCat("shoal launch: all ", ranks, " processes exited 0");
+    // A process that failed on its own, which the launcher never heard of
+    // (its report was lost).
+    for (const proto::LaunchExit& e : unreported) {
+      if (failed) break;
+      if (e.stopped()) continue;
+      failed = true;
+      failure = e;
+    }
+    if (!failed && runner_error.empty() && !g_interrupted &&
+        exited_zero == expected_processes) {
+      summary = absl::StrCat("shoal launch: all ", exited_zero,
+                             " processes exited 0");
       exit_code = 0;
       break;
     }
@@ -622,6 +775,11 @@ int RunLaunch(const LaunchOptions& options) {
       break;
     }
     if (!failed) {
+      if (runner_error.empty()) {
+        runner_error = absl::StrCat(exited_zero, " of ", expected_processes,
+                                    " processes ran to their end and exited "
+                                    "0; the others were stopped");
+      }
       summary = absl::StrCat("shoal launch: ", runner_error);
       exit_code = 1;
       break;

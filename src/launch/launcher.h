@@ -25,15 +25,20 @@ struct LaunchOptions {
   int nodes = 0;       // without a slice: this many nodes (0: all alive)
   bool local = false;  // only the node on this host
   // Hosts without accelerators: processes per host in --per-device mode
-  // (stand-in CPU "devices").
-  int nproc_per_node = 1;
+  // (stand-in CPU "devices"); 0: one. Hosts with devices run one process per
+  // device, and refuse any other count.
+  int nproc_per_node = 0;
   int max_restarts = 0;
   std::set<int> no_restart_on;
   std::vector<std::string> argv;
 };
 
-// Returns the exit status for the CLI: 0 when every process exited 0, else
-// the first failing process's exit code (128 + signal when killed).
+// Finds the cluster as every command does (ResolveClusterAddress) and never
+// starts one. Returns the exit status for the CLI: 0 only when every process
+// of the gang ran to its end and exited 0; else the first failing process's
+// exit code (128 + signal when killed), 1 when a host's runner failed or lost
+// the launcher (the last line names the host and why), 2 for a gang that
+// cannot be launched as asked, 130 when interrupted.
 int RunLaunch(const LaunchOptions& options);
 
 }  // namespace shoal::launch

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "common/util.h"
 #include "google/protobuf/message_lite.h"
 #include "rpc/frame.h"
@@ -302,10 +303,10 @@ const std::string& Responder::peer() const {
 
 // ---- Server ----
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Create(EventLoop* loop,
-                                                       const std::string& host,
-                                                       int port,
-                                                       std::string token) {
+namespace {
+
+// A listening socket on host:port (port 0 picks one).
+absl::StatusOr<int> ListenOn(const std::string& host, int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
@@ -334,26 +335,54 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(EventLoop* loop,
     close(fd);
     return absl::UnavailableError(absl::StrCat("listen: ", strerror(err)));
   }
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(EventLoop* loop,
+                                                       const std::string& host,
+                                                       int port,
+                                                       std::string token) {
+  ASSIGN_OR_RETURN(int fd, ListenOn(host, port));
+  sockaddr_in addr{};
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::unique_ptr<Server> server(
-      new Server(loop, fd, ntohs(addr.sin_port), std::move(token)));
-  Server* raw = server.get();
-  if (loop->InLoop()) {
-    loop->AddFd(fd, EPOLLIN, [raw](uint32_t) { raw->Accept(); });
-  } else {
-    loop->Post([raw, fd] {
-      raw->loop_->AddFd(fd, EPOLLIN, [raw](uint32_t) { raw->Accept(); });
-    });
-  }
+      new Server(loop, ntohs(addr.sin_port), std::move(token)));
+  server->AddListener(fd);
   return server;
 }
 
-Server::Server(EventLoop* loop, int listen_fd, int port, std::string token)
-    : loop_(loop),
-      listen_fd_(listen_fd),
-      port_(port),
-      token_(std::move(token)) {}
+absl::Status Server::AlsoListen(const std::string& host) {
+  ASSIGN_OR_RETURN(int fd, ListenOn(host, port_));
+  AddListener(fd);
+  return absl::OkStatus();
+}
+
+void Server::AddListener(int fd) {
+  listen_fds_.push_back(fd);
+  if (loop_->InLoop()) {
+    loop_->AddFd(fd, EPOLLIN, [this, fd](uint32_t) { Accept(fd); });
+  } else {
+    loop_->Post([this, fd] {
+      loop_->AddFd(fd, EPOLLIN, [this, fd](uint32_t) { Accept(fd); });
+    });
+  }
+}
+
+void AlsoListenOnLoopback(Server* server, const std::string& advertised_host) {
+  if (advertised_host.rfind("127.", 0) == 0 || advertised_host == "0.0.0.0") {
+    return;
+  }
+  absl::Status st = server->AlsoListen("127.0.0.1");
+  if (!st.ok()) {
+    SHOAL_LOG(WARNING) << "not answering on loopback as well: " << st.message();
+  }
+}
+
+Server::Server(EventLoop* loop, int port, std::string token)
+    : loop_(loop), port_(port), token_(std::move(token)) {}
 
 Server::~Server() { Shutdown(); }
 
@@ -366,11 +395,11 @@ void Server::OnDisconnect(std::function<void(uint64_t)> callback) {
 }
 
 void Server::Shutdown() {
-  if (listen_fd_ >= 0) {
-    loop_->RemoveFd(listen_fd_);
-    close(listen_fd_);
-    listen_fd_ = -1;
+  for (int fd : listen_fds_) {
+    loop_->RemoveFd(fd);
+    close(fd);
   }
+  listen_fds_.clear();
   auto conns = std::move(conns_);
   conns_.clear();
   on_disconnect_ = nullptr;
@@ -378,11 +407,11 @@ void Server::Shutdown() {
     conn->Close(absl::CancelledError("server stopped"));
 }
 
-void Server::Accept() {
+void Server::Accept(int listen_fd) {
   while (true) {
     sockaddr_in addr{};
     socklen_t len = sizeof(addr);
-    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;

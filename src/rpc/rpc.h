@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -69,6 +70,9 @@ class Server {
   ~Server();
 
   int port() const { return port_; }
+  // Also accepts on `host` at the same port (e.g. 127.0.0.1 beside the
+  // advertised address, so that programs on this host can use loopback).
+  absl::Status AlsoListen(const std::string& host);
   void Register(int method, Handler handler);
   // Called when an authenticated connection closes (its id is the one
   // Responder::connection_id() gave).
@@ -77,13 +81,14 @@ class Server {
   void Shutdown();
 
  private:
-  Server(EventLoop* loop, int listen_fd, int port, std::string token);
-  void Accept();
+  Server(EventLoop* loop, int port, std::string token);
+  void AddListener(int fd);
+  void Accept(int listen_fd);
   void OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
                uint32_t method, uint64_t call_id, std::string_view payload);
 
   EventLoop* loop_;
-  int listen_fd_;
+  std::vector<int> listen_fds_;
   int port_;
   std::string token_;
   uint64_t next_conn_id_ = 1;
@@ -91,6 +96,11 @@ class Server {
   std::unordered_map<int, Handler> handlers_;
   std::function<void(uint64_t)> on_disconnect_;
 };
+
+// Makes `server`, which listens on `advertised_host`, answer on 127.0.0.1 of
+// this host as well, so that a program here may use loopback whatever address
+// the node advertises. A taken loopback port is logged, not fatal.
+void AlsoListenOnLoopback(Server* server, const std::string& advertised_host);
 
 // A client connection to one address. Connects on first use and again after a
 // failure; calls made while connecting wait for the handshake.

@@ -116,16 +116,52 @@ absl::StatusOr<ResourceSet> ResourceSet::FromDoubles(
   return set;
 }
 
-absl::StatusOr<ResourceSet> ResourceSet::FromJson(const std::string& json) {
-  nlohmann::json parsed;
+namespace {
+
+// `json` parsed without throwing. On failure *error says where and why, and
+// *failed_key names the top-level key whose value the parser failed on when
+// the value was a number out of range (1e400), which the parser itself does
+// not say.
+bool ParseFlatJson(const std::string& json, nlohmann::json* parsed,
+                   std::string* error, std::string* failed_key) {
+  std::string current_key;
+  nlohmann::json::parser_callback_t remember_key =
+      [&current_key](int depth, nlohmann::json::parse_event_t event,
+                     nlohmann::json& value) {
+        if (event == nlohmann::json::parse_event_t::key && depth == 1) {
+          current_key = value.get<std::string>();
+        }
+        return true;
+      };
   try {
-    parsed = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
+    *parsed = nlohmann::json::parse(json, remember_key);
+    return true;
+  } catch (const nlohmann::json::exception& e) {
     // e.what() starts with "[json.exception.parse_error.101] "; the rest
     // says where and why.
-    std::string detail = e.what();
-    if (size_t end = detail.find("] "); end != std::string::npos) {
-      detail = detail.substr(end + 2);
+    *error = e.what();
+    if (size_t end = error->find("] "); end != std::string::npos) {
+      *error = error->substr(end + 2);
+    }
+    if (dynamic_cast<const nlohmann::json::out_of_range*>(&e) != nullptr) {
+      *failed_key = current_key;
+    }
+    return false;
+  }
+}
+
+constexpr char kLabelsExample[] = R"({"zone": "us-east-1a"})";
+
+}  // namespace
+
+absl::StatusOr<ResourceSet> ResourceSet::FromJson(const std::string& json) {
+  nlohmann::json parsed;
+  std::string detail, failed_key;
+  if (!ParseFlatJson(json, &parsed, &detail, &failed_key)) {
+    if (!failed_key.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resource \"", failed_key, "\" is out of range (", detail,
+          "); give an amount from 0 to ", static_cast<int64_t>(kMaxQuantity)));
     }
     return absl::InvalidArgumentError(
         absl::StrCat("resources JSON is malformed: '", json, "' (", detail,
@@ -146,6 +182,41 @@ absl::StatusOr<ResourceSet> ResourceSet::FromJson(const std::string& json) {
     amounts[key] = value.get<double>();
   }
   return FromDoubles(amounts);
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseLabelsJson(
+    const std::string& json) {
+  nlohmann::json parsed;
+  std::string detail, failed_key;
+  if (!ParseFlatJson(json, &parsed, &detail, &failed_key)) {
+    if (!failed_key.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label \"", failed_key,
+                       "\" must be a string (got a number out of range); "
+                       "write it as \"",
+                       failed_key, "\": \"some value\""));
+    }
+    parsed = nlohmann::json();  // malformed: said below
+  }
+  if (!parsed.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("labels must be a JSON object of strings such as ",
+                     kLabelsExample, " (got '", json, "')"));
+  }
+  std::map<std::string, std::string> labels;
+  for (const auto& [key, value] : parsed.items()) {
+    if (key.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a label has an empty name; write labels such as ", kLabelsExample));
+    }
+    if (!value.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label \"", key, "\" must be a string (got ", value.dump(),
+          "); write it as \"", key, "\": \"some value\""));
+    }
+    labels[key] = value.get<std::string>();
+  }
+  return labels;
 }
 
 // Peers cannot be told about a bad entry here, so entries that FromDoubles

@@ -68,6 +68,12 @@ class ResourceSet {
   std::map<std::string, int64_t> amounts_;
 };
 
+// Node labels from `--labels`: a JSON object of strings such as
+// {"zone": "us-east-1a"}. Fails (InvalidArgument, naming the label and how
+// to write it) for anything else.
+absl::StatusOr<std::map<std::string, std::string>> ParseLabelsJson(
+    const std::string& json);
+
 // Human form of a quantity for `shoal status`: "1.0", "0.5", and for memory
 // resources (memory, object_store_memory) bytes as "1.50GiB".
 std::string FormatQuantity(const std::string& name, int64_t fixed);

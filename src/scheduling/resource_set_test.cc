@@ -163,6 +163,14 @@ TEST(ResourceSetTest, FromJsonRejectsBadInput) {
        {"\"accel_x\"", "whole number", "ask for 1 or 2"}},
       {R"({"CPU": -2})", {"\"CPU\"", "negative"}},
       {R"({"": 1})", {"empty name"}},
+      // Beyond a double (the parser itself fails) or beyond the fixed-point
+      // range: the key is named, nothing throws.
+      {R"({"x": 1e400})", {"\"x\"", "out of range", "1e400"}},
+      {R"({"CPU": 1, "x": -1e400})", {"\"x\"", "out of range"}},
+      {R"({"x": 1e300})", {"\"x\"", "too large"}},
+      {R"({"x": 100000000000000000000000000000})", {"\"x\"", "too large"}},
+      {R"({"x": -0.5})", {"\"x\"", "negative"}},
+      {"1e400", {"malformed", "1e400"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.json);

@@ -16,11 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "accel/fake_host.h"
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"
+#include "shoal/collective.h"
 #include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
@@ -55,6 +57,22 @@ std::map<std::string, std::string> ChipView(int64_t hold_ms) {
   return view;
 }
 SHOAL_REMOTE(ChipView);
+
+// One task of the guide's pattern on a two-host slice: it says it is here,
+// then waits (up to 20 s) until the task of the other host says so too, as
+// tasks meeting in jax.distributed.initialize() would. Run one after the
+// other, the first fails.
+std::string MeetOnHost(std::string run) {
+  auto store = shoal::collective::ClusterStore();
+  std::string self = shoal::CurrentNodeId();
+  store->Set(absl::StrCat("meet/", run, "/", self), "1");
+  for (const char* host : {"tpu-0", "tpu-1"}) {
+    store->Get(absl::StrCat("meet/", run, "/", host),
+               std::chrono::milliseconds(20000));
+  }
+  return self;
+}
+SHOAL_REMOTE(MeetOnHost);
 
 class AcceleratorTest : public shoal::testing::FakeTpuSliceTest {
  protected:
@@ -135,6 +153,29 @@ TEST_F(AcceleratorTest, FourChipTaskSeesTheWholeHostWithoutBounds) {
                              .SetResources({{"TPU", 4}, {"TPU-v5p-16-head", 1}})
                              .Remote(0));
   EXPECT_EQ(head.at("node"), "tpu-0");
+}
+
+// The guide's own pattern, with no placement group:
+//   ray.get([f.remote() for _ in range(num_hosts)])  # resources={"TPU": 4}
+// Both tasks must run at once, one per host.
+TEST_F(AcceleratorTest, TheGuidesPatternRunsOneTaskPerHostAtOnce) {
+  // Round 0 finds no lease; round 1 reuses both; round 2 comes after they
+  // were returned, when the driver knows how long such a task runs.
+  for (int round = 0; round < 3; ++round) {
+    if (round == 2) std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::string run = shoal::RandomHex(4);
+    std::vector<shoal::ObjectRef<std::string>> refs;
+    for (int h = 0; h < 2; ++h) {
+      refs.push_back(shoal::Task(MeetOnHost)
+                         .SetResource("TPU", 4)
+                         .SetMaxRetries(0)
+                         .Remote(run));
+    }
+    std::vector<std::string> hosts = shoal::Get(refs, 60000);
+    EXPECT_EQ(std::set<std::string>(hosts.begin(), hosts.end()),
+              (std::set<std::string>{"tpu-0", "tpu-1"}))
+        << "round " << round;
+  }
 }
 
 TEST_F(AcceleratorTest, ThreeChipsFailWithAClearError) {

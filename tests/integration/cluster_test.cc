@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/session.h"
 #include "common/util.h"
 #include "gmock/gmock.h"
@@ -302,6 +303,67 @@ TEST_F(ClusterTest, KilledAgentLosesNoTaskAndStatusShowsItDead) {
          &text);
   EXPECT_THAT(text, HasSubstr("no heartbeat"));
   EXPECT_EQ(shoal::ClusterResources()["CPU"], 3);
+}
+
+// As ray.init() joins what `ray start` started: Init() with no address and
+// nothing exported finds the cluster of its temp dir, with its token.
+TEST_F(ClusterTest, InitJoinsTheClusterStartedFromItsTempDir) {
+  cluster_ = StartCluster(ThreeNodes());
+  ASSERT_NE(cluster_, nullptr);
+  unsetenv("SHOAL_ADDRESS");
+  unsetenv("SHOAL_TOKEN");
+  size_t sessions = shoal::ListSessionDirs(cluster_->temp_dir(0)).size();
+  shoal::InitOptions options;
+  options.temp_dir = cluster_->temp_dir(0);
+  shoal::Init(options);
+  EXPECT_EQ(shoal::Nodes().size(), 3u);
+  EXPECT_EQ(shoal::Get(shoal::Task(Add).Remote(int64_t{1}, int64_t{2})), 3);
+  EXPECT_EQ(shoal::ListSessionDirs(cluster_->temp_dir(0)).size(), sessions);
+  shoal::Shutdown();
+
+  // A program's own local cluster is not joined by the next program: it ends
+  // with the program that started it.
+  std::string own = cluster_->root() + "/own";
+  options.temp_dir = own;
+  shoal::Init(options);
+  EXPECT_EQ(shoal::Nodes().size(), 1u);
+  std::string address, token;
+  EXPECT_TRUE(
+      absl::IsNotFound(shoal::ResolveClusterAddress(own, &address, &token)));
+  shoal::Shutdown();
+}
+
+// The head and agents answer on 127.0.0.1 as well as on the address they
+// advertise, and a loopback address finds the token of the cluster there.
+TEST_F(ClusterTest, LoopbackReachesAHeadThatAdvertisesThePrimaryAddress) {
+  std::string primary = shoal::PrimaryIpAddress();
+  if (primary.rfind("127.", 0) == 0) {
+    GTEST_SKIP() << "this host has no address but loopback";
+  }
+  ClusterSpec spec;
+  spec.nodes = {{"node-p", 2, ""}};
+  spec.nodes[0].primary_address = true;
+  cluster_ = StartCluster(spec);
+  ASSERT_NE(cluster_, nullptr);
+  ASSERT_EQ(cluster_->address().rfind(primary + ":", 0), 0u)
+      << cluster_->address();
+  std::string port =
+      cluster_->address().substr(cluster_->address().rfind(':') + 1);
+  std::string loopback = "127.0.0.1:" + port;
+  unsetenv("SHOAL_ADDRESS");
+  unsetenv("SHOAL_TOKEN");
+  std::string out;
+  EXPECT_EQ(RunCli({"status", "--address", loopback, "--temp-dir",
+                    cluster_->temp_dir(0)},
+                   &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("node-p"));
+  shoal::InitOptions options;
+  options.address = loopback;
+  options.temp_dir = cluster_->temp_dir(0);
+  shoal::Init(options);
+  EXPECT_EQ(shoal::Get(shoal::Task(Add).Remote(int64_t{20}, int64_t{22})), 42);
 }
 
 TEST_F(ClusterTest, WrongTokenIsRefusedWithAClearError) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "accel/fake_host.h"
+#include "common/session.h"
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -25,12 +26,16 @@
 namespace {
 
 using ::shoal::testing::ClusterSpec;
+using ::shoal::testing::FinishCli;
 using ::shoal::testing::NodeSpec;
 using ::shoal::testing::RunCli;
+using ::shoal::testing::StartCli;
 using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
-// Processes whose command line contains `marker`.
+// Processes whose command line contains `marker`, but for the test and the
+// launcher (whose own arguments hold it).
 int CountProcesses(const std::string& marker) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
@@ -40,7 +45,8 @@ int CountProcesses(const std::string& marker) {
       if (c == '\0') c = ' ';
     }
     if (cmdline->find(marker) != std::string::npos &&
-        cmdline->find("gtest") == std::string::npos) {
+        cmdline->find("gtest") == std::string::npos &&
+        cmdline->find(" launch ") == std::string::npos) {
       ++count;
     }
   }
@@ -142,53 +148,170 @@ TEST_F(LaunchTest, TheGangRestartsAsAWholeUnlessTheCodeSaysNot) {
   EXPECT_THAT(out, HasSubstr("exit code 4 is in --no-restart-on"));
 }
 
-TEST_F(LaunchTest, InterruptStopsEveryProcessOnEveryHost) {
-  std::string marker = "shoal-interrupt-marker-" + shoal::RandomHex(4);
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipe_fds[1], 1);
-    dup2(pipe_fds[1], 2);
-    close(pipe_fds[0]);
-    setenv("SHOAL_ROLE", "cli", 1);
-    std::string self = shoal::SelfExecutable();
-    std::string address = cluster_->address();
-    std::string token = cluster_->token();
-    std::string command = "echo up; sleep 60; echo " + marker;
-    execl(self.c_str(), self.c_str(), "launch", "--address", address.c_str(),
-          "--token", token.c_str(), "--per-device", "--", "/bin/sh", "-c",
-          command.c_str(), nullptr);
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  // Wait until all 8 said they are up.
+// A launch typed as the README types it: no --address, no --token, nothing
+// exported but the temp dir the cluster was started from.
+TEST_F(LaunchTest, FindsTheClusterOfItsTempDirAndItsTokenWithNothingExported) {
+  unsetenv("SHOAL_ADDRESS");
+  unsetenv("SHOAL_TOKEN");
+  size_t sessions = shoal::ListSessionDirs(cluster_->temp_dir(0)).size();
   std::string out;
+  ASSERT_EQ(RunCli({"launch", "--per-device", "--", "sh", "-c",
+                    "echo hi $RANK; sleep 0.5; echo bye $RANK"},
+                   &out, {"SHOAL_TEMP_DIR=" + cluster_->temp_dir(0)}),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("[rank 7 host 1 chip 3] hi 7"));
+  EXPECT_THAT(out, HasSubstr("[rank 7 host 1 chip 3] bye 7"));
+  EXPECT_THAT(out, HasSubstr("[rank 0 host 0 chip 0] bye 0"));
+  EXPECT_THAT(out, HasSubstr("all 8 processes exited 0"));
+  EXPECT_THAT(out, Not(HasSubstr("refused")));
+  // It used the cluster there, and started none of its own.
+  EXPECT_EQ(shoal::ListSessionDirs(cluster_->temp_dir(0)).size(), sessions);
+}
+
+TEST_F(LaunchTest, WithNoClusterToFindItStartsNoneAndSaysHow) {
+  unsetenv("SHOAL_ADDRESS");
+  unsetenv("SHOAL_TOKEN");
+  std::string empty = cluster_->root() + "/empty-temp-dir";
+  std::filesystem::create_directories(empty);
+  std::string out;
+  EXPECT_EQ(RunCli({"launch", "--per-device", "--", "true"}, &out,
+                   {"SHOAL_TEMP_DIR=" + empty}),
+            1)
+      << out;
+  EXPECT_THAT(out, HasSubstr("shoal start --head"));
+  EXPECT_TRUE(shoal::ListSessionDirs(empty).empty());
+}
+
+TEST_F(LaunchTest, AGangThatCannotBeLaunchedAsAskedSaysWhyAtOnce) {
+  std::string out;
+  EXPECT_EQ(Launch({"--per-device", "--nodes", "5", "--", "true"}, &out), 1);
+  EXPECT_THAT(out, HasSubstr("asked for 5 nodes; the cluster has 2"));
+  EXPECT_EQ(Launch({"--per-device", "--local", "--", "true"}, &out), 2);
+  EXPECT_THAT(out, HasSubstr("leave out --local and --nodes"));
+  EXPECT_EQ(
+      Launch({"--per-device", "--nproc-per-node", "2", "--", "true"}, &out), 2);
+  EXPECT_THAT(out, HasSubstr("drop --nproc-per-node"));
+  // Nothing stays reserved: a whole-slice launch runs at once.
+  EXPECT_EQ(Launch({"--per-host", "--", "true"}, &out), 0) << out;
+}
+
+// A gang of 8 processes that say "up" and sleep; `marker` is in their
+// command lines. Returns the launcher's pid once all 8 are up (output so far
+// in *out, the rest on *fd).
+pid_t StartSleepingGang(const TestCluster& cluster, const std::string& marker,
+                        int* fd, std::string* out) {
+  pid_t pid = StartCli({"launch", "--address", cluster.address(), "--token",
+                        cluster.token(), "--per-device", "--", "/bin/sh", "-c",
+                        "echo up; sleep 30; echo " + marker},
+                       fd);
+  if (pid < 0) return pid;
   char buf[4096];
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  size_t ups = 0;
-  while (ups < 8 && std::chrono::steady_clock::now() < deadline) {
-    ssize_t n = read(pipe_fds[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, n);
-    ups = 0;
-    for (size_t at = out.find("] up"); at != std::string::npos;
-         at = out.find("] up", at + 1)) {
-      ++ups;
+  auto ups = [&] {
+    size_t n = 0;
+    for (size_t at = out->find("] up"); at != std::string::npos;
+         at = out->find("] up", at + 1)) {
+      ++n;
     }
+    return n;
+  };
+  while (ups() < 8 && std::chrono::steady_clock::now() < deadline) {
+    ssize_t n = read(*fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out->append(buf, n);
   }
-  ASSERT_EQ(ups, 8u) << out;
-  ASSERT_GT(CountProcesses(marker), 0);
+  return pid;
+}
+
+std::string LastLine(const std::string& out) {
+  std::string s = out;
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s.substr(s.rfind('\n') + 1);
+}
+
+// Waits up to `seconds` for the processes running `marker` to be gone.
+bool GoneWithin(const std::string& marker, int seconds) {
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (CountProcesses(marker) > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return CountProcesses(marker) == 0;
+}
+
+TEST_F(LaunchTest, InterruptStopsEveryProcessOnEveryHost) {
+  std::string marker = "shoal-interrupt-marker-" + shoal::RandomHex(4);
+  int fd = -1;
+  std::string out;
+  pid_t pid = StartSleepingGang(*cluster_, marker, &fd, &out);
+  ASSERT_GT(pid, 0);
+  ASSERT_GT(CountProcesses(marker), 0) << out;
   kill(pid, SIGINT);
-  ssize_t n;
-  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0) out.append(buf, n);
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+  EXPECT_EQ(FinishCli(pid, fd, &out), 130) << out;
   EXPECT_THAT(out, HasSubstr("interrupted"));
   EXPECT_EQ(CountProcesses(marker), 0) << "processes were left behind";
+}
+
+// The report channel breaks (the launcher stops answering): every runner
+// stops its processes and the launch fails naming the host, never "exited 0".
+TEST_F(LaunchTest, RunnersThatLoseTheirLauncherFailTheLaunch) {
+  std::string marker = "shoal-lost-marker-" + shoal::RandomHex(4);
+  int fd = -1;
+  std::string out;
+  pid_t pid = StartSleepingGang(*cluster_, marker, &fd, &out);
+  ASSERT_GT(pid, 0);
+  ASSERT_GT(CountProcesses(marker), 0) << out;
+  kill(pid, SIGSTOP);
+  // Runners give up on a launcher that has not answered for 10 s.
+  EXPECT_TRUE(GoneWithin(marker, 25)) << "the runners kept their processes";
+  kill(pid, SIGCONT);
+  int rc = FinishCli(pid, fd, &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_THAT(out, Not(HasSubstr("exited 0")));
+  EXPECT_THAT(LastLine(out), HasSubstr("lost its launcher")) << out;
+  EXPECT_THAT(LastLine(out), HasSubstr("host ")) << out;
+}
+
+// The pid of the runner (a worker) of the processes running `marker`.
+pid_t RunnerOf(const std::string& marker) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    auto cmdline = shoal::ReadFile(entry.path().string() + "/cmdline");
+    if (!cmdline.ok() || cmdline->find(marker) == std::string::npos ||
+        cmdline->rfind("/bin/sh", 0) != 0) {
+      continue;
+    }
+    auto status = shoal::ReadFile(entry.path().string() + "/status");
+    if (!status.ok()) continue;
+    size_t at = status->find("PPid:");
+    if (at == std::string::npos) continue;
+    return static_cast<pid_t>(std::atoi(status->c_str() + at + 5));
+  }
+  return 0;
+}
+
+TEST_F(LaunchTest, AKilledRunnerFailsTheLaunchNamingItsHost) {
+  std::string marker = "shoal-runner-marker-" + shoal::RandomHex(4);
+  int fd = -1;
+  std::string out;
+  pid_t pid = StartSleepingGang(*cluster_, marker, &fd, &out);
+  ASSERT_GT(pid, 0);
+  pid_t runner = RunnerOf(marker);
+  ASSERT_GT(runner, 1) << out;
+  ASSERT_EQ(kill(runner, SIGKILL), 0);
+  auto start = std::chrono::steady_clock::now();
+  int rc = FinishCli(pid, fd, &out);
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_LT(took, 20) << out;
+  EXPECT_THAT(out, Not(HasSubstr("exited 0")));
+  EXPECT_THAT(LastLine(out), HasSubstr("the runner on host")) << out;
+  EXPECT_THAT(LastLine(out), HasSubstr("signal 9")) << out;
+  // Its processes, and what they started, went with it.
+  EXPECT_TRUE(GoneWithin(marker, 10)) << "processes were left behind";
 }
 
 }  // namespace

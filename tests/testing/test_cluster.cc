@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -15,20 +16,18 @@
 #include "absl/strings/str_cat.h"
 #include "accel/fake_host.h"
 #include "common/session.h"
+#include "common/status_macros.h"
 #include "common/util.h"
 #include "shoal/api.h"
 
 namespace shoal::testing {
 
-int RunCli(const std::vector<std::string>& args, std::string* output,
-           const std::vector<std::string>& env, const std::string& netns) {
+pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
+               const std::vector<std::string>& env, const std::string& netns) {
   int netns_fd = -1;
   if (!netns.empty()) {
     netns_fd = open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (netns_fd < 0) {
-      if (output) *output = "cannot open /run/netns/" + netns;
-      return -1;
-    }
+    if (netns_fd < 0) return -1;
   }
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return -1;
@@ -51,15 +50,32 @@ int RunCli(const std::vector<std::string>& args, std::string* output,
   }
   close(pipe_fds[1]);
   if (netns_fd >= 0) close(netns_fd);
+  *out_fd = pipe_fds[0];
+  return pid;
+}
+
+int FinishCli(pid_t pid, int out_fd, std::string* output) {
   std::string out;
   char buf[4096];
   ssize_t n;
-  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0) out.append(buf, n);
-  close(pipe_fds[0]);
+  while ((n = read(out_fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  close(out_fd);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (output) *output = out;
+  if (output) output->append(out);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int RunCli(const std::vector<std::string>& args, std::string* output,
+           const std::vector<std::string>& env, const std::string& netns) {
+  if (output) output->clear();
+  int fd = -1;
+  pid_t pid = StartCli(args, &fd, env, netns);
+  if (pid < 0) {
+    if (output && !netns.empty()) *output = "cannot open /run/netns/" + netns;
+    return -1;
+  }
+  return FinishCli(pid, fd, output);
 }
 
 absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
@@ -154,7 +170,7 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
   } else {
     args.insert(args.end(), {"--address", address_, "--token", token_});
   }
-  if (node.netns.empty()) {
+  if (node.netns.empty() && !node.primary_address) {
     args.insert(args.end(), {"--node-ip-address", "127.0.0.1"});
   }
   args.insert(args.end(),
@@ -174,8 +190,17 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
     args.push_back("--resources");
     args.push_back(node.resources_json);
   }
+  std::vector<std::string> env = node.env;
+  bool has_root = std::any_of(env.begin(), env.end(), [](const std::string& e) {
+    return e.rfind("SHOAL_DEVICE_ROOT=", 0) == 0;
+  });
+  if (!node.host_devices && !has_root) {
+    std::string empty = root_ + "/no-devices";
+    RETURN_IF_ERROR(MakeDirs(empty));
+    env.push_back("SHOAL_DEVICE_ROOT=" + empty);
+  }
   std::string out;
-  if (RunCli(args, &out, node.env, node.netns) != 0) {
+  if (RunCli(args, &out, env, node.netns) != 0) {
     return absl::InternalError(
         absl::StrCat(head ? "shoal start --head" : "shoal start --address",
                      " failed: ", out));

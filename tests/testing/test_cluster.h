@@ -23,6 +23,13 @@ struct NodeSpec {
   // Environment of its `shoal start` (and so of its agent): e.g.
   // SHOAL_DEVICE_ROOT and TPU_* for a fake TPU host.
   std::vector<std::string> env;
+  // Detect this machine's own accelerators. Off by default: test nodes see
+  // an empty device root (unless `env` gives SHOAL_DEVICE_ROOT), so that a
+  // test means the same on a machine with GPUs or TPUs as on one without.
+  bool host_devices = false;
+  // Listen on this host's primary address, as `shoal start` does by
+  // default, instead of 127.0.0.1.
+  bool primary_address = false;
   // A network namespace to start it in (a simulated host of the system
   // tier, tests/system/netns.h); "" for loopback. A node in a namespace is
   // not given --node-ip-address: it finds its own address, as a host would.
@@ -48,6 +55,13 @@ absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
 int RunCli(const std::vector<std::string>& args, std::string* output,
            const std::vector<std::string>& env = {},
            const std::string& netns = "");
+// The same, in the background: returns its pid (-1 on failure) and sets
+// *out_fd to the read end of its stdout and stderr. FinishCli reads the rest
+// into *output (appended), reaps it and returns its exit code.
+pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
+               const std::vector<std::string>& env = {},
+               const std::string& netns = "");
+int FinishCli(pid_t pid, int out_fd, std::string* output);
 
 class TestCluster {
  public:

@@ -1,0 +1,445 @@
+// The `shoal` command line as a user meets it: real processes (this binary
+// re-executed as the CLI), bad values refused before anything starts, usage
+// errors with exit status 2, and the commands `shoal start` prints pasted as
+// printed into a shell with nothing exported.
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <regex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shoal/api.h"
+#include "tests/testing/test_cluster.h"
+
+namespace {
+
+using ::shoal::testing::ClusterSpec;
+using ::shoal::testing::RunCli;
+using ::shoal::testing::TestCluster;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+int64_t Add(int64_t a, int64_t b) { return a + b; }
+SHOAL_REMOTE(Add);
+
+// The node id of the head that StartHintsWorkInAFreshShell starts; the
+// program its hint runs checks that it joined that cluster.
+constexpr char kHintHeadNode[] = "hint-head";
+
+// A fresh folder under /tmp, removed at the end of the test.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char tmpl[] = "/tmp/shoal-cli-test-XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty() && getenv("SHOAL_TEST_KEEP") == nullptr) {
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Command lines of this host's processes (other than this one) that mention
+// `text`: what a `shoal start` from a folder under it left running.
+std::vector<std::string> ProcessesMentioning(const std::string& text) {
+  std::vector<std::string> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = readdir(proc)) {
+    int pid = atoi(e->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::string cmdline((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+    absl::StrReplaceAll({{std::string(1, '\0'), " "}}, &cmdline);
+    if (cmdline.find(text) != std::string::npos) {
+      found.push_back(absl::StrCat(pid, ": ", cmdline));
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+// Waits up to 15 s for every process mentioning `text` to end.
+std::vector<std::string> LeftRunning(const std::string& text) {
+  std::vector<std::string> left;
+  for (int i = 0; i < 150; ++i) {
+    left = ProcessesMentioning(text);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return left;
+}
+
+// `command` run by sh in `dir`, as typed into a new terminal: under env -i
+// with only PATH (`bin`, then the system's) and HOME. Returns the exit
+// status; stdout and stderr go to *output.
+int TypeIn(const std::string& dir, const std::string& bin,
+           const std::string& command, std::string* output) {
+  auto quote = [](const std::string& s) {
+    return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
+  };
+  const char* home = getenv("HOME");
+  std::string line = absl::StrCat(
+      "cd ", quote(dir), " && exec env -i PATH=", quote(bin + ":/usr/bin:/bin"),
+      " HOME=", quote(home ? home : "/"), " sh -c ", quote(command), " 2>&1");
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  output->clear();
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The command `shoal start` printed after "To <what>:".
+std::string Hint(const std::string& start_output, const std::string& what) {
+  const std::string prefix = absl::StrCat("To ", what, ":");
+  for (absl::string_view line : absl::StrSplit(start_output, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    line.remove_prefix(prefix.size());
+    return std::string(absl::StripLeadingAsciiWhitespace(line));
+  }
+  return "";
+}
+
+// Sanitizer reports in the logs under `dir`.
+std::string SanitizerReports(const std::string& dir) {
+  std::string reports;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".log") continue;
+    auto text = shoal::ReadFile(entry.path().string());
+    if (!text.ok()) continue;
+    for (const char* marker : {"ERROR: AddressSanitizer",
+                               "runtime error:", "ERROR: LeakSanitizer"}) {
+      size_t at = text->find(marker);
+      if (at != std::string::npos) {
+        absl::StrAppend(&reports, entry.path().string(), ":\n",
+                        text->substr(at, 4000), "\n");
+      }
+    }
+  }
+  return reports;
+}
+
+void WriteScript(const std::string& path, const std::string& body) {
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  chmod(path.c_str(), 0755);
+}
+
+struct BadCommandLine {
+  std::vector<std::string> args;
+  std::vector<std::string> want_in_message;
+  std::vector<std::string> env = {};
+};
+
+// Each bad command line exits 2 saying what is wrong, before anything is
+// made: its temp dir is never created and no process mentions it.
+TEST(CliTest, BadValuesFailBeforeAnythingStarts) {
+  ScratchDir scratch;
+  ASSERT_FALSE(scratch.path().empty());
+  const std::vector<std::string> head = {
+      "start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1"};
+  auto start_head = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = head;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const std::vector<BadCommandLine> cases = {
+      {start_head({"--num-cpus", "-1"}), {"--num-cpus", "0 or more", "-1"}},
+      {start_head({"--num-gpus", "-1"}), {"--num-gpus", "0 or more"}},
+      {start_head({"--num-tpus", "-2"}), {"--num-tpus", "0 or more"}},
+      {start_head({"--num-cpus", "nan"}), {"--num-cpus", "0 or more"}},
+      {start_head({"--num-gpus", "1.5"}), {"--num-gpus", "whole number"}},
+      {start_head({"--num-cpus", "1e300"}), {"--num-cpus", "too large"}},
+      {start_head({"--port", "99999"}),
+       {"--port", "1 to 65535", "0 for any free port", "99999"}},
+      {start_head({"--port", "-5"}), {"--port", "1 to 65535"}},
+      {start_head({"--object-store-memory", "100"}),
+       {"--object-store-memory", "at least 1048576", "1 MiB", "0 for no"}},
+      {start_head({"--object-store-memory", "-1"}),
+       {"--object-store-memory", "at least"}},
+      {start_head({"--resources", R"({"x": 1e400})"}),
+       {"--resources", "\"x\"", "out of range"}},
+      {start_head({"--resources", R"({"x": -1})"}),
+       {"--resources", "\"x\"", "negative"}},
+      {start_head({"--resources", "[1, 2]"}), {"--resources", "JSON object"}},
+      {start_head({"--resources", R"({"x": "two"})"}),
+       {"--resources", "\"x\"", "must be a number"}},
+      {start_head({"--labels", R"({"zone": 3})"}),
+       {"--labels", "\"zone\"", "must be a string"}},
+      {start_head({"--labels", R"({"zone": 1e400})"}),
+       {"--labels", "\"zone\""}},
+      {start_head({"--labels", "zone=a"}), {"--labels", "JSON object"}},
+      {start_head({"--health-timeout-ms", "0"}),
+       {"--health-timeout-ms", "1 or more"}},
+      {start_head({"--infeasible-grace-ms", "-1"}),
+       {"--infeasible-grace-ms", "0 or more"}},
+      {start_head({"--address", "127.0.0.1:6379"}), {"--head", "not both"}},
+      {{"start", "--num-cpus", "1"}, {"--head", "--address HOST:PORT"}},
+      {{"start", "--address", "10.0.0.1", "--token", "t"},
+       {"--address", "HOST:PORT", "10.0.0.1"}},
+      {{"start", "--address", "10.0.0.1:0", "--token", "t"},
+       {"--address", "HOST:PORT"}},
+      {{"start", "--address", ":6379", "--token", "t"},
+       {"--address", "HOST:PORT"}},
+      {{"status", "--format", "yaml"}, {"--format", "text or json", "yaml"}},
+      {{"status", "--address", "10.0.0.1"}, {"--address", "HOST:PORT"}},
+      {{"status"}, {"SHOAL_ADDRESS", "HOST:PORT"}, {"SHOAL_ADDRESS=10.0.0.1"}},
+      {{"launch", "--per-device", "--max-restarts", "-3", "--", "true"},
+       {"--max-restarts", "0 or more", "-3"}},
+      {{"launch", "--per-device", "--nproc-per-node", "0", "--", "true"},
+       {"--nproc-per-node", "1 or more"}},
+      {{"launch", "--per-device", "--address", "10.0.0.1", "--", "true"},
+       {"--address", "HOST:PORT"}},
+      {{"launch", "--per-device", "--", "true"},
+       {"SHOAL_ADDRESS", "HOST:PORT"},
+       {"SHOAL_ADDRESS=10.0.0.1"}},
+      {{"launch", "--", "true"}, {"--per-device", "--per-host"}},
+      {{"launch", "--per-device", "--no-restart-on", "2,x", "--", "true"},
+       {"--no-restart-on", "0 to 255"}},
+  };
+  int n = 0;
+  for (const BadCommandLine& c : cases) {
+    const std::string temp_dir =
+        absl::StrCat(scratch.path(), "/case-", n++, "-dir");
+    std::vector<std::string> args = c.args;
+    std::vector<std::string> env = c.env;
+    if (args[0] == "start") {
+      args.insert(args.end(), {"--temp-dir", temp_dir});
+    }
+    // Nothing may find a cluster in the default temp dir either.
+    env.push_back("SHOAL_TEMP_DIR=" + temp_dir);
+    SCOPED_TRACE(absl::StrCat("shoal ", absl::StrJoin(args, " "), " (env ",
+                              absl::StrJoin(env, " "), ")"));
+    std::string out;
+    EXPECT_EQ(RunCli(args, &out, env), 2) << out;
+    for (const std::string& part : c.want_in_message) {
+      EXPECT_THAT(out, HasSubstr(part));
+    }
+    EXPECT_THAT(out, Not(HasSubstr("terminate called")));
+    EXPECT_FALSE(shoal::PathExists(temp_dir)) << "it made " << temp_dir;
+    EXPECT_THAT(ProcessesMentioning(temp_dir), ::testing::IsEmpty());
+  }
+}
+
+TEST(CliTest, UsageErrorsExitTwoAndHelpExitsZero) {
+  ScratchDir scratch;
+  const std::vector<std::string> env = {"SHOAL_TEMP_DIR=" + scratch.path()};
+  const std::vector<BadCommandLine> cases = {
+      {{"stauts"}, {R"(unknown command "stauts"; did you mean "status"?)"}},
+      {{"strat", "--head"},
+       {R"(unknown command "strat"; did you mean "start"?)"}},
+      {{"stpo"}, {R"(did you mean "stop"?)"}},
+      {{"lanch"}, {R"(did you mean "launch"?)"}},
+      {{"dev", "fake-tpuu"},
+       {R"(unknown command "fake-tpuu"; did you mean "fake-tpu"?)"}},
+      {{"xyzzy"}, {R"(unknown command "xyzzy")", "start, stop, status"}},
+      {{}, {"say a command", "start"}},
+      {{"dev"}, {"say a command after dev", "fake-tpu"}},
+      {{"start", "--bogus"}, {"--bogus", "shoal start --help"}},
+      {{"status", "extra"}, {"extra"}},
+      {{"launch", "--per-device", "--per-host", "--", "true"},
+       {"--per-device", "--per-host"}},
+  };
+  for (const BadCommandLine& c : cases) {
+    SCOPED_TRACE(absl::StrCat("shoal ", absl::StrJoin(c.args, " ")));
+    std::string out;
+    EXPECT_EQ(RunCli(c.args, &out, env), 2) << out;
+    for (const std::string& part : c.want_in_message) {
+      EXPECT_THAT(out, HasSubstr(part));
+    }
+    // The hidden commands are never suggested.
+    EXPECT_THAT(out, Not(HasSubstr("_agent")));
+  }
+  for (const std::vector<std::string>& help :
+       std::vector<std::vector<std::string>>{{"--help"},
+                                             {"start", "--help"},
+                                             {"status", "--help"},
+                                             {"launch", "--help"},
+                                             {"dev", "fake-tpu", "--help"}}) {
+    SCOPED_TRACE(absl::StrCat("shoal ", absl::StrJoin(help, " ")));
+    std::string out;
+    EXPECT_EQ(RunCli(help, &out, env), 0) << out;
+    EXPECT_THAT(out, HasSubstr("Usage:"));
+  }
+  std::string out;
+  ASSERT_EQ(RunCli({"start", "--help"}, &out, env), 0);
+  EXPECT_THAT(out, HasSubstr("0 picks a free port"));
+  EXPECT_THAT(out, HasSubstr("at least 1 MiB"));
+}
+
+// Run by StartHintsWorkInAFreshShell as the `./your_program` of the head's
+// hint: it must join that head's cluster, not start one of its own.
+TEST(HintProgram, DISABLED_JoinsTheRunningCluster) {
+  shoal::Init();
+  bool found = false;
+  for (const auto& node : shoal::Nodes()) {
+    found = found || node.node_id == kHintHeadNode;
+  }
+  EXPECT_TRUE(found) << "the program did not join the cluster of node "
+                     << kHintHeadNode;
+  EXPECT_EQ(shoal::Get(shoal::Task(Add).Remote(20, 22)), 42);
+  shoal::Shutdown();
+}
+
+// Every command `shoal start` prints, for a head and for a joining node that
+// were given --temp-dir, works when pasted as printed into a shell with
+// nothing exported.
+TEST(CliTest, StartHintsWorkInAFreshShell) {
+  ScratchDir scratch;
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string& root = scratch.path();
+  // A space in the folder names: the printed commands must quote them.
+  const std::string head_dir = root + "/head dir";
+  const std::string node_dir = root + "/node dir";
+  const std::string bin = root + "/bin";
+  const std::string work = root + "/work";
+  ASSERT_TRUE(shoal::MakeDirs(bin).ok());
+  ASSERT_TRUE(shoal::MakeDirs(work).ok());
+  const std::string self = shoal::SelfExecutable();
+  WriteScript(bin + "/shoal",
+              absl::StrCat("SHOAL_ROLE=cli exec '", self, "' \"$@\""));
+  WriteScript(work + "/your_program",
+              absl::StrCat("exec '", self,
+                           "' --gtest_also_run_disabled_tests "
+                           "--gtest_filter=HintProgram.*"));
+
+  std::string head_out;
+  ASSERT_EQ(RunCli({"start", "--head", "--port", "0", "--node-ip-address",
+                    "127.0.0.1", "--num-cpus", "2", "--node-id", kHintHeadNode,
+                    "--temp-dir", head_dir},
+                   &head_out),
+            0)
+      << head_out;
+  std::string out;
+
+  const std::string status_hint = Hint(head_out, "see the cluster");
+  EXPECT_THAT(status_hint, HasSubstr("--temp-dir"));
+  EXPECT_EQ(TypeIn(work, bin, status_hint, &out), 0) << status_hint << "\n"
+                                                     << out;
+  EXPECT_THAT(out, HasSubstr(kHintHeadNode));
+
+  const std::string program_hint = Hint(head_out, "connect a program");
+  EXPECT_THAT(program_hint, HasSubstr("./your_program"));
+  EXPECT_EQ(TypeIn(work, bin, program_hint, &out), 0) << program_hint << "\n"
+                                                      << out;
+  EXPECT_THAT(out, HasSubstr("[  PASSED  ] 1 test"));
+
+  // The join command, on this host: a second node needs a temp dir of its
+  // own (one node per temp dir), so it gets one, as the README says.
+  std::smatch join;
+  ASSERT_TRUE(std::regex_search(
+      head_out, join, std::regex("shoal start --address=\\S+ --token=\\S+")))
+      << head_out;
+  std::string join_out;
+  ASSERT_EQ(TypeIn(work, bin,
+                   absl::StrCat(join.str(), " --node-id hint-node --temp-dir '",
+                                node_dir, "'"),
+                   &join_out),
+            0)
+      << join_out;
+  const std::string node_status_hint = Hint(join_out, "see the cluster");
+  EXPECT_EQ(TypeIn(work, bin, node_status_hint, &out), 0)
+      << node_status_hint << "\n"
+      << out;
+  EXPECT_THAT(out, HasSubstr(kHintHeadNode));
+  EXPECT_THAT(out, HasSubstr("hint-node"));
+
+  const std::string node_stop_hint = Hint(join_out, "stop");
+  EXPECT_EQ(TypeIn(work, bin, node_stop_hint, &out), 0)
+      << node_stop_hint << "\n"
+      << out;
+  EXPECT_THAT(out, HasSubstr("Stopped node agent"));
+  EXPECT_THAT(LeftRunning(node_dir), ::testing::IsEmpty());
+
+  const std::string stop_hint = Hint(head_out, "stop");
+  EXPECT_EQ(TypeIn(work, bin, stop_hint, &out), 0) << stop_hint << "\n" << out;
+  EXPECT_THAT(out, HasSubstr("Stopped head"));
+  EXPECT_THAT(LeftRunning(head_dir), ::testing::IsEmpty());
+
+  // Whatever failed above, nothing stays running.
+  for (const std::string& dir : {node_dir, head_dir}) {
+    RunCli({"stop", "--force", "--temp-dir", dir}, &out);
+  }
+  EXPECT_EQ(SanitizerReports(root), "");
+}
+
+#ifdef SHOAL_HELLO_TASKS
+// The examples end with a message, not `terminate called`, when there is no
+// cluster at SHOAL_ADDRESS.
+TEST(CliTest, ExamplesSayWhyTheyCannotConnect) {
+  ScratchDir scratch;
+  std::vector<std::pair<std::string, std::string>> examples = {
+      {"hello_tasks", SHOAL_HELLO_TASKS}};
+#ifdef SHOAL_SEED_WALKTHROUGH
+  examples.push_back({"seed_walkthrough", SHOAL_SEED_WALKTHROUGH});
+#endif
+  for (const auto& [name, path] : examples) {
+    SCOPED_TRACE(name);
+    std::string out;
+    EXPECT_EQ(
+        TypeIn(scratch.path(), "/nonexistent",
+               absl::StrCat("SHOAL_ADDRESS=127.0.0.1:1 '", path, "'"), &out),
+        1)
+        << out;
+    EXPECT_THAT(out, HasSubstr(name + ": "));
+    EXPECT_THAT(out, HasSubstr("127.0.0.1:1"));
+    EXPECT_THAT(out, Not(HasSubstr("terminate called")));
+  }
+}
+
+// hello_tasks prints memory as `shoal status` does (GiB), not 6.91836e+10.
+TEST(CliTest, HelloTasksPrintsMemoryInBinaryUnits) {
+  ClusterSpec spec;
+  spec.nodes = {{"hello-node", 2, ""}};
+  auto cluster = TestCluster::Start(spec);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::string out;
+  int rc = TypeIn((*cluster)->root(), "/nonexistent",
+                  absl::StrCat("SHOAL_ADDRESS=", (*cluster)->address(),
+                               " SHOAL_TOKEN=", (*cluster)->token(), " '",
+                               SHOAL_HELLO_TASKS, "' 20"),
+                  &out);
+  (*cluster)->Stop();
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("(correct)"));
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(" memory=[0-9]+\\.[0-9]{2}(B|KiB|MiB|GiB|TiB)( |\n)")))
+      << out;
+  EXPECT_THAT(out, Not(HasSubstr("e+")));
+  EXPECT_EQ((*cluster)->sanitizer_reports(), "");
+}
+#endif  // SHOAL_HELLO_TASKS
+
+}  // namespace
