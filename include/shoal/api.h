@@ -295,11 +295,18 @@ bool RegisterFunctions(const char* names, Fns... fns) {
 
 enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
 
+// How long a placement group (or, later, an actor) lives: with the job
+// (the driver that created it) by default, as in Ray, or until removed.
+enum class Lifetime { kNonDetached, kDetached };
+
 struct PlacementGroupOptions {
   std::string name;  // optional; GetPlacementGroup(name) finds it
   // Each bundle's resources, e.g. {{"CPU", 1}, {"TPU", 4}}.
   std::vector<std::map<std::string, double>> bundles;
   PlacementStrategy strategy = PlacementStrategy::kPack;
+  // kNonDetached: removed when the job that created it ends (its driver
+  // exits, however it exits). kDetached: only by RemovePlacementGroup.
+  Lifetime lifetime = Lifetime::kNonDetached;
 };
 
 // A set of resource bundles reserved together on the cluster's nodes: all
@@ -366,7 +373,9 @@ class TaskCaller<R (*)(Params...)> {
   }
   // Runs the task in bundle `bundle_index` of `group`: the resources it asks
   // for are taken from that bundle's reservation.
+  // Throws shoal::Error at once for a bundle index the group does not have.
   TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index) {
+    internal::CheckBundleIndex(group.id(), group.bundle_count(), bundle_index);
     options_.placement_group_id = group.id();
     options_.bundle_index = bundle_index;
     return *this;

@@ -40,8 +40,8 @@ constexpr int64_t kPrepareExpiryMs = 10000;
 ResourceSet BaseShape(const ResourceSet& shape) {
   ResourceSet base;
   for (const auto& [name, amount] : shape.amounts()) {
-    size_t at = name.find("_group_");
-    std::string root = at == std::string::npos ? name : name.substr(0, at);
+    BundleResource bundle;
+    std::string root = ParseBundleResource(name, &bundle) ? bundle.base : name;
     if (amount > base.Get(root)) base.Set(root, amount);
   }
   return base;
@@ -926,6 +926,14 @@ class AgentImpl : public NodeAgent {
     auto wit = workers_.find(worker_id);
     if (wit == workers_.end()) return;
     Worker& w = wit->second;
+    if (leases_.count(w.lease_id) == 0) {
+      // Its lease went while the binary was being found (the requester left
+      // or returned it): start nothing for nobody.
+      SHOAL_LOG(INFO) << "not starting worker " << worker_id << ": its lease "
+                      << w.lease_id << " was released";
+      return FailStart(worker_id,
+                       absl::CancelledError("the lease was released"));
+    }
     SpawnOptions spawn;
     spawn.argv = {binary};
     spawn.env = {

@@ -59,7 +59,8 @@ std::map<std::string, double> SumResources(bool available) {
   ResourceSet sum;
   for (const auto& n : status->nodes()) {
     if (!n.alive()) continue;
-    sum.Add(ResourceSet::FromProto(available ? n.available() : n.total()));
+    sum.Add(WithoutBundleResources(
+        ResourceSet::FromProto(available ? n.available() : n.total())));
   }
   return sum.ToDoubles();
 }
@@ -208,6 +209,7 @@ proto::PlacementGroupInfo GetGroupInfo(const std::string& id,
 PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options) {
   proto::PlacementGroupSpec spec;
   spec.set_name(options.name);
+  spec.set_detached(options.lifetime == Lifetime::kDetached);
   spec.set_strategy(static_cast<proto::PlacementStrategy>(options.strategy));
   for (const auto& bundle : options.bundles) {
     auto shape = ResourceSet::FromDoubles(bundle);
@@ -352,6 +354,22 @@ std::optional<PlacementGroup> GetPlacementGroup(const std::string& name) {
 }
 
 namespace internal {
+
+void CheckBundleIndex(const std::string& group_id, size_t bundle_count,
+                      int bundle_index) {
+  if (group_id.empty()) {
+    throw Error(
+        "SetPlacementGroup: the group was never created; make it with "
+        "shoal::CreatePlacementGroup() or find it with GetPlacementGroup()");
+  }
+  if (bundle_index < 0 || static_cast<size_t>(bundle_index) >= bundle_count) {
+    throw Error(absl::StrCat("bundle index ", bundle_index,
+                             " is out of range: placement group ", group_id,
+                             " has ", bundle_count, " bundle",
+                             bundle_count == 1 ? "" : "s", " (indices 0 to ",
+                             static_cast<int64_t>(bundle_count) - 1, ")"));
+  }
+}
 
 RefHandle::~RefHandle() {
   if (auto rt = Runtime()) rt->Release(id_);

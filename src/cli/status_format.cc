@@ -1,5 +1,6 @@
 #include "cli/status_format.h"
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -17,14 +18,81 @@ struct Usage {
   ResourceSet available;
 };
 
+// The cluster's resources; bundle resources are shown per group instead.
 Usage SumAlive(const proto::ClusterStatus& status) {
   Usage u;
   for (const auto& n : status.nodes()) {
     if (!n.alive()) continue;
-    u.total.Add(ResourceSet::FromProto(n.total()));
-    u.available.Add(ResourceSet::FromProto(n.available()));
+    u.total.Add(WithoutBundleResources(ResourceSet::FromProto(n.total())));
+    u.available.Add(
+        WithoutBundleResources(ResourceSet::FromProto(n.available())));
   }
   return u;
+}
+
+const char* StateName(proto::PlacementGroupInfo::State state) {
+  switch (state) {
+    case proto::PlacementGroupInfo::PENDING:
+      return "PENDING";
+    case proto::PlacementGroupInfo::CREATED:
+      return "CREATED";
+    case proto::PlacementGroupInfo::FAILED:
+      return "FAILED";
+    case proto::PlacementGroupInfo::REMOVED:
+      return "REMOVED";
+    default:
+      return "?";
+  }
+}
+
+// How much of bundle `index` of group `pg` its tasks use: the bundle's
+// indexed resources, summed over the live nodes.
+Usage BundleUsage(const proto::ClusterStatus& status, const std::string& pg,
+                  int index) {
+  Usage u;
+  for (const auto& n : status.nodes()) {
+    if (!n.alive()) continue;
+    ResourceSet total = ResourceSet::FromProto(n.total());
+    ResourceSet available = ResourceSet::FromProto(n.available());
+    for (const auto& [name, amount] : total.amounts()) {
+      BundleResource b;
+      if (!ParseBundleResource(name, &b) || b.group_id != pg ||
+          b.bundle_index != index) {
+        continue;
+      }
+      u.total.Set(b.base, u.total.Get(b.base) + amount);
+      u.available.Set(b.base, u.available.Get(b.base) + available.Get(name));
+    }
+  }
+  return u;
+}
+
+// A demand's shape in the user's terms: "{CPU: 1} in bundle 0 of placement
+// group d04157891339" rather than its bundle resources.
+std::string DescribeShape(const ResourceSet& shape) {
+  ResourceSet base = WithoutBundleResources(shape);
+  std::string where;
+  for (const auto& [name, amount] : shape.amounts()) {
+    BundleResource b;
+    if (!ParseBundleResource(name, &b)) continue;
+    base.Set(b.base, std::max(base.Get(b.base), amount));
+    where = b.bundle_index < 0
+                ? absl::StrCat(" in placement group ", b.group_id)
+                : absl::StrCat(" in bundle ", b.bundle_index,
+                               " of placement group ", b.group_id);
+  }
+  return base.DebugString() + where;
+}
+
+std::string GroupLine(const proto::PlacementGroupInfo& pg) {
+  return absl::StrCat(
+      " ", pg.pg_id(),
+      pg.spec().name().empty() ? ""
+                               : absl::StrCat(" \"", pg.spec().name(), "\""),
+      "  ", StateName(pg.state()), "  ", pg.spec().bundles_size(), " bundle",
+      pg.spec().bundles_size() == 1 ? "" : "s", "  ",
+      pg.job_id().empty() ? "no job" : pg.job_id(),
+      pg.spec().detached() ? " (detached)" : "", "\n");
 }
 
 // Memory-like resources last, as Ray prints them.
@@ -58,6 +126,7 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
       ResourceSet avail = ResourceSet::FromProto(n.available());
       absl::StrAppend(&line, "    host: ", n.hostname(), "\n");
       for (const auto& [name, amount] : total.amounts()) {
+        if (IsBundleResource(name)) continue;
         absl::StrAppend(&line, "    ",
                         FormatQuantity(name, amount - avail.Get(name)), "/",
                         FormatQuantity(name, amount), " ", name, "\n");
@@ -86,11 +155,34 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
     }
   }
   out += memory_lines;
+  absl::StrAppend(&out, "\nPlacement groups:\n");
+  if (status.placement_groups().empty()) {
+    absl::StrAppend(&out, " (no placement groups)\n");
+  }
+  for (const auto& pg : status.placement_groups()) {
+    out += GroupLine(pg);
+    if (!verbose) continue;
+    for (int i = 0; i < pg.spec().bundles_size(); ++i) {
+      absl::StrAppend(
+          &out, "    bundle ", i, ": ",
+          ResourceSet::FromProto(pg.spec().bundles(i)).DebugString());
+      if (i < pg.bundle_nodes_size()) {
+        absl::StrAppend(&out, " on ", pg.bundle_nodes(i));
+        Usage u = BundleUsage(status, pg.pg_id(), i);
+        for (const auto& [name, amount] : u.total.amounts()) {
+          absl::StrAppend(
+              &out, ", ", FormatQuantity(name, amount - u.available.Get(name)),
+              "/", FormatQuantity(name, amount), " ", name, " used");
+        }
+      }
+      absl::StrAppend(&out, "\n");
+    }
+  }
   absl::StrAppend(&out, "\nDemands:\n");
   if (status.demands().empty())
     absl::StrAppend(&out, " (no resource demands)\n");
   for (const auto& d : status.demands()) {
-    absl::StrAppend(&out, " ", ResourceSet::FromProto(d.shape()).DebugString(),
+    absl::StrAppend(&out, " ", DescribeShape(ResourceSet::FromProto(d.shape())),
                     ": ", d.count(),
                     d.infeasible() ? "+ infeasible (no node can ever run it)"
                                    : "+ pending tasks",
@@ -139,6 +231,22 @@ std::string FormatStatusJson(const proto::ClusterStatus& status) {
         {{"shape", ResourceSet::FromProto(d.shape()).ToDoubles()},
          {"count", d.count()},
          {"infeasible", d.infeasible()}});
+  }
+  j["placement_groups"] = nlohmann::json::array();
+  for (const auto& pg : status.placement_groups()) {
+    nlohmann::json bundles = nlohmann::json::array();
+    for (const auto& b : pg.spec().bundles()) {
+      bundles.push_back(ResourceSet::FromProto(b).ToDoubles());
+    }
+    j["placement_groups"].push_back(
+        {{"id", pg.pg_id()},
+         {"name", pg.spec().name()},
+         {"state", StateName(pg.state())},
+         {"job_id", pg.job_id()},
+         {"detached", pg.spec().detached()},
+         {"bundles", bundles},
+         {"bundle_nodes", std::vector<std::string>(pg.bundle_nodes().begin(),
+                                                   pg.bundle_nodes().end())}});
   }
   return j.dump(2) + "\n";
 }

@@ -186,6 +186,49 @@ TEST(FormatStatusTextTest, VerboseAddsPerNodeResourcesAndLabels) {
   EXPECT_THAT(Section(verbose, "Usage:"), HasSubstr(" 1.0/4.0 CPU\n"));
 }
 
+// A group of two bundles on n1 and n2 (one task running in bundle 0), and
+// the bundle resources its reservation adds to the nodes.
+proto::ClusterStatus StatusWithGroup() {
+  proto::ClusterStatus status = MakeStatus();
+  SetResources({{"CPU", 2}, {"CPU_group_0_pg1", 1}, {"CPU_group_pg1", 1}},
+               status.mutable_nodes(0)->mutable_total());
+  SetResources({{"CPU", 0.5}, {"CPU_group_pg1", 1}},
+               status.mutable_nodes(0)->mutable_available());
+  proto::PlacementGroupInfo* pg = status.add_placement_groups();
+  pg->set_pg_id("pg1");
+  pg->mutable_spec()->set_name("trainers");
+  SetResources({{"CPU", 1}}, pg->mutable_spec()->add_bundles());
+  SetResources({{"CPU", 1}}, pg->mutable_spec()->add_bundles());
+  pg->set_state(proto::PlacementGroupInfo::CREATED);
+  pg->add_bundle_nodes("n1");
+  pg->add_bundle_nodes("n2");
+  pg->set_job_id("job3");
+  proto::ResourceDemand* queued = status.add_demands();
+  SetResources({{"CPU_group_1_pg1", 1}}, queued->mutable_shape());
+  queued->set_count(2);
+  return status;
+}
+
+TEST(FormatStatusTextTest, PlacementGroupsAreListedNotTheirResources) {
+  const proto::ClusterStatus status = StatusWithGroup();
+  const std::string text = FormatStatusText(status, /*verbose=*/false);
+  EXPECT_THAT(text, Not(HasSubstr("_group_")));
+  EXPECT_THAT(Section(text, "Placement groups:"),
+              HasSubstr(" pg1 \"trainers\"  CREATED  2 bundles  job3\n"));
+  EXPECT_THAT(Section(text, "Demands:"),
+              HasSubstr("{CPU: 1.0} in bundle 1 of placement group pg1: 2+"));
+  const std::string verbose = FormatStatusText(status, /*verbose=*/true);
+  EXPECT_THAT(verbose, Not(HasSubstr("_group_")));
+  EXPECT_THAT(verbose,
+              HasSubstr("    bundle 0: {CPU: 1.0} on n1, 1.0/1.0 CPU used\n"));
+  const std::string json = FormatStatusJson(status);
+  nlohmann::json j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["usage"].count("CPU_group_pg1"), 0u);
+  EXPECT_EQ(j["placement_groups"][0]["id"], "pg1");
+  EXPECT_EQ(j["placement_groups"][0]["job_id"], "job3");
+  EXPECT_EQ(j["placement_groups"][0]["state"], "CREATED");
+}
+
 TEST(FormatStatusJsonTest, HasNodesUsageAndDemands) {
   const std::string text = FormatStatusJson(MakeStatus());
   nlohmann::json j = nlohmann::json::parse(text, nullptr,

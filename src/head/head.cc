@@ -227,6 +227,10 @@ class HeadImpl : public Head {
     PgEntry entry;
     entry.info.set_pg_id(RandomHex(6));
     *entry.info.mutable_spec() = spec;
+    if (auto job = job_by_conn_.find(resp.connection_id());
+        job != job_by_conn_.end()) {
+      entry.info.set_job_id(job->second);
+    }
     entry.info.set_state(proto::PlacementGroupInfo::PENDING);
     entry.created_us = MonotonicUs();
     std::string id = entry.info.pg_id();
@@ -249,6 +253,22 @@ class HeadImpl : public Head {
     pending_pgs_.erase(
         std::remove(pending_pgs_.begin(), pending_pgs_.end(), pg.info.pg_id()),
         pending_pgs_.end());
+  }
+
+  // A job's placement groups end with it, as Ray's do, unless detached.
+  void RemoveGroupsOfJob(const std::string& job_id) {
+    for (auto& [id, pg] : pgs_) {
+      if (pg.info.job_id() != job_id || pg.info.spec().detached() ||
+          pg.info.state() == proto::PlacementGroupInfo::REMOVED) {
+        continue;
+      }
+      SHOAL_LOG(INFO) << "removing placement group " << id
+                      << (pg.info.spec().name().empty()
+                              ? ""
+                              : " (\"" + pg.info.spec().name() + "\")")
+                      << ": its job " << job_id << " ended";
+      RemovePlacementGroup(pg);
+    }
   }
 
   rpc::Channel* AgentChannel(const std::string& address) {
@@ -551,6 +571,12 @@ class HeadImpl : public Head {
     status.set_head_address(absl::StrCat(options_.host, ":", server_->port()));
     status.set_session_dir(options_.session_dir);
     status.set_num_jobs(next_job_ - 1);
+    for (const auto& [id, pg] : pgs_) {
+      if (pg.info.state() == proto::PlacementGroupInfo::PENDING ||
+          pg.info.state() == proto::PlacementGroupInfo::CREATED) {
+        *status.add_placement_groups() = pg.info;
+      }
+    }
     return status;
   }
 
@@ -570,6 +596,7 @@ class HeadImpl : public Head {
   void OnDisconnect(uint64_t conn) {
     if (auto it = job_by_conn_.find(conn); it != job_by_conn_.end()) {
       SHOAL_LOG(INFO) << it->second << " finished (its driver disconnected)";
+      RemoveGroupsOfJob(it->second);
       job_by_conn_.erase(it);
     }
     node_by_conn_.erase(conn);

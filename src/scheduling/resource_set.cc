@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -308,9 +309,55 @@ std::string FormatQuantity(const std::string& name, int64_t fixed) {
   return FormatDecimal(fixed, /*min_decimals=*/1);
 }
 
+ResourceSet WithoutBundleResources(const ResourceSet& set) {
+  ResourceSet out;
+  for (const auto& [name, amount] : set.amounts()) {
+    if (!IsBundleResource(name)) out.Set(name, amount);
+  }
+  return out;
+}
+
+bool ParseBundleResource(const std::string& name, BundleResource* out) {
+  size_t at = name.find("_group_");
+  if (at == std::string::npos || at == 0) return false;
+  std::string rest = name.substr(at + 7);
+  BundleResource r;
+  r.base = name.substr(0, at);
+  size_t sep = rest.find('_');
+  int index = 0;
+  if (sep != std::string::npos &&
+      absl::SimpleAtoi(rest.substr(0, sep), &index) && index >= 0) {
+    r.bundle_index = index;
+    r.group_id = rest.substr(sep + 1);
+  } else {
+    r.group_id = rest;
+  }
+  if (r.group_id.empty()) return false;
+  *out = r;
+  return true;
+}
+
 std::string DescribeInfeasible(const ResourceSet& demand,
                                const std::vector<NodeTotals>& nodes) {
   if (nodes.empty()) return "no node is alive";
+
+  // A task of a placement group whose bundle is on no node: the group is
+  // gone (removed, or its job ended) or was never placed.
+  for (const auto& [name, wanted] : demand.amounts()) {
+    BundleResource bundle;
+    if (!ParseBundleResource(name, &bundle)) continue;
+    bool held = false;
+    for (const NodeTotals& node : nodes) held |= node.total.Get(name) > 0;
+    if (held) continue;
+    return absl::StrCat(
+        "placement group ", bundle.group_id, " holds no ",
+        bundle.bundle_index < 0 ? std::string("bundle")
+                                : absl::StrCat("bundle ", bundle.bundle_index),
+        " on any live node: it was removed (by RemovePlacementGroup, or "
+        "because the job that created it ended; create it with "
+        "Lifetime::kDetached to keep it) or is not placed yet (wait for it "
+        "with pg.Wait())");
+  }
 
   // First: a single resource that no node has enough of.
   for (const auto& [name, wanted] : demand.amounts()) {

@@ -68,6 +68,23 @@ class ResourceSet {
   std::map<std::string, int64_t> amounts_;
 };
 
+// Resources that a placement group's bundles add to their nodes:
+// "<resource>_group_<index>_<group id>" (one bundle) and
+// "<resource>_group_<group id>" (any bundle of the group). Internal: shown
+// per group, never among the cluster's resources.
+struct BundleResource {
+  std::string base;       // "CPU"
+  std::string group_id;   // "d04157891339"
+  int bundle_index = -1;  // -1: any bundle
+};
+// Parses `name` as a bundle resource; false for an ordinary resource.
+bool ParseBundleResource(const std::string& name, BundleResource* out);
+inline bool IsBundleResource(const std::string& name) {
+  return name.find("_group_") != std::string::npos;
+}
+// `set` without its bundle resources.
+ResourceSet WithoutBundleResources(const ResourceSet& set);
+
 // Node labels from `--labels`: a JSON object of strings such as
 // {"zone": "us-east-1a"}. Fails (InvalidArgument, naming the label and how
 // to write it) for anything else.

@@ -350,6 +350,37 @@ TEST(ResourceSetTest, MissingFor) {
               ElementsAre("CPU", "GPU", "accel_x"));
 }
 
+TEST(ResourceSetTest, BundleResources) {
+  BundleResource b;
+  ASSERT_TRUE(ParseBundleResource("CPU_group_3_d04157891339", &b));
+  EXPECT_EQ(b.base, "CPU");
+  EXPECT_EQ(b.bundle_index, 3);
+  EXPECT_EQ(b.group_id, "d04157891339");
+  ASSERT_TRUE(ParseBundleResource("TPU_group_d04157891339", &b));
+  EXPECT_EQ(b.base, "TPU");
+  EXPECT_EQ(b.bundle_index, -1);
+  EXPECT_EQ(b.group_id, "d04157891339");
+  EXPECT_FALSE(ParseBundleResource("CPU", &b));
+  EXPECT_FALSE(ParseBundleResource("_group_1_x", &b));
+  EXPECT_FALSE(ParseBundleResource("CPU_group_", &b));
+  auto set = ResourceSet::FromDoubles(
+      {{"CPU", 2}, {"CPU_group_0_ab", 1}, {"CPU_group_ab", 1}});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(WithoutBundleResources(*set).ToDoubles(), (Amounts{{"CPU", 2}}));
+}
+
+TEST(ResourceSetTest, DescribeInfeasibleNamesAGroupThatIsGone) {
+  auto demand = ResourceSet::FromDoubles({{"CPU_group_0_ab12", 1}});
+  ASSERT_TRUE(demand.ok());
+  auto node = ResourceSet::FromDoubles({{"CPU", 4}});
+  ASSERT_TRUE(node.ok());
+  std::string message = DescribeInfeasible(*demand, {{"n1", *node}});
+  EXPECT_THAT(message, ::testing::HasSubstr(
+                           "placement group ab12 holds no bundle 0 on any "
+                           "live node: it was removed"));
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr("--resources")));
+}
+
 TEST(ResourceSetTest, DescribeInfeasible) {
   struct Case {
     std::string label;

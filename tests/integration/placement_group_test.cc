@@ -1,7 +1,12 @@
 // Placement groups on a real cluster: all-or-nothing reservation across
 // nodes, the four strategies, tasks placed into bundles, removal, and many
 // groups competing for the same nodes without deadlock.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <thread>
@@ -139,6 +144,88 @@ TEST_F(PlacementGroupTest, CompetingGroupsNeverDeadlock) {
     groups.erase(groups.begin() + created);
   }
   ExpectFreeCpu(6);
+}
+
+// Run by GroupsEndWithTheirJobUnlessDetached as a driver of its own: makes
+// one group of each lifetime, runs a task in each, and exits without
+// removing them.
+TEST(PlacementGroupHelper, DISABLED_MakeGroupsAndExit) {
+  shoal::Init();
+  auto mine = shoal::CreatePlacementGroup({"mine", {{{"CPU", 1}}}});
+  shoal::PlacementGroupOptions keep{"kept", {{{"CPU", 1}}}};
+  keep.lifetime = shoal::Lifetime::kDetached;
+  auto kept = shoal::CreatePlacementGroup(keep);
+  ASSERT_TRUE(mine.Wait(30000));
+  ASSERT_TRUE(kept.Wait(30000));
+  shoal::Get(shoal::Task(Where).SetPlacementGroup(mine, 0).Remote());
+  shoal::Get(shoal::Task(Where).SetPlacementGroup(kept, 0).Remote());
+  std::exit(0);  // no RemovePlacementGroup, no Shutdown
+}
+
+// As in Ray: a job's groups end with it, however it ends; detached ones stay.
+TEST_F(PlacementGroupTest, GroupsEndWithTheirJobUnlessDetached) {
+  cluster_->ExportEnvironment();  // the helper's Init() finds the cluster
+  for (const char* how : {"exit", "kill"}) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      execl("/proc/self/exe", "placement_group_test",
+            "--gtest_filter=PlacementGroupHelper.DISABLED_MakeGroupsAndExit",
+            "--gtest_also_run_disabled_tests", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    if (std::string(how) == "kill") {
+      // Killed once its groups exist.
+      for (int i = 0; i < 600 && !shoal::GetPlacementGroup("kept"); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      kill(pid, SIGKILL);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (std::string(how) == "exit") {
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << how;
+    }
+    bool gone = false;
+    for (int i = 0; i < 40 && !gone; ++i) {
+      gone = !shoal::GetPlacementGroup("mine").has_value();
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(gone) << "the job's group outlived it (" << how << ")";
+    auto kept = shoal::GetPlacementGroup("kept");
+    ASSERT_TRUE(kept.has_value()) << how;
+    ExpectFreeCpu(5);  // the detached group's bundle stays reserved
+    shoal::RemovePlacementGroup(*kept);
+    ExpectFreeCpu(6);
+  }
+}
+
+TEST_F(PlacementGroupTest, ABundleIndexOutOfRangeFailsAtOnce) {
+  auto pg = shoal::CreatePlacementGroup({"", {{{"CPU", 1}}}});
+  try {
+    shoal::Task(Where).SetPlacementGroup(pg, 5).Remote();
+    FAIL() << "expected an error";
+  } catch (const shoal::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bundle index 5 is out of range"));
+    EXPECT_THAT(e.what(), HasSubstr("has 1 bundle"));
+  }
+  EXPECT_THROW(shoal::Task(Where).SetPlacementGroup(shoal::PlacementGroup(), 0),
+               shoal::Error);
+  // A removed group: its tasks fail naming the group, not a resource to add.
+  ASSERT_TRUE(pg.Wait(30000));
+  shoal::RemovePlacementGroup(pg);
+  try {
+    shoal::Get(shoal::Task(Where).SetPlacementGroup(pg, 0).Remote(), 30000);
+    FAIL() << "expected an error";
+  } catch (const shoal::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("placement group " + pg.id()));
+    EXPECT_THAT(e.what(), HasSubstr("was removed"));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("--resources")));
+  }
+  // Bundle resources never show among the cluster's resources.
+  for (const auto& [name, amount] : shoal::AvailableResources()) {
+    EXPECT_EQ(name.find("_group_"), std::string::npos) << name;
+  }
 }
 
 }  // namespace

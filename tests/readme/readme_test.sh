@@ -221,6 +221,23 @@ sessions() { ls -d "$1"/session_2* 2>/dev/null | sort || true; }
 # check_token_note HEAD_OUTPUT HEAD_ADDRESS TEMP_DIR JOIN_DIR: where the head
 # says that on this host the token is found automatically, a node joins from
 # JOIN_DIR with no token, and then stops as its own hint says.
+# The head's 'To see the cluster:' hint (from its output $1), typed with
+# SHOAL_TEMP_DIR=$2, must show the cluster at $3.
+check_status_hint() {
+  local h
+  h=$(hint "see the cluster" "$1")
+  if [[ -z "$h" ]]; then
+    fail_plain "the head printed no 'To see the cluster:' line"
+    return
+  fi
+  type_in "$work" "$2" 30 "$h"
+  if [[ $rc -ne 0 ]] || ! grep -qF "Head: $3" <<<"$out"; then
+    fail "it does not show the cluster at $3"
+  else
+    pass
+  fi
+}
+
 check_token_note() {
   local head_out=$1 address=$2 temp=$3 join_dir=$4 stop_hint left
   step "the head's note 'on this host the token is found automatically' holds"
@@ -439,17 +456,7 @@ for line in "${one_host[@]}"; do
 
       # The head's hints, pasted as printed, while the cluster runs.
       step "the head's hint 'To see the cluster' works as printed"
-      status_hint=$(hint "see the cluster" "$head_out")
-      if [[ -z "$status_hint" ]]; then
-        fail_plain "the head printed no 'To see the cluster:' line"
-      else
-        type_in "$work" "$t1" 30 "$status_hint"
-        if [[ $rc -ne 0 ]] || ! grep -qF "Head: $head_address" <<<"$out"; then
-          fail "it does not show the cluster at $head_address"
-        else
-          pass
-        fi
-      fi
+      check_status_hint "$head_out" "$t1" "$head_address"
 
       step "the head's hint 'To connect a program' runs the C++ API example (prints 13)"
       connect_hint=$(hint "connect a program" "$head_out")
@@ -558,17 +565,7 @@ fi
 
 if [[ -n "$b_out" ]]; then
   step "its hint 'To see the cluster' works as printed"
-  h=$(hint "see the cluster" "$b_out")
-  if [[ -z "$h" ]]; then
-    fail_plain "the head printed no 'To see the cluster:' line"
-  else
-    type_in "$work" "$t2" 30 "$h"
-    if [[ $rc -ne 0 ]] || ! grep -qF "Head: $b_address" <<<"$out"; then
-      fail "it does not show the cluster at $b_address"
-    else
-      pass
-    fi
-  fi
+  check_status_hint "$b_out" "$t2" "$b_address"
 
   step "its hint 'To connect a program' works as printed (hello_tasks as the program)"
   h=$(hint "connect a program" "$b_out")

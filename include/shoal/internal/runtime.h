@@ -68,6 +68,11 @@ struct TaskOptions {
   int bundle_index = -1;
 };
 
+// Throws shoal::Error unless 0 <= bundle_index < bundle_count, and for a
+// group that was never created (empty id).
+void CheckBundleIndex(const std::string& group_id, size_t bundle_count,
+                      int bundle_index);
+
 std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
                                       std::vector<TaskArg> args,
                                       const TaskOptions& options);
