@@ -498,8 +498,18 @@ int RunLaunch(const LaunchOptions& options) {
     std::cerr << "shoal launch: " << e.what() << "\n";
     return 1;
   }
+  // Until the gang is reserved, Ctrl-C or SIGTERM ends the launch at once:
+  // nothing runs yet, and the head removes this job's placement group (a
+  // pending one included) when its connection closes.
   struct sigaction sa {};
-  sa.sa_handler = [](int) { g_interrupted = true; };
+  sa.sa_handler = [](int) {
+    static const char kMessage[] =
+        "shoal launch: interrupted while reserving the gang; nothing was "
+        "started\n";
+    ssize_t ignored = write(2, kMessage, sizeof(kMessage) - 1);
+    (void)ignored;
+    _exit(130);
+  };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
@@ -537,15 +547,8 @@ int RunLaunch(const LaunchOptions& options) {
       pg.bundles.assign(n, GangBundle(alive, n, nproc));
       bundle_devices = pg.bundles[0];
       group = CreatePlacementGroup(pg);
-      // Waits in short steps, so that Ctrl-C ends the wait.
-      bool placed = false;
-      for (int waited = 0; !placed && waited < 60000 && !g_interrupted;
-           waited += 200) {
-        placed = group.Wait(200);
-      }
-      if (!placed) {
+      if (!group.Wait(60000)) {
         RemovePlacementGroup(group);
-        if (g_interrupted) throw Error("interrupted while reserving nodes");
         throw Error(absl::StrCat("could not reserve ", n,
                                  " nodes within 60 s; they are busy"));
       }
@@ -554,7 +557,7 @@ int RunLaunch(const LaunchOptions& options) {
   } catch (const Error& e) {
     std::cerr << "shoal launch: " << e.what() << "\n";
     Shutdown();
-    return g_interrupted ? 130 : 1;
+    return 1;
   }
   std::vector<proto::LaunchHost> hosts;
   for (const std::string& id : host_ids) {
@@ -599,6 +602,11 @@ int RunLaunch(const LaunchOptions& options) {
       return 2;
     }
   }
+
+  // From here on, Ctrl-C stops every process of the gang first.
+  sa.sa_handler = [](int) { g_interrupted = true; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 
   // Where runners report.
   LaunchState state;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shoal/api.h"
 #include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
@@ -252,6 +254,60 @@ TEST_F(LaunchTest, InterruptStopsEveryProcessOnEveryHost) {
   EXPECT_EQ(FinishCli(pid, fd, &out), 130) << out;
   EXPECT_THAT(out, HasSubstr("interrupted"));
   EXPECT_EQ(CountProcesses(marker), 0) << "processes were left behind";
+}
+
+// Groups in `shoal status --format json`, as "id:STATE" strings.
+std::vector<std::string> Groups(const TestCluster& cluster) {
+  std::string out;
+  RunCli({"status", "--address", cluster.address(), "--token", cluster.token(),
+          "--format", "json"},
+         &out);
+  std::vector<std::string> groups;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_object()) return {"<no status: " + out + ">"};
+  for (const auto& g : j["placement_groups"]) {
+    groups.push_back(g["id"].get<std::string>() + ":" +
+                     g["state"].get<std::string>());
+  }
+  return groups;
+}
+
+// Ctrl-C while the gang waits for its hosts ends the launch at once and
+// leaves no reservation behind.
+TEST_F(LaunchTest, InterruptWhileWaitingForTheSliceReleasesEverything) {
+  cluster_->Connect();
+  shoal::SliceReservation held = shoal::ReserveTpuSlice("", 30000);
+  int fd = -1;
+  pid_t pid = StartCli({"launch", "--address", cluster_->address(), "--token",
+                        cluster_->token(), "--per-device", "--", "true"},
+                       &fd);
+  ASSERT_GT(pid, 0);
+  // The launch's group waits behind ours.
+  bool waiting = false;
+  for (int i = 0; i < 100 && !waiting; ++i) {
+    waiting = Groups(*cluster_).size() == 2;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(waiting) << ::testing::PrintToString(Groups(*cluster_));
+  auto start = std::chrono::steady_clock::now();
+  kill(pid, SIGINT);
+  std::string out;
+  EXPECT_EQ(FinishCli(pid, fd, &out), 130) << out;
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      2)
+      << out;
+  EXPECT_THAT(out, HasSubstr("interrupted while reserving"));
+  std::vector<std::string> left;
+  for (int i = 0; i < 40; ++i) {
+    left = Groups(*cluster_);
+    if (left.size() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(left, std::vector<std::string>{held.group.id() + ":CREATED"});
+  shoal::RemovePlacementGroup(held.group);
+  shoal::Shutdown();
 }
 
 // The report channel breaks (the launcher stops answering): every runner
