@@ -85,6 +85,10 @@ struct Lease {
   ResourceSet shape;
   DeviceIds devices;
   uint64_t conn_id = 0;
+  // For `shoal status --verbose`: who holds it, for which job, since when.
+  std::string owner;
+  std::string job_id;
+  int64_t granted_us = 0;
 };
 
 struct PendingLease {
@@ -458,6 +462,7 @@ class AgentImpl : public NodeAgent {
     AvailableToProto(req.mutable_available());
     total_.ToProto(req.mutable_total());
     FillDemands(&req);
+    FillLeases(&req);
     rpc::CallProto<proto::HeartbeatReply>(
         head_.get(), proto::HEARTBEAT, req,
         [this, periodic](absl::StatusOr<proto::HeartbeatReply> reply) {
@@ -483,6 +488,24 @@ class AgentImpl : public NodeAgent {
           if (periodic) ScheduleHeartbeat();
         },
         std::max<int64_t>(heartbeat_ms_ * 4, 2000));
+  }
+
+  void FillLeases(proto::HeartbeatRequest* req) const {
+    int64_t now = MonotonicUs();
+    for (const auto& [id, lease] : leases_) {
+      proto::LeaseInfo* info = req->add_leases();
+      info->set_lease_id(id);
+      info->set_node_id(node_id_);
+      info->set_job_id(lease.job_id);
+      info->set_worker_id(lease.worker_id);
+      info->set_owner(lease.owner);
+      info->set_age_ms((now - lease.granted_us) / 1000);
+      lease.shape.ToProto(info->mutable_shape());
+      if (auto w = workers_.find(lease.worker_id); w != workers_.end()) {
+        info->set_worker_pid(w->second.pid);
+        info->set_starting(w->second.state == Worker::State::kStarting);
+      }
+    }
   }
 
   void FillDemands(proto::HeartbeatRequest* req) const {
@@ -537,6 +560,8 @@ class AgentImpl : public NodeAgent {
 
   // Grants, spills back or fails `p`; false when it must wait.
   bool TryPlace(PendingLease& p) {
+    // A requester that left wants nothing (done: drop the request).
+    if (!p.responder.connected()) return true;
     for (const auto& m : options_.accelerators) {
       absl::Status valid =
           m->ValidateRequest(BaseShape(p.shape).GetDouble(m->ResourceName()));
@@ -673,6 +698,9 @@ class AgentImpl : public NodeAgent {
     lease.id = RandomHex(8);
     lease.shape = p.shape;
     lease.conn_id = p.responder.connection_id();
+    lease.owner = p.responder.peer();
+    lease.job_id = p.request.job_id();
+    lease.granted_us = MonotonicUs();
     lease.devices = TakeDevices(BaseShape(p.shape));
     if (lease.devices.count("TPU")) {
       absl::Status clear = ClearTpuLock();
@@ -827,19 +855,32 @@ class AgentImpl : public NodeAgent {
 
   void OnDisconnect(uint64_t conn) {
     if (objects_ != nullptr) objects_->OnDisconnect(conn);
+    // Its queued requests go first: releasing its leases below hands the
+    // freed resources to what waits, which must not be the departed
+    // requester's own requests (their leases would belong to nobody).
+    std::deque<PendingLease> keep;
+    size_t dropped = 0;
+    for (auto& p : pending_) {
+      if (p.responder.connection_id() != conn) {
+        keep.push_back(std::move(p));
+      } else {
+        ++dropped;
+      }
+    }
+    pending_.swap(keep);
     std::vector<std::string> gone;
     for (const auto& [id, l] : leases_) {
       if (l.conn_id == conn) gone.push_back(id);
+    }
+    if (!gone.empty() || dropped > 0) {
+      SHOAL_LOG(INFO) << "requester " << conn << " left: releasing "
+                      << gone.size() << " lease(s), dropping " << dropped
+                      << " queued request(s)";
     }
     // The requester is gone: its workers may be mid-task for nobody.
     for (const auto& id : gone) {
       ReleaseLease(id, /*kill_worker=*/true, "its driver disconnected");
     }
-    std::deque<PendingLease> keep;
-    for (auto& p : pending_) {
-      if (p.responder.connection_id() != conn) keep.push_back(std::move(p));
-    }
-    pending_.swap(keep);
     ReportSoon();
   }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "api/cluster_status.h"
 #include "api/core_runtime.h"
 #include "api/local_cluster.h"
 #include "common/logging.h"
@@ -354,6 +355,10 @@ std::optional<PlacementGroup> GetPlacementGroup(const std::string& name) {
 }
 
 namespace internal {
+
+absl::StatusOr<proto::ClusterStatus> FetchClusterStatus() {
+  return RequireRuntime()->ClusterStatus();
+}
 
 void CheckBundleIndex(const std::string& group_id, size_t bundle_count,
                       int bundle_index) {

@@ -973,6 +973,10 @@ int Dispatch(int argc, char** argv) {
       ->add_option("--max-restarts", launch_opts.max_restarts,
                    "Restart the whole gang up to N times on failure")
       ->check(AtLeast(0));
+  launch_cmd
+      ->add_option("--reserve-timeout", launch_opts.reserve_timeout_s,
+                   "Seconds to wait for the gang's hosts (default 60)")
+      ->check(AtLeast(1));
   launch_cmd->add_option("--no-restart-on", no_restart_on,
                          "Exit codes that fail the gang at once, e.g. 2,3");
   launch_cmd->add_option("--address", launch_opts.address, "Head, HOST:PORT")

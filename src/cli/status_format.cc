@@ -4,9 +4,13 @@
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -82,6 +86,21 @@ std::string DescribeShape(const ResourceSet& shape) {
                                " of placement group ", b.group_id);
   }
   return base.DebugString() + where;
+}
+
+std::string Seconds(int64_t ms) {
+  return absl::StrFormat("%.1f s", static_cast<double>(ms) / 1000);
+}
+
+std::string LeaseLine(const proto::LeaseInfo& l) {
+  return absl::StrCat(
+      " ", l.lease_id(), " on ", l.node_id(), "  ",
+      l.job_id().empty() ? "no job" : l.job_id(), "  worker ", l.worker_id(),
+      l.worker_pid() > 0 ? absl::StrCat(" (pid ", l.worker_pid(), ")") : "",
+      l.starting() ? " starting" : "", "  ",
+      DescribeShape(ResourceSet::FromProto(l.shape())), "  for ",
+      Seconds(l.age_ms()), l.owner().empty() ? "" : "  from " + l.owner(),
+      "\n");
 }
 
 std::string GroupLine(const proto::PlacementGroupInfo& pg) {
@@ -178,6 +197,19 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
       absl::StrAppend(&out, "\n");
     }
   }
+  absl::StrAppend(&out, "\nLeases:\n");
+  if (status.leases().empty()) absl::StrAppend(&out, " (no leases)\n");
+  if (verbose) {
+    for (const auto& l : status.leases()) out += LeaseLine(l);
+  } else if (!status.leases().empty()) {
+    std::set<std::string> jobs;
+    for (const auto& l : status.leases()) {
+      jobs.insert(l.job_id().empty() ? "no job" : l.job_id());
+    }
+    absl::StrAppend(&out, " ", status.leases_size(), " held by ",
+                    absl::StrJoin(jobs, ", "),
+                    " (`shoal status --verbose` lists them)\n");
+  }
   absl::StrAppend(&out, "\nDemands:\n");
   if (status.demands().empty())
     absl::StrAppend(&out, " (no resource demands)\n");
@@ -232,6 +264,19 @@ std::string FormatStatusJson(const proto::ClusterStatus& status) {
          {"count", d.count()},
          {"infeasible", d.infeasible()}});
   }
+  j["leases"] = nlohmann::json::array();
+  for (const auto& l : status.leases()) {
+    j["leases"].push_back(
+        {{"id", l.lease_id()},
+         {"node_id", l.node_id()},
+         {"job_id", l.job_id()},
+         {"worker_id", l.worker_id()},
+         {"worker_pid", l.worker_pid()},
+         {"starting", l.starting()},
+         {"shape", ResourceSet::FromProto(l.shape()).ToDoubles()},
+         {"age_ms", l.age_ms()},
+         {"owner", l.owner()}});
+  }
   j["placement_groups"] = nlohmann::json::array();
   for (const auto& pg : status.placement_groups()) {
     nlohmann::json bundles = nlohmann::json::array();
@@ -249,6 +294,35 @@ std::string FormatStatusJson(const proto::ClusterStatus& status) {
                                                    pg.bundle_nodes().end())}});
   }
   return j.dump(2) + "\n";
+}
+
+std::string DescribeHolders(const proto::ClusterStatus& status) {
+  std::vector<std::string> parts;
+  for (const auto& pg : status.placement_groups()) {
+    parts.push_back(absl::StrCat(
+        "placement group ", pg.pg_id(),
+        pg.spec().name().empty() ? "" : " \"" + pg.spec().name() + "\"",
+        pg.state() == proto::PlacementGroupInfo::PENDING ? " (pending)" : "",
+        " of ", pg.job_id().empty() ? "no job" : pg.job_id()));
+  }
+  // Leases by job and node.
+  std::map<std::pair<std::string, std::string>, std::vector<int>> leases;
+  for (int i = 0; i < status.leases_size(); ++i) {
+    const auto& l = status.leases(i);
+    leases[{l.job_id().empty() ? "no job" : l.job_id(), l.node_id()}].push_back(
+        i);
+  }
+  for (const auto& [key, indices] : leases) {
+    const auto& first = status.leases(indices.front());
+    int64_t oldest = 0;
+    for (int i : indices) oldest = std::max(oldest, status.leases(i).age_ms());
+    parts.push_back(
+        absl::StrCat(indices.size(), indices.size() == 1 ? " lease" : " leases",
+                     " of ", key.first, " on ", key.second, " (",
+                     DescribeShape(ResourceSet::FromProto(first.shape())),
+                     ", the oldest for ", Seconds(oldest), ")"));
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 }  // namespace shoal::cli

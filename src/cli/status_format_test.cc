@@ -229,6 +229,33 @@ TEST(FormatStatusTextTest, PlacementGroupsAreListedNotTheirResources) {
   EXPECT_EQ(j["placement_groups"][0]["state"], "CREATED");
 }
 
+TEST(FormatStatusTextTest, LeasesAreCountedAndListedWhenVerbose) {
+  proto::ClusterStatus status = StatusWithGroup();
+  proto::LeaseInfo* lease = status.add_leases();
+  lease->set_lease_id("l1");
+  lease->set_node_id("n1");
+  lease->set_job_id("job3");
+  lease->set_worker_id("w1");
+  lease->set_worker_pid(4242);
+  SetResources({{"CPU_group_0_pg1", 1}}, lease->mutable_shape());
+  lease->set_age_ms(12300);
+  lease->set_owner("10.0.0.9:5000");
+  EXPECT_THAT(Section(FormatStatusText(status, /*verbose=*/false), "Leases:"),
+              HasSubstr(" 1 held by job3 (`shoal status --verbose`"));
+  EXPECT_THAT(
+      Section(FormatStatusText(status, /*verbose=*/true), "Leases:"),
+      HasSubstr(" l1 on n1  job3  worker w1 (pid 4242)  {CPU: 1.0} in bundle 0 "
+                "of placement group pg1  for 12.3 s  from 10.0.0.9:5000\n"));
+  nlohmann::json j = nlohmann::json::parse(FormatStatusJson(status));
+  EXPECT_EQ(j["leases"][0]["worker_pid"], 4242);
+  EXPECT_EQ(j["leases"][0]["job_id"], "job3");
+  EXPECT_EQ(DescribeHolders(status),
+            "placement group pg1 \"trainers\" of job3; 1 lease of job3 on n1 "
+            "({CPU: 1.0} in bundle 0 of placement group pg1, the oldest for "
+            "12.3 s)");
+  EXPECT_EQ(DescribeHolders(proto::ClusterStatus()), "");
+}
+
 TEST(FormatStatusJsonTest, HasNodesUsageAndDemands) {
   const std::string text = FormatStatusJson(MakeStatus());
   nlohmann::json j = nlohmann::json::parse(text, nullptr,

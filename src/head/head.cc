@@ -87,6 +87,7 @@ class HeadImpl : public Head {
     proto::NodeInfo info;
     int64_t last_heartbeat_us = 0;
     std::vector<proto::ResourceDemand> demands;
+    std::vector<proto::LeaseInfo> leases;
   };
 
   std::string BlobDir() const { return options_.session_dir + "/blobs"; }
@@ -511,6 +512,7 @@ class HeadImpl : public Head {
     *e.info.mutable_available() = r.available();
     if (r.has_total()) *e.info.mutable_total() = r.total();
     e.demands.assign(r.demands().begin(), r.demands().end());
+    e.leases.assign(r.leases().begin(), r.leases().end());
     for (const auto& [id, n] : nodes_) *reply.add_nodes() = n.info;
     resp.Reply(reply);
   }
@@ -522,6 +524,7 @@ class HeadImpl : public Head {
     it->second.info.set_death_reason(reason);
     it->second.info.mutable_available()->clear_amounts();
     it->second.demands.clear();
+    it->second.leases.clear();
     Persist(it->second);
     SHOAL_LOG(WARNING) << "node " << node_id << " ("
                        << it->second.info.address() << ") is dead: " << reason;
@@ -560,6 +563,7 @@ class HeadImpl : public Head {
     for (const auto& [id, n] : nodes_) {
       *status.add_nodes() = n.info;
       if (!n.info.alive()) continue;
+      for (const auto& l : n.leases) *status.add_leases() = l;
       for (const auto& d : n.demands) {
         std::string key = absl::StrCat(
             ResourceSet::FromProto(d.shape()).DebugString(), d.infeasible());

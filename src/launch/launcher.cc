@@ -21,6 +21,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/cluster_status.h"
+#include "cli/status_format.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/session.h"
@@ -526,11 +528,13 @@ int RunLaunch(const LaunchOptions& options) {
   bool slice_gang = false;
   std::map<std::string, double> bundle_devices;
   int nproc = std::max(1, options.nproc_per_node);
+  bool busy = false;
   try {
     slice_gang = !options.slice.empty() ||
                  (has_slice && options.nodes == 0 && !options.local);
     if (slice_gang) {
-      SliceReservation slice = ReserveTpuSlice(options.slice, 60000);
+      SliceReservation slice = ReserveTpuSlice(
+          options.slice, int64_t{options.reserve_timeout_s} * 1000);
       group = slice.group;
       host_ids = slice.hosts;
     } else {
@@ -547,15 +551,26 @@ int RunLaunch(const LaunchOptions& options) {
       pg.bundles.assign(n, GangBundle(alive, n, nproc));
       bundle_devices = pg.bundles[0];
       group = CreatePlacementGroup(pg);
-      if (!group.Wait(60000)) {
+      if (!group.Wait(int64_t{options.reserve_timeout_s} * 1000)) {
         RemovePlacementGroup(group);
-        throw Error(absl::StrCat("could not reserve ", n,
-                                 " nodes within 60 s; they are busy"));
+        busy = true;
+        throw Error(absl::StrCat("could not reserve ", n, " nodes within ",
+                                 options.reserve_timeout_s,
+                                 " s (--reserve-timeout); they are busy"));
       }
       host_ids = group.BundleNodes();
     }
   } catch (const Error& e) {
-    std::cerr << "shoal launch: " << e.what() << "\n";
+    std::string why = e.what();
+    if (dynamic_cast<const TimeoutError*>(&e) != nullptr || busy) {
+      // Say who holds what the gang waited for.
+      auto status = internal::FetchClusterStatus();
+      std::string holders =
+          status.ok() ? cli::DescribeHolders(*status) : std::string();
+      absl::StrAppend(&why, holders.empty() ? "" : "; held by: ", holders,
+                      " (`shoal status --verbose` shows more)");
+    }
+    std::cerr << "shoal launch: " << why << "\n";
     Shutdown();
     return 1;
   }

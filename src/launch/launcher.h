@@ -29,6 +29,8 @@ struct LaunchOptions {
   // device, and refuse any other count.
   int nproc_per_node = 0;
   int max_restarts = 0;
+  // How long to wait for the gang's hosts to be free.
+  int reserve_timeout_s = 60;
   std::set<int> no_restart_on;
   std::vector<std::string> argv;
 };

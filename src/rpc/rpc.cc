@@ -296,6 +296,8 @@ void Responder::Error(const absl::Status& status) const {
 
 uint64_t Responder::connection_id() const { return conn_ ? conn_->id() : 0; }
 
+bool Responder::connected() const { return conn_ && !conn_->closed(); }
+
 const std::string& Responder::peer() const {
   static const std::string kNone;
   return conn_ ? conn_->peer() : kNone;

@@ -48,6 +48,8 @@ class Responder {
   void Error(const absl::Status& status) const;
   uint64_t connection_id() const;
   const std::string& peer() const;
+  // False once the requester's connection has closed.
+  bool connected() const;
 
  private:
   friend class Server;

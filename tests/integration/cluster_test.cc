@@ -366,6 +366,42 @@ TEST_F(ClusterTest, LoopbackReachesAHeadThatAdvertisesThePrimaryAddress) {
   EXPECT_EQ(shoal::Get(shoal::Task(Add).Remote(int64_t{20}, int64_t{22})), 42);
 }
 
+// `shoal status --verbose` lists the leases a job holds, with the job, the
+// worker's pid and the age; with the work done they are gone within 2 s.
+TEST_F(ClusterTest, StatusListsLeasesUntilTheyAreReturned) {
+  cluster_ = StartCluster(ThreeNodes());
+  ASSERT_NE(cluster_, nullptr);
+  Connect(*cluster_);
+  auto slow = shoal::Task(SlowIdentity).Remote(int64_t{7}, int64_t{1500});
+  auto status = [&](bool verbose) {
+    std::vector<std::string> args = {"status", "--address", cluster_->address(),
+                                     "--token", cluster_->token()};
+    if (verbose) args.push_back("--verbose");
+    std::string out;
+    RunCli(args, &out);
+    return out;
+  };
+  std::string out;
+  for (int i = 0; i < 40; ++i) {
+    out = status(/*verbose=*/true);
+    if (out.find("  worker ") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_THAT(out, ::testing::ContainsRegex(
+                       " [0-9a-f]+ on node-[abc]  job[0-9]+  worker [0-9a-f]+ "
+                       "[(]pid [0-9]+[)]  [{]CPU: 1[.]0[}]  for "));
+  EXPECT_THAT(status(/*verbose=*/false),
+              ::testing::ContainsRegex("Leases:. 1 held by job[0-9]+ "));
+  EXPECT_EQ(shoal::Get(slow), 7);
+  // Returned 500 ms after the work ran out.
+  for (int i = 0; i < 40; ++i) {
+    out = status(/*verbose=*/true);
+    if (out.find("(no leases)") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_THAT(out, HasSubstr("Leases:\n (no leases)"));
+}
+
 TEST_F(ClusterTest, WrongTokenIsRefusedWithAClearError) {
   cluster_ = StartCluster(ThreeNodes());
   ASSERT_NE(cluster_, nullptr);

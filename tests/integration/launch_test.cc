@@ -310,6 +310,21 @@ TEST_F(LaunchTest, InterruptWhileWaitingForTheSliceReleasesEverything) {
   shoal::Shutdown();
 }
 
+// A launch that cannot get its hosts says who holds them.
+TEST_F(LaunchTest, ABusyGangSaysWhoHoldsItsHosts) {
+  cluster_->Connect();
+  shoal::SliceReservation held = shoal::ReserveTpuSlice("", 30000);
+  std::string out;
+  EXPECT_EQ(
+      Launch({"--per-device", "--reserve-timeout", "1", "--", "true"}, &out),
+      1);
+  EXPECT_THAT(out, HasSubstr("was not free within 1000 ms"));
+  EXPECT_THAT(out, HasSubstr("held by: placement group " + held.group.id()));
+  EXPECT_THAT(out, HasSubstr(" of job"));
+  shoal::RemovePlacementGroup(held.group);
+  shoal::Shutdown();
+}
+
 // The report channel breaks (the launcher stops answering): every runner
 // stops its processes and the launch fails naming the host, never "exited 0".
 TEST_F(LaunchTest, RunnersThatLoseTheirLauncherFailTheLaunch) {
