@@ -211,7 +211,22 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
                     " (`shoal status --verbose` lists them)\n");
   }
   absl::StrAppend(&out, "\nDemands:\n");
-  if (status.demands().empty())
+  bool waiting_group = false;
+  for (const auto& pg : status.placement_groups()) {
+    if (pg.state() != proto::PlacementGroupInfo::PENDING) continue;
+    waiting_group = true;
+    std::vector<std::string> bundles;
+    for (const auto& b : pg.spec().bundles()) {
+      bundles.push_back(ResourceSet::FromProto(b).DebugString());
+    }
+    absl::StrAppend(
+        &out, " ", absl::StrJoin(bundles, ", "), " (placement group ",
+        pg.pg_id(),
+        pg.spec().name().empty() ? "" : " \"" + pg.spec().name() + "\"", " of ",
+        pg.job_id().empty() ? "no job" : pg.job_id(), "): waiting for ",
+        Seconds(pg.age_ms()), "\n");
+  }
+  if (status.demands().empty() && !waiting_group)
     absl::StrAppend(&out, " (no resource demands)\n");
   for (const auto& d : status.demands()) {
     absl::StrAppend(&out, " ", DescribeShape(ResourceSet::FromProto(d.shape())),
@@ -289,6 +304,7 @@ std::string FormatStatusJson(const proto::ClusterStatus& status) {
          {"state", StateName(pg.state())},
          {"job_id", pg.job_id()},
          {"detached", pg.spec().detached()},
+         {"age_ms", pg.age_ms()},
          {"bundles", bundles},
          {"bundle_nodes", std::vector<std::string>(pg.bundle_nodes().begin(),
                                                    pg.bundle_nodes().end())}});

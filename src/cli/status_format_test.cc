@@ -229,6 +229,20 @@ TEST(FormatStatusTextTest, PlacementGroupsAreListedNotTheirResources) {
   EXPECT_EQ(j["placement_groups"][0]["state"], "CREATED");
 }
 
+TEST(FormatStatusTextTest, AGroupThatWaitsIsADemandWithItsAge) {
+  proto::ClusterStatus status;
+  proto::PlacementGroupInfo* pg = status.add_placement_groups();
+  pg->set_pg_id("pg2");
+  SetResources({{"CPU", 1}, {"TPU", 4}}, pg->mutable_spec()->add_bundles());
+  SetResources({{"CPU", 1}, {"TPU", 4}}, pg->mutable_spec()->add_bundles());
+  pg->set_state(proto::PlacementGroupInfo::PENDING);
+  pg->set_job_id("job7");
+  pg->set_age_ms(3200);
+  EXPECT_EQ(Section(FormatStatusText(status, /*verbose=*/false), "Demands:"),
+            "Demands:\n {CPU: 1.0, TPU: 4.0}, {CPU: 1.0, TPU: 4.0} (placement "
+            "group pg2 of job7): waiting for 3.2 s\n");
+}
+
 TEST(FormatStatusTextTest, LeasesAreCountedAndListedWhenVerbose) {
   proto::ClusterStatus status = StatusWithGroup();
   proto::LeaseInfo* lease = status.add_leases();

@@ -578,7 +578,9 @@ class HeadImpl : public Head {
     for (const auto& [id, pg] : pgs_) {
       if (pg.info.state() == proto::PlacementGroupInfo::PENDING ||
           pg.info.state() == proto::PlacementGroupInfo::CREATED) {
-        *status.add_placement_groups() = pg.info;
+        proto::PlacementGroupInfo* info = status.add_placement_groups();
+        *info = pg.info;
+        info->set_age_ms((MonotonicUs() - pg.created_us) / 1000);
       }
     }
     return status;

@@ -372,7 +372,7 @@ TEST_F(ClusterTest, StatusListsLeasesUntilTheyAreReturned) {
   cluster_ = StartCluster(ThreeNodes());
   ASSERT_NE(cluster_, nullptr);
   Connect(*cluster_);
-  auto slow = shoal::Task(SlowIdentity).Remote(int64_t{7}, int64_t{1500});
+  auto slow = shoal::Task(SlowIdentity).Remote(int64_t{7}, int64_t{3000});
   auto status = [&](bool verbose) {
     std::vector<std::string> args = {"status", "--address", cluster_->address(),
                                      "--token", cluster_->token()};
@@ -382,9 +382,13 @@ TEST_F(ClusterTest, StatusListsLeasesUntilTheyAreReturned) {
     return out;
   };
   std::string out;
-  for (int i = 0; i < 40; ++i) {
+  // Once its worker has registered (it shows as "starting" until then).
+  for (int i = 0; i < 100; ++i) {
     out = status(/*verbose=*/true);
-    if (out.find("  worker ") != std::string::npos) break;
+    if (out.find("  worker ") != std::string::npos &&
+        out.find(" starting  ") == std::string::npos) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_THAT(out, ::testing::ContainsRegex(
