@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -97,7 +98,25 @@ struct PendingLease {
   rpc::Responder responder;
   int64_t arrival_us = 0;
   bool infeasible = false;
+  uint64_t seq = 0;  // this agent's number for it
+  // A request in a placement group's bundle that no node holds: what the
+  // head said of the group.
+  enum class Group {
+    kUnchecked,
+    kAsking,
+    kBeingPlaced
+  } group = Group::kUnchecked;
+  int64_t group_checked_us = 0;
 };
+
+// The placement group a shape's bundle resources belong to, or "".
+std::string GroupOfShape(const ResourceSet& shape) {
+  for (const auto& [name, amount] : shape.amounts()) {
+    BundleResource bundle;
+    if (ParseBundleResource(name, &bundle)) return bundle.group_id;
+  }
+  return "";
+}
 
 // A lease granted before its worker registered.
 struct PendingGrant {
@@ -554,6 +573,7 @@ class AgentImpl : public NodeAgent {
     p.shape = ResourceSet::FromProto(r.shape());
     p.responder = std::move(resp);
     p.arrival_us = MonotonicUs();
+    p.seq = ++next_request_seq_;
     if (!TryPlace(p)) pending_.push_back(std::move(p));
     ReportSoon();
   }
@@ -595,6 +615,25 @@ class AgentImpl : public NodeAgent {
       Spillback(p, *n);
       return true;
     }
+    // A task of a placement group whose bundle no node holds: a group that
+    // was removed (or never existed) fails at once; one still being placed
+    // is waited for, as long as the head says it is.
+    if (std::string group = GroupOfShape(p.shape); !group.empty()) {
+      int64_t now = MonotonicUs();
+      if (p.group == PendingLease::Group::kBeingPlaced &&
+          now - p.group_checked_us >= options_.infeasible_grace_ms * 1000) {
+        p.group = PendingLease::Group::kUnchecked;
+      }
+      if (p.group == PendingLease::Group::kUnchecked && head_ != nullptr) {
+        p.group = PendingLease::Group::kAsking;
+        AskAboutGroup(p.seq, group);
+      }
+      if (p.group != PendingLease::Group::kUnchecked) {
+        p.infeasible = false;
+        EnsureDispatchTimer(now + options_.infeasible_grace_ms * 1000);
+        return false;
+      }
+    }
     p.infeasible = true;
     if (MonotonicUs() - p.arrival_us >= options_.infeasible_grace_ms * 1000) {
       std::vector<NodeTotals> nodes;
@@ -618,6 +657,50 @@ class AgentImpl : public NodeAgent {
     }
     EnsureDispatchTimer(p.arrival_us + options_.infeasible_grace_ms * 1000);
     return false;
+  }
+
+  // Asks the head about `group` for queued request `seq`: fails it at once
+  // when the group is gone, else lets it wait for the group's placement.
+  void AskAboutGroup(uint64_t seq, const std::string& group) {
+    proto::GetPlacementGroupRequest req;
+    req.set_pg_id(group);
+    rpc::CallProto<proto::PlacementGroupInfo>(
+        head_.get(), proto::GET_PLACEMENT_GROUP, req,
+        [this, seq, group](absl::StatusOr<proto::PlacementGroupInfo> info) {
+          auto it = std::find_if(
+              pending_.begin(), pending_.end(),
+              [seq](const PendingLease& p) { return p.seq == seq; });
+          if (it == pending_.end()) return;
+          std::string gone;
+          if (!info.ok() && absl::IsNotFound(info.status())) {
+            gone = absl::StrCat("no placement group ", group,
+                                " exists on this cluster");
+          } else if (info.ok() &&
+                     (info->state() == proto::PlacementGroupInfo::REMOVED ||
+                      info->state() == proto::PlacementGroupInfo::FAILED)) {
+            gone = absl::StrCat(
+                "placement group ", group,
+                info->state() == proto::PlacementGroupInfo::FAILED
+                    ? absl::StrCat(" failed: ", info->error())
+                    : " was removed (by RemovePlacementGroup, or because the "
+                      "job that created it ended; create it with "
+                      "Lifetime::kDetached to keep it)");
+          }
+          if (gone.empty()) {
+            // Being placed (or the head cannot say): wait, and ask again
+            // after a grace period.
+            it->group = PendingLease::Group::kBeingPlaced;
+            it->group_checked_us = MonotonicUs();
+            return;
+          }
+          proto::RequestLeaseReply reply;
+          reply.set_outcome(proto::RequestLeaseReply::INVALID);
+          reply.set_error(absl::StrCat(gone, "; its tasks cannot run"));
+          it->responder.Reply(reply);
+          pending_.erase(it);
+          ReportSoon();
+        },
+        5000);
   }
 
   void EnsureDispatchTimer(int64_t at_us) {
@@ -1177,6 +1260,7 @@ class AgentImpl : public NodeAgent {
   ResourceSet total_;
   ResourceSet available_;
   std::vector<proto::NodeInfo> view_;
+  uint64_t next_request_seq_ = 0;
   std::map<std::string, std::set<int>> free_devices_;
   struct Reservation {
     std::vector<std::pair<int, ResourceSet>> bundles;  // index, resources

@@ -200,6 +200,26 @@ TEST_F(PlacementGroupTest, GroupsEndWithTheirJobUnlessDetached) {
   }
 }
 
+// A task of a group that is still being placed waits for the group, however
+// long that takes, instead of failing as a request no node can hold.
+TEST_F(PlacementGroupTest, TasksOfAGroupBeingPlacedWaitForIt) {
+  // Every CPU of n0..n2 held: the next group waits.
+  auto blocker =
+      shoal::CreatePlacementGroup({"",
+                                   {{{"CPU", 2}}, {{"CPU", 2}}, {{"CPU", 2}}},
+                                   PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(blocker.Wait(30000));
+  auto later = shoal::CreatePlacementGroup({"", {{{"CPU", 1}}}});
+  auto where = shoal::Task(Where).SetPlacementGroup(later, 0).Remote();
+  // Well past the grace period (1 s here).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_FALSE(later.Wait(0));
+  shoal::RemovePlacementGroup(blocker);
+  std::string node = shoal::Get(where, 30000);
+  EXPECT_EQ(node, later.BundleNodes().at(0));
+  shoal::RemovePlacementGroup(later);
+}
+
 TEST_F(PlacementGroupTest, ABundleIndexOutOfRangeFailsAtOnce) {
   auto pg = shoal::CreatePlacementGroup({"", {{{"CPU", 1}}}});
   try {
@@ -219,7 +239,10 @@ TEST_F(PlacementGroupTest, ABundleIndexOutOfRangeFailsAtOnce) {
     FAIL() << "expected an error";
   } catch (const shoal::Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("placement group " + pg.id()));
-    EXPECT_THAT(e.what(), HasSubstr("was removed"));
+    // Said at once by the agent, which asked the head about the group,
+    // rather than after the grace period for requests no node can hold.
+    EXPECT_THAT(e.what(), HasSubstr("was removed (by RemovePlacementGroup"));
+    EXPECT_THAT(e.what(), HasSubstr("its tasks cannot run"));
     EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("--resources")));
   }
   // Bundle resources never show among the cluster's resources.
