@@ -35,6 +35,7 @@
 namespace {
 
 using ::shoal::testing::ClusterSpec;
+using ::shoal::testing::ProcessesMentioning;
 using ::shoal::testing::RunCli;
 using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
@@ -65,27 +66,6 @@ class ScratchDir {
  private:
   std::string path_;
 };
-
-// Command lines of this host's processes (other than this one) that mention
-// `text`: what a `shoal start` from a folder under it left running.
-std::vector<std::string> ProcessesMentioning(const std::string& text) {
-  std::vector<std::string> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* e = readdir(proc)) {
-    int pid = atoi(e->d_name);
-    if (pid <= 0 || pid == getpid()) continue;
-    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
-    std::string cmdline((std::istreambuf_iterator<char>(in)),
-                        std::istreambuf_iterator<char>());
-    absl::StrReplaceAll({{std::string(1, '\0'), " "}}, &cmdline);
-    if (cmdline.find(text) != std::string::npos) {
-      found.push_back(absl::StrCat(pid, ": ", cmdline));
-    }
-  }
-  closedir(proc);
-  return found;
-}
 
 // Waits up to 15 s for every process mentioning `text` to end.
 std::vector<std::string> LeftRunning(const std::string& text) {

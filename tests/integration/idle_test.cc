@@ -37,9 +37,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/util.h"
 #include "gtest/gtest.h"
-#include "rpc/blocking_channel.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
+#include "tests/testing/agent_info.h"
 #include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
@@ -251,26 +251,6 @@ TEST(IdleHelper, DISABLED_Program) {
 
 // ---- What the cluster holds ----
 
-// Processes other than this one whose command line contains `marker`.
-std::vector<std::string> ProcessesWith(const std::string& marker) {
-  std::vector<std::string> found;
-  std::string self = std::to_string(getpid());
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    std::string pid = entry.path().filename().string();
-    if (pid == self) continue;
-    auto cmdline = shoal::ReadFile(entry.path().string() + "/cmdline");
-    if (!cmdline.ok()) continue;
-    for (char& c : *cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    if (cmdline->find(marker) != std::string::npos) {
-      found.push_back(absl::StrCat("pid ", pid, " (", *cmdline, ")"));
-    }
-  }
-  return found;
-}
-
 std::string FormatAmounts(const std::map<std::string, double>& available,
                           const std::map<std::string, double>& total) {
   std::string out;
@@ -345,19 +325,13 @@ std::string WhatIsHeld(const TestCluster& cluster, const std::string& marker) {
   }
   // Object stores, as each agent reports its own.
   for (const auto& n : nodes) {
-    auto channel = shoal::rpc::BlockingChannel::Connect(
-        n.address, cluster.token(), "idle-test", 2000);
-    if (!channel.ok()) {
-      note(absl::StrCat("node ", n.node_id, ": ", channel.status().ToString()));
+    auto fetched =
+        shoal::testing::FetchAgentInfo(n.address, cluster.token(), 2000);
+    if (!fetched.ok()) {
+      note(absl::StrCat("node ", n.node_id, ": ", fetched.status().ToString()));
       continue;
     }
-    shoal::proto::AgentInfo info;
-    auto s = (*channel)->CallProto(shoal::proto::GET_AGENT_INFO,
-                                   shoal::proto::Empty(), &info, 2000);
-    if (!s.ok()) {
-      note(absl::StrCat("node ", n.node_id, ": ", s.ToString()));
-      continue;
-    }
+    const shoal::proto::AgentInfo& info = *fetched;
     // The agent's own view: a lease it still counts is held, whatever the
     // head last heard.
     if (info.num_leases() != 0) {
@@ -372,7 +346,8 @@ std::string WhatIsHeld(const TestCluster& cluster, const std::string& marker) {
     }
   }
   // Processes the program started.
-  for (const auto& p : ProcessesWith(marker)) note("process " + p);
+  for (const auto& p : shoal::testing::ProcessesMentioning(marker))
+    note("process " + p);
   return held;
 }
 

@@ -40,15 +40,9 @@ using ::testing::Not;
 // launcher (whose own arguments hold it).
 int CountProcesses(const std::string& marker) {
   int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    auto cmdline = shoal::ReadFile(entry.path().string() + "/cmdline");
-    if (!cmdline.ok()) continue;
-    for (char& c : *cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    if (cmdline->find(marker) != std::string::npos &&
-        cmdline->find("gtest") == std::string::npos &&
-        cmdline->find(" launch ") == std::string::npos) {
+  for (const std::string& p : shoal::testing::ProcessesMentioning(marker)) {
+    if (p.find("gtest") == std::string::npos &&
+        p.find(" launch ") == std::string::npos) {
       ++count;
     }
   }

@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/blocking_channel.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
+#include "tests/testing/agent_info.h"
 #include "tests/testing/cluster_fixture.h"
 #include "tests/testing/store_mapping.h"
 
@@ -81,15 +81,11 @@ std::string NodeOf(const shoal::Buffer& b) {
 shoal::proto::ObjectStoreInfo StoreInfo(const std::string& node_id) {
   for (const auto& n : shoal::Nodes()) {
     if (n.node_id != node_id) continue;
-    auto channel = shoal::rpc::BlockingChannel::Connect(
-        n.address, getenv("SHOAL_TOKEN"), "test");
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    if (!channel.ok()) break;
-    shoal::proto::AgentInfo info;
-    auto s = (*channel)->CallProto(shoal::proto::GET_AGENT_INFO,
-                                   shoal::proto::Empty(), &info, 5000);
-    EXPECT_TRUE(s.ok()) << s;
-    return info.object_store();
+    auto info =
+        shoal::testing::FetchAgentInfo(n.address, getenv("SHOAL_TOKEN"));
+    EXPECT_TRUE(info.ok()) << info.status();
+    if (!info.ok()) break;
+    return info->object_store();
   }
   ADD_FAILURE() << "no node " << node_id;
   return {};

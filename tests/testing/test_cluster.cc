@@ -22,6 +22,26 @@
 
 namespace shoal::testing {
 
+std::vector<std::string> ProcessesMentioning(const std::string& text) {
+  std::vector<std::string> found;
+  const std::string self = std::to_string(getpid());
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string pid = entry.path().filename().string();
+    if (pid == self ||
+        pid.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    auto cmdline = ReadFile(entry.path().string() + "/cmdline");
+    if (!cmdline.ok()) continue;
+    std::replace(cmdline->begin(), cmdline->end(), '\0', ' ');
+    if (cmdline->find(text) != std::string::npos) {
+      found.push_back(absl::StrCat(pid, ": ", *cmdline));
+    }
+  }
+  return found;
+}
+
 pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
                const std::vector<std::string>& env, const std::string& netns) {
   int netns_fd = -1;

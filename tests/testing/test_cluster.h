@@ -58,6 +58,10 @@ int RunCli(const std::vector<std::string>& args, std::string* output,
 // The same, in the background: returns its pid (-1 on failure) and sets
 // *out_fd to the read end of its stdout and stderr. FinishCli reads the rest
 // into *output (appended), reaps it and returns its exit code.
+// Processes of this host (other than this one) whose command line contains
+// `text`, each as "PID: COMMAND LINE".
+std::vector<std::string> ProcessesMentioning(const std::string& text);
+
 pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
                const std::vector<std::string>& env = {},
                const std::string& netns = "");
