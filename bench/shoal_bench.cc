@@ -5,6 +5,13 @@
 //   tasks_async_per_s      20,000 no-op tasks submitted, then all gathered
 //   tasks_sync_per_s       submit one task, get it, repeat
 //   task_roundtrip_p50_us  median of those round trips (p99 also printed)
+//   actor_calls_sync_per_s  one actor: call a no-op method, get it, repeat
+//   actor_calls_async_per_s one actor: 20,000 calls submitted, then gathered
+//   actor_calls_concurrent_per_s  the same to an actor running calls on 4
+//                          threads (SetMaxConcurrency(4))
+//   actor_calls_n_n_async_per_s  4 actors, 4 driver threads each calling
+//                          all of them, submitted then gathered
+//   actor_create_per_s     50 actors made, each until its first call returns
 //   launch_4proc_s         `shoal launch --per-device` of /bin/true on 4
 //                          simulated chips, start to exit (median of 5)
 //   launch_with_one_restart_s  the same when rank 0 fails once and the gang
@@ -39,11 +46,98 @@
 namespace {
 
 int64_t Noop(int64_t x) { return x; }
-SHOAL_REMOTE(Noop);
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
       .count();
+}
+
+class Echoer {
+ public:
+  int64_t Echo(int64_t x) { return x; }
+};
+Echoer* CreateEchoer() { return new Echoer(); }
+SHOAL_REMOTE(Noop, CreateEchoer, &Echoer::Echo);
+
+// Submits `n` calls to each of `actors` (round robin), then gathers them.
+double ActorCallsPerSecond(
+    const std::vector<shoal::ActorHandle<Echoer>>& actors, int n) {
+  std::vector<shoal::ObjectRef<int64_t>> refs;
+  refs.reserve(n * actors.size());
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    for (const auto& a : actors) {
+      refs.push_back(a.Task(&Echoer::Echo).Remote(int64_t{i}));
+    }
+  }
+  std::vector<int64_t> values = shoal::Get(refs);
+  double rate = static_cast<double>(refs.size()) / Seconds(start);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] != static_cast<int64_t>(i / actors.size())) {
+      fprintf(stderr, "wrong actor result %ld at %zu\n", values[i], i);
+      exit(1);
+    }
+  }
+  return rate;
+}
+
+void ActorFigures(int num_calls, int num_sync) {
+  auto actor = shoal::Actor(CreateEchoer).Remote();
+  shoal::Get(actor.Task(&Echoer::Echo).Remote(int64_t{0}));
+  ActorCallsPerSecond({actor}, 2000);  // warm up
+  auto sync_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < num_sync; ++i) {
+    if (shoal::Get(actor.Task(&Echoer::Echo).Remote(int64_t{i})) != i) exit(1);
+  }
+  double sync_rate = num_sync / Seconds(sync_start);
+  double async_rate = 0;
+  for (int round = 0; round < 3; ++round) {
+    async_rate = std::max(async_rate, ActorCallsPerSecond({actor}, num_calls));
+  }
+  auto threaded = shoal::Actor(CreateEchoer).SetMaxConcurrency(4).Remote();
+  shoal::Get(threaded.Task(&Echoer::Echo).Remote(int64_t{0}));
+  double concurrent_rate = 0;
+  for (int round = 0; round < 3; ++round) {
+    concurrent_rate =
+        std::max(concurrent_rate, ActorCallsPerSecond({threaded}, num_calls));
+  }
+  std::vector<shoal::ActorHandle<Echoer>> many;
+  for (int i = 0; i < 4; ++i)
+    many.push_back(shoal::Actor(CreateEchoer).Remote());
+  for (const auto& a : many)
+    shoal::Get(a.Task(&Echoer::Echo).Remote(int64_t{0}));
+  double n_n_rate = 0;
+  for (int round = 0; round < 3; ++round) {
+    auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; ++t) {
+      callers.emplace_back(
+          [&many, num_calls] { ActorCallsPerSecond(many, num_calls / 4); });
+    }
+    for (auto& t : callers) t.join();
+    n_n_rate = std::max(n_n_rate,
+                        4.0 * (num_calls / 4) * many.size() / Seconds(start));
+  }
+  constexpr int kCreate = 50;
+  auto create_start = std::chrono::steady_clock::now();
+  std::vector<shoal::ActorHandle<Echoer>> made;
+  std::vector<shoal::ObjectRef<int64_t>> first;
+  for (int i = 0; i < kCreate; ++i) {
+    made.push_back(shoal::Actor(CreateEchoer).Remote());
+    first.push_back(made.back().Task(&Echoer::Echo).Remote(int64_t{i}));
+  }
+  shoal::Get(first);
+  double create_rate = kCreate / Seconds(create_start);
+  for (auto& a : made) a.Kill();
+  for (auto& a : many) a.Kill();
+  actor.Kill();
+  threaded.Kill();
+  printf("actor_calls_sync_per_s %.0f calls/s\n", sync_rate);
+  printf("actor_calls_async_per_s %.0f calls/s\n", async_rate);
+  printf("actor_calls_concurrent_per_s %.0f calls/s\n", concurrent_rate);
+  printf("actor_calls_n_n_async_per_s %.0f calls/s\n", n_n_rate);
+  printf("actor_create_per_s %.1f actors/s\n", create_rate);
+  fflush(stdout);
 }
 
 // `shoal launch --per-device` of a trivial program on one simulated TPU
@@ -193,6 +287,7 @@ int main(int argc, char** argv) {
   printf("task_roundtrip_p50_us %.1f us\n",
          latencies_us[latencies_us.size() / 2]);
   fflush(stdout);
+  ActorFigures(num_tasks, num_sync);
   shoal::Shutdown();
   (*cluster)->Stop();
   if (int rc = LaunchFigures(); rc != 0) return rc;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "shoal/buffer.h"
+#include "shoal/internal/actor_invoke.h"
 #include "shoal/internal/runtime.h"
 #include "shoal/serialization.h"
 
@@ -253,6 +254,24 @@ TaskArg MakeTaskArg(Arg&& arg) {
   return out;
 }
 
+template <typename ParamTuple, size_t... I, typename... Args>
+std::vector<TaskArg> MakeTaskArgsImpl(std::index_sequence<I...>,
+                                      Args&&... args) {
+  std::vector<TaskArg> out;
+  out.reserve(sizeof...(Args));
+  (out.push_back(MakeTaskArg<std::tuple_element_t<I, ParamTuple>>(
+       std::forward<Args>(args))),
+   ...);
+  return out;
+}
+
+// The arguments of a call whose parameters are `ParamTuple`'s types.
+template <typename ParamTuple, typename... Args>
+std::vector<TaskArg> MakeTaskArgs(Args&&... args) {
+  return MakeTaskArgsImpl<ParamTuple>(std::index_sequence_for<Args...>{},
+                                      std::forward<Args>(args)...);
+}
+
 template <typename R, typename... Params, size_t... I>
 ObjectValue InvokeWithArgs(R (*fn)(Params...),
                            const std::vector<ObjectValue>& args,
@@ -279,13 +298,25 @@ Invoker MakeInvoker(R (*fn)(Params...)) {
 
 std::vector<std::string> SplitFunctionNames(const char* names);
 
+// A free function is a remote function; one returning a pointer to a class
+// is an actor factory; a member function is an actor method.
+template <typename Fn>
+void RegisterOne(const std::string& name, Fn fn) {
+  if constexpr (std::is_member_function_pointer_v<Fn>) {
+    RegisterActorMethod(name, MethodKey(fn), MakeMethodInvoker(fn));
+  } else if constexpr (IsActorFactory<Fn>::value) {
+    RegisterActorFactory(name, reinterpret_cast<const void*>(fn),
+                         MakeFactoryInvoker(fn));
+  } else {
+    RegisterFunction(name, reinterpret_cast<const void*>(fn), MakeInvoker(fn));
+  }
+}
+
 template <typename... Fns>
 bool RegisterFunctions(const char* names, Fns... fns) {
   std::vector<std::string> split = SplitFunctionNames(names);
   size_t i = 0;
-  (RegisterFunction(split.at(i++), reinterpret_cast<const void*>(fns),
-                    MakeInvoker(fns)),
-   ...);
+  (RegisterOne(split.at(i++), fns), ...);
   return true;
 }
 
@@ -391,25 +422,14 @@ class TaskCaller<R (*)(Params...)> {
   ObjectRef<R> Remote(Args&&... args) {
     static_assert(sizeof...(Args) == sizeof...(Params),
                   "Remote() takes as many arguments as the function");
-    return RemoteImpl(std::index_sequence_for<Params...>{},
-                      std::forward<Args>(args)...);
+    return ObjectRef<R>(internal::SubmitTask(
+        internal::FunctionName(reinterpret_cast<const void*>(fn_)),
+        internal::MakeTaskArgs<std::tuple<Params...>>(
+            std::forward<Args>(args)...),
+        options_));
   }
 
  private:
-  template <size_t... I, typename... Args>
-  ObjectRef<R> RemoteImpl(std::index_sequence<I...>, Args&&... args) {
-    using ParamTuple = std::tuple<Params...>;
-    std::vector<internal::TaskArg> task_args;
-    task_args.reserve(sizeof...(Args));
-    (task_args.push_back(
-         internal::MakeTaskArg<std::tuple_element_t<I, ParamTuple>>(
-             std::forward<Args>(args))),
-     ...);
-    return ObjectRef<R>(internal::SubmitTask(
-        internal::FunctionName(reinterpret_cast<const void*>(fn_)),
-        std::move(task_args), options_));
-  }
-
   Fn fn_;
   internal::TaskOptions options_;
 };
@@ -511,8 +531,12 @@ std::vector<NodeInfo> Nodes();
 
 }  // namespace shoal
 
-// Registers free functions as remote functions by name:
+#include "shoal/actor.h"  // IWYU pragma: export
+
+// Registers free functions as remote functions by name, and actors'
+// factories and methods:
 //   SHOAL_REMOTE(Add, Multiply);
+//   SHOAL_REMOTE(CreateCounter, &Counter::Add, &Counter::Get);
 // Use it at namespace scope, once per function, in any source file of the
 // program.
 #define SHOAL_REMOTE_CONCAT_INNER(a, b) a##b

@@ -1,25 +1,29 @@
 #include "agent/agent.h"
 
 #include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
-#include <fstream>
 #include <future>
 #include <mutex>
-#include <set>
+#include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/binary_cache.h"
+#include "agent/bundle_reservations.h"
+#include "agent/device_allocator.h"
+#include "agent/lease_policy.h"
+#include "agent/lease_queue.h"
+#include "agent/lease_table.h"
+#include "agent/node_resources.h"
 #include "agent/object_service.h"
+#include "agent/worker_pool.h"
 #include "common/logging.h"
-#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "rpc/rpc.h"
@@ -28,95 +32,22 @@
 namespace shoal {
 namespace {
 
+using agent::BinaryCache;
+using agent::BinaryChunk;
+using agent::BlockResult;
+using agent::BundleReservations;
+using agent::DeviceAllocator;
+using agent::Lease;
+using agent::LeaseDecision;
+using agent::LeaseQueue;
+using agent::LeaseTable;
+using agent::NodeResources;
 using agent::ObjectService;
+using agent::PendingLease;
+using agent::Worker;
+using agent::WorkerPool;
 
-constexpr int64_t kBlobChunk = 4 << 20;
-constexpr size_t kMaxRememberedExits = 4096;
 constexpr int64_t kPrepareExpiryMs = 10000;
-
-// A task placed in a bundle asks for "TPU_group_0_<pg>": its devices are
-// still TPU chips. Maps bundle resources back to the node resource they were
-// carved from (the largest form wins: the indexed and the any-bundle name
-// describe the same devices).
-ResourceSet BaseShape(const ResourceSet& shape) {
-  ResourceSet base;
-  for (const auto& [name, amount] : shape.amounts()) {
-    BundleResource bundle;
-    std::string root = ParseBundleResource(name, &bundle) ? bundle.base : name;
-    if (amount > base.Get(root)) base.Set(root, amount);
-  }
-  return base;
-}
-
-// Device ids per resource name ("TPU" -> {0, 1}).
-using DeviceIds = std::map<std::string, std::vector<int>>;
-
-std::string DeviceKey(const DeviceIds& devices) {
-  std::string key;
-  for (const auto& [name, ids] : devices) {
-    absl::StrAppend(&key, name, ":");
-    for (int id : ids) absl::StrAppend(&key, id, ",");
-    key += ";";
-  }
-  return key;
-}
-
-struct Worker {
-  enum class State { kStarting, kIdle, kLeased };
-  std::string id;
-  // A worker sees the devices it was started with for its whole life, so it
-  // is reused only by leases that hold the same devices.
-  std::string device_key;
-  pid_t pid = 0;
-  std::string job_id;
-  std::string binary_hash;
-  std::string address;
-  State state = State::kStarting;
-  std::string lease_id;
-  int64_t idle_since_us = 0;
-  std::string log_path;
-  // Set when the agent itself ends the worker (why), so that its exit is
-  // expected rather than a failure to warn about.
-  std::string stopped_because;
-};
-
-struct Lease {
-  std::string id;
-  std::string worker_id;
-  ResourceSet shape;
-  DeviceIds devices;
-  uint64_t conn_id = 0;
-  // For `shoal status --verbose`: who holds it, for which job, since when.
-  std::string owner;
-  std::string job_id;
-  int64_t granted_us = 0;
-};
-
-struct PendingLease {
-  proto::RequestLeaseRequest request;
-  ResourceSet shape;
-  rpc::Responder responder;
-  int64_t arrival_us = 0;
-  bool infeasible = false;
-  uint64_t seq = 0;  // this agent's number for it
-  // A request in a placement group's bundle that no node holds: what the
-  // head said of the group.
-  enum class Group {
-    kUnchecked,
-    kAsking,
-    kBeingPlaced
-  } group = Group::kUnchecked;
-  int64_t group_checked_us = 0;
-};
-
-// The placement group a shape's bundle resources belong to, or "".
-std::string GroupOfShape(const ResourceSet& shape) {
-  for (const auto& [name, amount] : shape.amounts()) {
-    BundleResource bundle;
-    if (ParseBundleResource(name, &bundle)) return bundle.group_id;
-  }
-  return "";
-}
 
 // A lease granted before its worker registered.
 struct PendingGrant {
@@ -124,19 +55,37 @@ struct PendingGrant {
   rpc::Responder responder;
 };
 
-// Runs on the agent's event loop; not thread-safe.
+std::map<std::string, int> DeviceCounts(
+    const std::vector<std::shared_ptr<const accel::AcceleratorManager>>&
+        accelerators) {
+  std::map<std::string, int> counts;
+  for (const auto& m : accelerators) {
+    counts[m->ResourceName()] = m->NumDevices();
+  }
+  return counts;
+}
+
+// Runs on the agent's event loop; not thread-safe. Every field is the
+// loop's, except what Wait() and Stop() share (stop_mu_ guards it); the
+// parts (leases_, bundles_, devices_, workers_, binaries_, pending_) are
+// loop-only as well.
 class AgentImpl : public NodeAgent {
  public:
   AgentImpl(AgentOptions options, std::unique_ptr<rpc::EventLoop> loop)
-      : options_(std::move(options)), loop_(std::move(loop)) {
-    total_ = options_.resources;
-    available_ = total_;
-    for (const auto& m : options_.accelerators) {
-      std::set<int>& ids = free_devices_[m->ResourceName()];
-      for (int i = 0; i < m->NumDevices(); ++i) ids.insert(i);
-    }
-    node_id_ = options_.node_id.empty() ? RandomHex(6) : options_.node_id;
-  }
+      : options_(std::move(options)),
+        loop_(std::move(loop)),
+        node_id_(options_.node_id.empty() ? RandomHex(6) : options_.node_id),
+        node_{options_.resources, options_.resources},
+        leases_(&node_, options_.max_blocked_workers.value_or(
+                            agent::DefaultMaxBlockedWorkers(node_.total))),
+        bundles_(node_id_, &node_),
+        devices_(DeviceCounts(options_.accelerators)),
+        binaries_(
+            options_.session_dir + "/binaries",
+            [this](const std::string& hash, int64_t offset, int64_t max_bytes,
+                   std::function<void(absl::StatusOr<BinaryChunk>)> done) {
+              FetchBlobChunk(hash, offset, max_bytes, std::move(done));
+            }) {}
 
   ~AgentImpl() override { Stop(); }
 
@@ -144,7 +93,7 @@ class AgentImpl : public NodeAgent {
   // object_store_memory (`--object-store-memory`, or detected).
   absl::Status StartObjectStore() {
     auto capacity =
-        static_cast<uint64_t>(total_.GetDouble("object_store_memory"));
+        static_cast<uint64_t>(node_.total.GetDouble("object_store_memory"));
     if (capacity == 0) return absl::OkStatus();
     agent::ObjectServiceOptions object_options;
     object_options.name = absl::StrCat("node-", node_id_, "-", getpid());
@@ -167,9 +116,9 @@ class AgentImpl : public NodeAgent {
   // What the node has free; object_store_memory is what the store has not
   // used, so that `shoal status` shows its use.
   void AvailableToProto(proto::ResourceMap* map) const {
-    ResourceSet available = available_;
+    ResourceSet available = node_.available;
     if (objects_ != nullptr) {
-      int64_t total = total_.Get("object_store_memory");
+      int64_t total = node_.total.Get("object_store_memory");
       int64_t used = static_cast<int64_t>(objects_->used_bytes());
       available.Set("object_store_memory",
                     std::max<int64_t>(0, total - used * kResourceUnit));
@@ -189,6 +138,8 @@ class AgentImpl : public NodeAgent {
       head_ =
           std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
                                          options_.token, "agent " + node_id_);
+      workers_ = std::make_unique<WorkerPool>(PoolOptions(),
+                                              agent::SystemProcessLauncher());
       RegisterHandlers();
       return StartObjectStore();
     });
@@ -236,22 +187,7 @@ class AgentImpl : public NodeAgent {
     RunOnLoop([&]() -> absl::Status {
       if (server_) server_->Shutdown();
       head_.reset();
-      for (auto& [id, w] : workers_) {
-        if (w.pid > 0) kill(w.pid, SIGTERM);
-      }
-      // Give workers a moment to exit, then make sure.
-      for (int i = 0; i < 50; ++i) {
-        bool any = false;
-        for (auto& [id, w] : workers_) {
-          if (w.pid > 0 && waitpid(w.pid, nullptr, WNOHANG) == 0) any = true;
-        }
-        if (!any) break;
-        usleep(20000);
-      }
-      for (auto& [id, w] : workers_) {
-        if (w.pid > 0 && kill(w.pid, SIGKILL) == 0) waitpid(w.pid, nullptr, 0);
-      }
-      workers_.clear();
+      if (workers_ != nullptr) workers_->StopAll();
       return absl::OkStatus();
     }).IgnoreError();
     // Transfer threads and pulls need the loop to finish.
@@ -264,6 +200,23 @@ class AgentImpl : public NodeAgent {
   }
 
  private:
+  // What every worker of this node finds in its environment.
+  agent::WorkerPoolOptions PoolOptions() const {
+    agent::WorkerPoolOptions o;
+    o.node_id = node_id_;
+    o.log_dir = options_.session_dir + "/logs";
+    o.idle_timeout_ms = options_.worker_idle_timeout_ms;
+    o.env = {
+        {"SHOAL_AGENT_ADDRESS", address_},
+        {"SHOAL_NODE_ID", node_id_},
+        {"SHOAL_NODE_IP", options_.node_ip},
+        {"SHOAL_TOKEN", options_.token},
+        {"SHOAL_ADDRESS", options_.head_address},
+        {"SHOAL_SESSION_DIR", options_.session_dir},
+    };
+    return o;
+  }
+
   absl::Status RunOnLoop(const std::function<absl::Status()>& fn) {
     absl::Status status;
     loop_->RunSync([&] { status = fn(); });
@@ -291,6 +244,16 @@ class AgentImpl : public NodeAgent {
         s, proto::REGISTER_WORKER, [this](const auto& r, rpc::Responder resp) {
           RegisterWorker(r, resp);
         });
+    rpc::RegisterProto<proto::WorkerBlockedRequest>(
+        s, proto::WORKER_BLOCKED, [this](const auto& r, rpc::Responder resp) {
+          WorkerBlocked(r.worker_id());
+          resp.Reply(proto::Empty());
+        });
+    rpc::RegisterProto<proto::WorkerBlockedRequest>(
+        s, proto::WORKER_UNBLOCKED, [this](const auto& r, rpc::Responder resp) {
+          WorkerUnblocked(r.worker_id());
+          resp.Reply(proto::Empty());
+        });
     rpc::RegisterProto<proto::GetWorkerExitRequest>(
         s, proto::GET_WORKER_EXIT, [this](const auto& r, rpc::Responder resp) {
           GetWorkerExit(r.worker_id(), resp, 0);
@@ -299,7 +262,7 @@ class AgentImpl : public NodeAgent {
         s, proto::GET_AGENT_INFO, [this](const auto&, rpc::Responder resp) {
           proto::AgentInfo info;
           *info.mutable_node() = SelfInfo();
-          info.set_num_workers(workers_.size());
+          info.set_num_workers(workers_->size());
           info.set_num_leases(leases_.size());
           if (objects_ != nullptr) {
             objects_->Describe(info.mutable_object_store());
@@ -314,7 +277,9 @@ class AgentImpl : public NodeAgent {
         });
     rpc::RegisterProto<proto::BundleReservation>(
         s, proto::PREPARE_BUNDLES, [this](const auto& r, rpc::Responder resp) {
-          PrepareBundles(r, resp);
+          absl::Status st = PrepareBundles(r);
+          if (!st.ok()) return resp.Error(st);
+          resp.Reply(proto::Empty());
         });
     rpc::RegisterProto<proto::BundleReservation>(
         s, proto::COMMIT_BUNDLES, [this](const auto& r, rpc::Responder resp) {
@@ -332,86 +297,46 @@ class AgentImpl : public NodeAgent {
 
   // ---- Placement-group bundles (two-phase: prepare, then commit) ----
 
-  // Holds the bundles' resources (nothing else may take them) until the head
-  // commits or cancels; a prepare the head forgets expires.
-  void PrepareBundles(const proto::BundleReservation& r, rpc::Responder resp) {
-    if (prepared_.count(r.pg_id()) || committed_.count(r.pg_id())) {
-      return resp.Reply(proto::Empty());  // a retried prepare
+  // A prepare the head forgets (never commits or cancels) expires.
+  absl::Status PrepareBundles(const proto::BundleReservation& r) {
+    const std::string& pg = r.pg_id();
+    if (bundles_.IsPrepared(pg) || bundles_.IsCommitted(pg)) {
+      return absl::OkStatus();  // a retried prepare
     }
-    Reservation res;
-    ResourceSet sum;
+    std::vector<BundleReservations::Bundle> bundles;
     for (int i = 0; i < r.indices_size() && i < r.bundles_size(); ++i) {
-      res.bundles.emplace_back(r.indices(i),
-                               ResourceSet::FromProto(r.bundles(i)));
-      sum.Add(res.bundles.back().second);
+      bundles.emplace_back(r.indices(i), ResourceSet::FromProto(r.bundles(i)));
     }
-    if (!available_.Contains(sum)) {
-      return resp.Error(absl::FailedPreconditionError(absl::StrCat(
-          "node ", node_id_, " no longer has ", sum.DebugString(), " free")));
-    }
-    available_.Subtract(sum);
-    res.held = sum;
-    std::string pg = r.pg_id();
-    prepared_[pg] = std::move(res);
+    RETURN_IF_ERROR(bundles_.Prepare(pg, bundles));
     loop_->RunAfter(kPrepareExpiryMs, [this, pg] {
-      if (prepared_.count(pg)) {
+      if (bundles_.IsPrepared(pg)) {
         SHOAL_LOG(WARNING) << "placement group " << pg
                            << ": prepared bundles never committed; released";
         CancelBundles(pg);
       }
     });
     ReportSoon();
-    resp.Reply(proto::Empty());
+    return absl::OkStatus();
   }
 
-  // Turns held resources into the bundles' own resources, named as Ray names
-  // them: CPU_group_<index>_<pg> for one bundle, CPU_group_<pg> for any.
   absl::Status CommitBundles(const std::string& pg) {
-    if (committed_.count(pg)) return absl::OkStatus();
-    auto it = prepared_.find(pg);
-    if (it == prepared_.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "placement group ", pg, " has no prepared bundles on node ", node_id_,
-          " (they expired); the head will place it again"));
-    }
-    Reservation res = std::move(it->second);
-    prepared_.erase(it);
-    for (const auto& [index, shape] : res.bundles) {
-      for (const auto& [name, amount] : shape.amounts()) {
-        res.added.Set(absl::StrCat(name, "_group_", index, "_", pg), amount);
-        std::string any = absl::StrCat(name, "_group_", pg);
-        res.added.Set(any, res.added.Get(any) + amount);
-      }
-    }
-    total_.Add(res.added);
-    available_.Add(res.added);
-    committed_[pg] = std::move(res);
+    RETURN_IF_ERROR(bundles_.Commit(pg));
     ReportSoon();
     Dispatch();
     return absl::OkStatus();
   }
 
   void CancelBundles(const std::string& pg) {
-    if (auto it = prepared_.find(pg); it != prepared_.end()) {
-      available_.Add(it->second.held);
-      prepared_.erase(it);
-    }
-    if (auto it = committed_.find(pg); it != committed_.end()) {
+    bool committed = bundles_.IsCommitted(pg);
+    // The group's resources go first, so that what its leases give back
+    // below cannot be granted again to a request of the same group.
+    bundles_.Cancel(pg);
+    if (committed) {
       // Workers running in the group's bundles end with it.
-      std::vector<std::string> in_group;
-      for (const auto& [id, lease] : leases_) {
-        for (const auto& [name, amount] : lease.shape.amounts()) {
-          if (absl::EndsWith(name, "_" + pg)) in_group.push_back(id);
-        }
-      }
-      for (const auto& id : in_group) {
+      for (const auto& id : leases_.InGroup(pg)) {
         ReleaseLease(id, /*kill_worker=*/true,
                      "its placement group was removed");
       }
-      total_.Subtract(it->second.added);
-      available_.Subtract(it->second.added);
-      available_.Add(it->second.held);
-      committed_.erase(it);
     }
     ReportSoon();
     Dispatch();
@@ -425,7 +350,7 @@ class AgentImpl : public NodeAgent {
     info.set_hostname(Hostname());
     info.set_alive(true);
     info.set_is_head_node(options_.is_head_node);
-    total_.ToProto(info.mutable_total());
+    node_.total.ToProto(info.mutable_total());
     AvailableToProto(info.mutable_available());
     for (const auto& [k, v] : options_.labels) (*info.mutable_labels())[k] = v;
     info.set_session_dir(options_.session_dir);
@@ -479,7 +404,7 @@ class AgentImpl : public NodeAgent {
     proto::HeartbeatRequest req;
     req.set_node_id(node_id_);
     AvailableToProto(req.mutable_available());
-    total_.ToProto(req.mutable_total());
+    node_.total.ToProto(req.mutable_total());
     FillDemands(&req);
     FillLeases(&req);
     rpc::CallProto<proto::HeartbeatReply>(
@@ -511,7 +436,7 @@ class AgentImpl : public NodeAgent {
 
   void FillLeases(proto::HeartbeatRequest* req) const {
     int64_t now = MonotonicUs();
-    for (const auto& [id, lease] : leases_) {
+    for (const auto& [id, lease] : leases_.leases()) {
       proto::LeaseInfo* info = req->add_leases();
       info->set_lease_id(id);
       info->set_node_id(node_id_);
@@ -519,21 +444,23 @@ class AgentImpl : public NodeAgent {
       info->set_worker_id(lease.worker_id);
       info->set_owner(lease.owner);
       info->set_age_ms((now - lease.granted_us) / 1000);
+      info->set_actor_id(lease.actor_id);
+      info->set_blocked(agent::LentBack(lease));
       lease.shape.ToProto(info->mutable_shape());
-      if (auto w = workers_.find(lease.worker_id); w != workers_.end()) {
-        info->set_worker_pid(w->second.pid);
-        info->set_starting(w->second.state == Worker::State::kStarting);
+      if (const Worker* w = workers_->Find(lease.worker_id)) {
+        info->set_worker_pid(w->pid);
+        info->set_starting(w->state == Worker::State::kStarting);
       }
     }
   }
 
   void FillDemands(proto::HeartbeatRequest* req) const {
     std::map<std::pair<std::string, bool>, proto::ResourceDemand> by_shape;
-    for (const PendingLease& p : pending_) {
-      auto key = std::make_pair(p.shape.DebugString(), p.infeasible);
+    for (const PendingLease& p : pending_.requests()) {
+      auto key = std::make_pair(p.ask.shape.DebugString(), p.infeasible);
       auto [it, added] = by_shape.emplace(key, proto::ResourceDemand());
       if (added) {
-        p.shape.ToProto(it->second.mutable_shape());
+        p.ask.shape.ToProto(it->second.mutable_shape());
         it->second.set_infeasible(p.infeasible);
       }
       it->second.set_count(it->second.count() + 1);
@@ -543,38 +470,19 @@ class AgentImpl : public NodeAgent {
 
   // ---- Leases ----
 
-  // The alive node (other than this one and the excluded) that fits `shape`
-  // now, preferring the most available CPU; else one whose total fits.
-  const proto::NodeInfo* FindSpillbackNode(const PendingLease& p,
-                                           bool need_available) const {
-    const proto::NodeInfo* best = nullptr;
-    int64_t best_cpu = -1;
-    for (const proto::NodeInfo& n : view_) {
-      if (!n.alive() || n.node_id() == node_id_) continue;
-      bool excluded = false;
-      for (const auto& e : p.request.excluded_nodes())
-        excluded |= e == n.node_id();
-      if (excluded) continue;
-      ResourceSet have =
-          ResourceSet::FromProto(need_available ? n.available() : n.total());
-      if (!have.Contains(p.shape)) continue;
-      int64_t cpu = ResourceSet::FromProto(n.available()).Get("CPU");
-      if (cpu > best_cpu) {
-        best = &n;
-        best_cpu = cpu;
-      }
-    }
-    return best;
-  }
-
   void RequestLease(const proto::RequestLeaseRequest& r, rpc::Responder resp) {
     PendingLease p;
     p.request = r;
-    p.shape = ResourceSet::FromProto(r.shape());
+    p.ask.shape = ResourceSet::FromProto(r.shape());
+    p.ask.excluded_nodes.assign(r.excluded_nodes().begin(),
+                                r.excluded_nodes().end());
+    p.ask.no_spillback = r.no_spillback();
+    p.ask.devices_valid =
+        agent::ValidateDevices(options_.accelerators, p.ask.shape);
+    p.ask.arrival_us = MonotonicUs();
     p.responder = std::move(resp);
-    p.arrival_us = MonotonicUs();
     p.seq = ++next_request_seq_;
-    if (!TryPlace(p)) pending_.push_back(std::move(p));
+    if (!TryPlace(p)) pending_.Push(std::move(p));
     ReportSoon();
   }
 
@@ -582,80 +490,45 @@ class AgentImpl : public NodeAgent {
   bool TryPlace(PendingLease& p) {
     // A requester that left wants nothing (done: drop the request).
     if (!p.responder.connected()) return true;
-    for (const auto& m : options_.accelerators) {
-      absl::Status valid =
-          m->ValidateRequest(BaseShape(p.shape).GetDouble(m->ResourceName()));
-      if (!valid.ok()) {
+    int64_t now = MonotonicUs();
+    agent::LocalNode here{node_id_,
+                          address_,
+                          node_,
+                          view_,
+                          /*can_ask_head=*/head_ != nullptr,
+                          options_.infeasible_grace_ms * 1000};
+    LeaseDecision d = agent::DecideLease(p.ask, here, now);
+    switch (d.kind) {
+      case LeaseDecision::Kind::kGrant:
+        Grant(p);
+        return true;
+      case LeaseDecision::Kind::kSpillback:
+        Spillback(p, d);
+        return true;
+      case LeaseDecision::Kind::kInvalid:
+      case LeaseDecision::Kind::kInfeasible: {
         proto::RequestLeaseReply reply;
-        reply.set_outcome(proto::RequestLeaseReply::INVALID);
-        reply.set_error(std::string(valid.message()));
+        if (d.kind == LeaseDecision::Kind::kInvalid) {
+          reply.set_outcome(proto::RequestLeaseReply::INVALID);
+        } else {
+          reply.set_outcome(proto::RequestLeaseReply::INFEASIBLE);
+          SHOAL_LOG(WARNING) << d.message;
+        }
+        reply.set_error(d.message);
         p.responder.Reply(reply);
         return true;
       }
-    }
-    if (total_.Contains(p.shape)) {
-      p.infeasible = false;
-      if (available_.Contains(p.shape)) {
-        Grant(p);
-        return true;
-      }
-      if (!p.request.no_spillback()) {
-        if (const auto* n = FindSpillbackNode(p, /*need_available=*/true)) {
-          Spillback(p, *n);
-          return true;
-        }
-      }
-      return false;  // wait for local resources
-    }
-    if (const auto* n = FindSpillbackNode(p, /*need_available=*/true)) {
-      Spillback(p, *n);
-      return true;
-    }
-    if (const auto* n = FindSpillbackNode(p, /*need_available=*/false)) {
-      Spillback(p, *n);
-      return true;
-    }
-    // A task of a placement group whose bundle no node holds: a group that
-    // was removed (or never existed) fails at once; one still being placed
-    // is waited for, as long as the head says it is.
-    if (std::string group = GroupOfShape(p.shape); !group.empty()) {
-      int64_t now = MonotonicUs();
-      if (p.group == PendingLease::Group::kBeingPlaced &&
-          now - p.group_checked_us >= options_.infeasible_grace_ms * 1000) {
-        p.group = PendingLease::Group::kUnchecked;
-      }
-      if (p.group == PendingLease::Group::kUnchecked && head_ != nullptr) {
-        p.group = PendingLease::Group::kAsking;
-        AskAboutGroup(p.seq, group);
-      }
-      if (p.group != PendingLease::Group::kUnchecked) {
+      case LeaseDecision::Kind::kAskHeadAboutGroup:
+        p.ask.group = agent::GroupCheck::kAsking;
+        AskAboutGroup(p.seq, d.group_id);
         p.infeasible = false;
-        EnsureDispatchTimer(now + options_.infeasible_grace_ms * 1000);
+        EnsureDispatchTimer(d.retry_at_us);
         return false;
-      }
+      case LeaseDecision::Kind::kWait:
+        p.infeasible = d.infeasible;
+        if (d.retry_at_us != 0) EnsureDispatchTimer(d.retry_at_us);
+        return false;
     }
-    p.infeasible = true;
-    if (MonotonicUs() - p.arrival_us >= options_.infeasible_grace_ms * 1000) {
-      std::vector<NodeTotals> nodes;
-      bool self_in_view = false;
-      for (const proto::NodeInfo& n : view_) {
-        if (!n.alive()) continue;
-        self_in_view |= n.node_id() == node_id_;
-        nodes.push_back({absl::StrCat(n.node_id(), " (", n.address(), ")"),
-                         ResourceSet::FromProto(n.total())});
-      }
-      if (!self_in_view) {
-        nodes.push_back({absl::StrCat(node_id_, " (", address_, ")"), total_});
-      }
-      proto::RequestLeaseReply reply;
-      reply.set_outcome(proto::RequestLeaseReply::INFEASIBLE);
-      reply.set_error(absl::StrCat("infeasible request ", p.shape.DebugString(),
-                                   ": ", DescribeInfeasible(p.shape, nodes)));
-      SHOAL_LOG(WARNING) << reply.error();
-      p.responder.Reply(reply);
-      return true;
-    }
-    EnsureDispatchTimer(p.arrival_us + options_.infeasible_grace_ms * 1000);
     return false;
   }
 
@@ -667,10 +540,8 @@ class AgentImpl : public NodeAgent {
     rpc::CallProto<proto::PlacementGroupInfo>(
         head_.get(), proto::GET_PLACEMENT_GROUP, req,
         [this, seq, group](absl::StatusOr<proto::PlacementGroupInfo> info) {
-          auto it = std::find_if(
-              pending_.begin(), pending_.end(),
-              [seq](const PendingLease& p) { return p.seq == seq; });
-          if (it == pending_.end()) return;
+          PendingLease* p = pending_.Find(seq);
+          if (p == nullptr) return;
           std::string gone;
           if (!info.ok() && absl::IsNotFound(info.status())) {
             gone = absl::StrCat("no placement group ", group,
@@ -689,15 +560,15 @@ class AgentImpl : public NodeAgent {
           if (gone.empty()) {
             // Being placed (or the head cannot say): wait, and ask again
             // after a grace period.
-            it->group = PendingLease::Group::kBeingPlaced;
-            it->group_checked_us = MonotonicUs();
+            p->ask.group = agent::GroupCheck::kBeingPlaced;
+            p->ask.group_checked_us = MonotonicUs();
             return;
           }
           proto::RequestLeaseReply reply;
           reply.set_outcome(proto::RequestLeaseReply::INVALID);
           reply.set_error(absl::StrCat(gone, "; its tasks cannot run"));
-          it->responder.Reply(reply);
-          pending_.erase(it);
+          p->responder.Reply(reply);
+          pending_.Erase(seq);
           ReportSoon();
         },
         5000);
@@ -715,81 +586,46 @@ class AgentImpl : public NodeAgent {
     });
   }
 
+  // Tries every queued request, deepest first (the queue's order).
   void Dispatch() {
-    std::deque<PendingLease> waiting;
-    waiting.swap(pending_);
+    std::deque<PendingLease> waiting = pending_.TakeAll();
     while (!waiting.empty()) {
       PendingLease p = std::move(waiting.front());
       waiting.pop_front();
-      if (!TryPlace(p)) pending_.push_back(std::move(p));
+      if (!TryPlace(p)) pending_.Push(std::move(p));
     }
   }
 
-  void Spillback(const PendingLease& p, const proto::NodeInfo& node) {
-    // Until the next view arrives, count what was sent there as taken, so
-    // that the next request of the same shape goes to another node that fits
-    // (tasks that must run at once, one per host, then do).
-    for (proto::NodeInfo& n : view_) {
-      if (n.node_id() != node.node_id()) continue;
-      ResourceSet available = ResourceSet::FromProto(n.available());
-      if (!available.Contains(p.shape)) break;
-      available.Subtract(p.shape);
-      n.clear_available();
-      available.ToProto(n.mutable_available());
-      break;
-    }
+  void Spillback(const PendingLease& p, const LeaseDecision& d) {
+    agent::CountSpillback(d.node_id, p.ask.shape, &view_);
     proto::RequestLeaseReply reply;
     reply.set_outcome(proto::RequestLeaseReply::SPILLBACK);
-    reply.set_spillback_address(node.address());
-    reply.set_spillback_node_id(node.node_id());
+    reply.set_spillback_address(d.node_address);
+    reply.set_spillback_node_id(d.node_id);
     p.responder.Reply(reply);
   }
 
-  // Takes device ids for each accelerator the shape asks for: whole devices
-  // are exclusive; a fraction (GPU: 0.5) shares the lowest-numbered device.
-  DeviceIds TakeDevices(const ResourceSet& shape) {
-    DeviceIds out;
-    for (const auto& m : options_.accelerators) {
-      const std::string& name = m->ResourceName();
-      int64_t fixed = shape.Get(name);
-      if (fixed <= 0) continue;
-      std::set<int>& free = free_devices_[name];
-      if (fixed < kResourceUnit) {
-        out[name] = {free.empty() ? 0 : *free.begin()};
-        continue;
-      }
-      int64_t count = fixed / kResourceUnit;
-      for (auto it = free.begin(); it != free.end() && count > 0; --count) {
-        out[name].push_back(*it);
-        it = free.erase(it);
-      }
-    }
-    return out;
-  }
-
   void ReturnDevices(const Lease& lease) {
-    ResourceSet base = BaseShape(lease.shape);
-    for (const auto& [name, ids] : lease.devices) {
-      if (base.Get(name) < kResourceUnit) continue;  // shared
-      free_devices_[name].insert(ids.begin(), ids.end());
-    }
+    absl::Status st =
+        devices_.Return(agent::BaseShape(lease.shape), lease.devices);
+    if (!st.ok()) SHOAL_LOG(ERROR) << "lease " << lease.id << ": " << st;
   }
 
   void Grant(PendingLease& p) {
-    available_.Subtract(p.shape);
+    const proto::RequestLeaseRequest& r = p.request;
     Lease lease;
     lease.id = RandomHex(8);
-    lease.shape = p.shape;
+    lease.shape = p.ask.shape;
     lease.conn_id = p.responder.connection_id();
     lease.owner = p.responder.peer();
-    lease.job_id = p.request.job_id();
+    lease.job_id = r.job_id();
+    lease.actor_id = r.actor_id();
     lease.granted_us = MonotonicUs();
-    lease.devices = TakeDevices(BaseShape(p.shape));
+    lease.devices = devices_.Take(agent::BaseShape(p.ask.shape));
     if (lease.devices.count("TPU")) {
       absl::Status clear = ClearTpuLock();
       if (!clear.ok()) {
         ReturnDevices(lease);
-        available_.Add(p.shape);
         proto::RequestLeaseReply reply;
         reply.set_outcome(proto::RequestLeaseReply::FAILED);
         reply.set_error(std::string(clear.message()));
@@ -797,37 +633,27 @@ class AgentImpl : public NodeAgent {
         return;
       }
     }
-    std::string device_key = DeviceKey(lease.devices);
+    std::string device_key = agent::DeviceKey(lease.devices);
     // Reuse an idle worker of the same job and binary that sees the same
     // devices.
-    for (auto& [id, w] : workers_) {
-      if (w.state == Worker::State::kIdle && w.job_id == p.request.job_id() &&
-          w.binary_hash == p.request.binary_hash() &&
-          w.device_key == device_key) {
-        w.state = Worker::State::kLeased;
-        w.lease_id = lease.id;
-        lease.worker_id = id;
-        leases_[lease.id] = lease;
-        ReplyGranted(p.responder, lease, w);
-        return;
-      }
+    if (const Worker* w = workers_->TakeIdle(r.job_id(), r.binary_hash(),
+                                             device_key, lease.id)) {
+      lease.worker_id = w->id;
+      ReplyGranted(p.responder, leases_.Add(std::move(lease)), *w);
+      return;
     }
-    std::string worker_id = RandomHex(6);
+    std::string worker_id =
+        workers_->Add(r.job_id(), r.binary_hash(), device_key, lease.id).id;
     lease.worker_id = worker_id;
-    leases_[lease.id] = lease;
-    Worker& w = workers_[worker_id];
-    w.id = worker_id;
-    w.job_id = p.request.job_id();
-    w.binary_hash = p.request.binary_hash();
-    w.device_key = device_key;
-    w.state = Worker::State::kStarting;
-    w.lease_id = lease.id;
     starting_[worker_id] = {lease.id, p.responder};
-    ResolveBinary(p.request.binary_path(), p.request.binary_hash(),
-                  [this, worker_id](absl::StatusOr<std::string> path) {
-                    if (!path.ok()) return FailStart(worker_id, path.status());
-                    StartWorker(worker_id, *path);
-                  });
+    leases_.Add(std::move(lease));
+    binaries_.Resolve(r.binary_path(), r.binary_hash(),
+                      [this, worker_id](absl::StatusOr<std::string> path) {
+                        if (!path.ok()) {
+                          return FailStart(worker_id, path.status());
+                        }
+                        StartWorker(worker_id, *path);
+                      });
   }
 
   // Before a process gets TPU chips, nothing may still hold them: libtpu
@@ -847,7 +673,7 @@ class AgentImpl : public NodeAgent {
       bool ours =
           vars.find("\nSHOAL_NODE_ID=" + node_id_ + "\n") != std::string::npos;
       bool live = false;
-      for (const auto& [id, w] : workers_) {
+      for (const auto& [id, w] : workers_->workers()) {
         if (w.state != Worker::State::kIdle &&
             vars.find("\nSHOAL_WORKER_ID=" + id + "\n") != std::string::npos) {
           live = true;
@@ -889,51 +715,100 @@ class AgentImpl : public NodeAgent {
     responder.Reply(reply);
   }
 
-  void FailStart(const std::string& worker_id, const absl::Status& why) {
+  // Tells the requester waiting for worker `worker_id` to start that it
+  // will not.
+  void ReplyStartFailed(const std::string& worker_id, const absl::Status& why) {
     auto it = starting_.find(worker_id);
-    if (it != starting_.end()) {
-      proto::RequestLeaseReply reply;
-      reply.set_outcome(proto::RequestLeaseReply::FAILED);
-      reply.set_error(std::string(why.message()));
-      it->second.responder.Reply(reply);
-      starting_.erase(it);
-    }
-    auto w = workers_.find(worker_id);
-    if (w != workers_.end()) {
-      RememberExit(worker_id, std::string(why.message()));
-      DropLease(w->second.lease_id);
-      workers_.erase(w);
+    if (it == starting_.end()) return;
+    proto::RequestLeaseReply reply;
+    reply.set_outcome(proto::RequestLeaseReply::FAILED);
+    reply.set_error(std::string(why.message()));
+    it->second.responder.Reply(reply);
+    starting_.erase(it);
+  }
+
+  // Worker `worker_id` could not start: its requester hears why, and the
+  // worker and its lease are dropped.
+  void FailStart(const std::string& worker_id, const absl::Status& why) {
+    ReplyStartFailed(worker_id, why);
+    if (const Worker* w = workers_->Find(worker_id)) {
+      std::string lease_id = w->lease_id;
+      workers_->Remove(worker_id, std::string(why.message()));
+      DropLease(lease_id);
     }
     Dispatch();
   }
 
   void DropLease(const std::string& lease_id) {
-    auto it = leases_.find(lease_id);
-    if (it == leases_.end()) return;
-    available_.Add(it->second.shape);
-    ReturnDevices(it->second);
-    leases_.erase(it);
+    std::optional<Lease> lease = leases_.Remove(lease_id);
+    if (!lease.has_value()) return;
+    ReturnDevices(*lease);
     ReportSoon();
   }
 
   void ReleaseLease(const std::string& lease_id, bool kill_worker,
                     const std::string& why = "its lease was returned") {
-    auto it = leases_.find(lease_id);
-    if (it == leases_.end()) return;
-    std::string worker_id = it->second.worker_id;
+    const Lease* lease = leases_.Find(lease_id);
+    if (lease == nullptr) return;
+    std::string worker_id = lease->worker_id;
     DropLease(lease_id);
-    auto w = workers_.find(worker_id);
-    if (w != workers_.end()) {
-      if (kill_worker && w->second.pid > 0) {
-        w->second.stopped_because = why;
-        kill(w->second.pid, SIGKILL);
-      } else if (w->second.state == Worker::State::kLeased) {
-        w->second.state = Worker::State::kIdle;
-        w->second.lease_id.clear();
-        w->second.idle_since_us = MonotonicUs();
+    if (const Worker* w = workers_->Find(worker_id)) {
+      if (kill_worker && w->pid > 0) {
+        workers_->Kill(worker_id, why);
+      } else if (w->state == Worker::State::kLeased) {
+        workers_->MarkIdle(worker_id, MonotonicUs());
       }
     }
     Dispatch();
+  }
+
+  // ---- Blocked workers ----
+
+  // The lease worker `worker_id` serves now; null when none.
+  const Lease* LeaseOfWorker(const std::string& worker_id) const {
+    const Worker* w = workers_->Find(worker_id);
+    if (w == nullptr || w->lease_id.empty()) return nullptr;
+    const Lease* lease = leases_.Find(w->lease_id);
+    if (lease == nullptr || lease->worker_id != worker_id) return nullptr;
+    return lease;
+  }
+
+  // The worker waits in Get or Wait: its CPU goes to waiting requests.
+  void WorkerBlocked(const std::string& worker_id) {
+    const Lease* lease = LeaseOfWorker(worker_id);
+    if (lease == nullptr) return;
+    switch (leases_.Block(lease->id)) {
+      case BlockResult::kLent:
+        ReportSoon();
+        Dispatch();
+        break;
+      case BlockResult::kCapReached:
+        if (!blocked_cap_logged_) {
+          SHOAL_LOG(INFO) << leases_.lending()
+                          << " blocked workers lend their CPU on node "
+                          << node_id_
+                          << " (max_blocked_workers); further blocked "
+                             "workers keep theirs until others stop lending";
+          blocked_cap_logged_ = true;
+        }
+        break;
+      case BlockResult::kNothingToLend:
+        ReportSoon();
+        break;
+      case BlockResult::kAlreadyBlocked:
+      case BlockResult::kUnknownLease:
+        break;
+    }
+  }
+
+  // The worker runs again: it takes its CPU back, even from a request
+  // granted with it (the node is over-committed until leases end).
+  void WorkerUnblocked(const std::string& worker_id) {
+    const Lease* lease = LeaseOfWorker(worker_id);
+    if (lease == nullptr) return;
+    if (!leases_.Unblock(lease->id)) return;
+    ReportSoon();
+    Dispatch();  // a worker that waited for room to lend may lend now
   }
 
   void OnDisconnect(uint64_t conn) {
@@ -941,20 +816,8 @@ class AgentImpl : public NodeAgent {
     // Its queued requests go first: releasing its leases below hands the
     // freed resources to what waits, which must not be the departed
     // requester's own requests (their leases would belong to nobody).
-    std::deque<PendingLease> keep;
-    size_t dropped = 0;
-    for (auto& p : pending_) {
-      if (p.responder.connection_id() != conn) {
-        keep.push_back(std::move(p));
-      } else {
-        ++dropped;
-      }
-    }
-    pending_.swap(keep);
-    std::vector<std::string> gone;
-    for (const auto& [id, l] : leases_) {
-      if (l.conn_id == conn) gone.push_back(id);
-    }
+    size_t dropped = pending_.DropConnection(conn);
+    std::vector<std::string> gone = leases_.HeldBy(conn);
     if (!gone.empty() || dropped > 0) {
       SHOAL_LOG(INFO) << "requester " << conn << " left: releasing "
                       << gone.size() << " lease(s), dropping " << dropped
@@ -969,237 +832,88 @@ class AgentImpl : public NodeAgent {
 
   // ---- Workers ----
 
-  // The path of a file with `hash`: the driver's own path when it holds the
-  // same file, else a copy fetched from the head.
-  void ResolveBinary(const std::string& path, const std::string& hash,
-                     std::function<void(absl::StatusOr<std::string>)> done) {
-    if (hash.empty()) return done(path);
-    if (FileHasHash(path, hash)) return done(path);
-    std::string cached = options_.session_dir + "/binaries/" + hash;
-    if (FileHasHash(cached, hash)) return done(cached);
-    fetch_waiters_[hash].push_back(std::move(done));
-    if (fetch_waiters_[hash].size() > 1) return;  // already fetching
-    SHOAL_LOG(INFO) << "fetching binary " << hash.substr(0, 12)
-                    << " from the head (" << path << " is not here)";
-    std::string partial = cached + ".partial";
-    unlink(partial.c_str());
-    FetchChunk(hash, partial, cached, 0);
-  }
-
-  void FetchChunk(const std::string& hash, const std::string& partial,
-                  const std::string& final_path, int64_t offset) {
+  // Fetches a piece of a worker binary from the head (the BinaryCache's
+  // seam).
+  void FetchBlobChunk(const std::string& hash, int64_t offset,
+                      int64_t max_bytes,
+                      std::function<void(absl::StatusOr<BinaryChunk>)> done) {
     if (head_ == nullptr) {
-      auto waiters = std::move(fetch_waiters_[hash]);
-      fetch_waiters_.erase(hash);
-      for (auto& w : waiters) w(absl::CancelledError("the agent is stopping"));
-      return;
+      return done(absl::CancelledError("the agent is stopping"));
     }
     proto::GetBlobChunkRequest req;
     req.set_hash(hash);
     req.set_offset(offset);
-    req.set_max_bytes(kBlobChunk);
+    req.set_max_bytes(max_bytes);
     rpc::CallProto<proto::BlobChunk>(
         head_.get(), proto::GET_BLOB_CHUNK, req,
-        [this, hash, partial, final_path,
-         offset](absl::StatusOr<proto::BlobChunk> chunk) {
-          auto finish = [this, hash](absl::StatusOr<std::string> result) {
-            auto waiters = std::move(fetch_waiters_[hash]);
-            fetch_waiters_.erase(hash);
-            for (auto& w : waiters) w(result);
-          };
-          if (!chunk.ok()) {
-            return finish(
-                Annotate(chunk.status(),
-                         "cannot fetch the worker binary from the head"));
-          }
-          std::ofstream f(partial, std::ios::binary | std::ios::app);
-          f.write(chunk->data().data(), chunk->data().size());
-          f.close();
-          if (!chunk->last()) {
-            return FetchChunk(hash, partial, final_path,
-                              offset + chunk->data().size());
-          }
-          auto got = Sha256File(partial);
-          if (!got.ok() || *got != hash) {
-            unlink(partial.c_str());
-            return finish(absl::DataLossError(
-                "the binary fetched from the head does not match its hash"));
-          }
-          chmod(partial.c_str(), 0755);
-          rename(partial.c_str(), final_path.c_str());
-          finish(final_path);
+        [done = std::move(done)](absl::StatusOr<proto::BlobChunk> chunk) {
+          if (!chunk.ok()) return done(chunk.status());
+          BinaryChunk out;
+          out.data = std::move(*chunk->mutable_data());
+          out.last = chunk->last();
+          done(std::move(out));
         },
         60000);
   }
 
-  bool FileHasHash(const std::string& path, const std::string& hash) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) return false;
-    std::string key = absl::StrCat(path, "|", st.st_size, "|",
-                                   st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
-    auto it = hash_cache_.find(key);
-    if (it == hash_cache_.end()) {
-      auto h = Sha256File(path);
-      if (!h.ok()) return false;
-      it = hash_cache_.emplace(key, *h).first;
-    }
-    return it->second == hash;
-  }
-
   void StartWorker(const std::string& worker_id, const std::string& binary) {
-    auto wit = workers_.find(worker_id);
-    if (wit == workers_.end()) return;
-    Worker& w = wit->second;
-    if (leases_.count(w.lease_id) == 0) {
+    const Worker* w = workers_->Find(worker_id);
+    if (w == nullptr) return;
+    const Lease* lease = leases_.Find(w->lease_id);
+    if (lease == nullptr) {
       // Its lease went while the binary was being found (the requester left
       // or returned it): start nothing for nobody.
       SHOAL_LOG(INFO) << "not starting worker " << worker_id << ": its lease "
-                      << w.lease_id << " was released";
+                      << w->lease_id << " was released";
       return FailStart(worker_id,
                        absl::CancelledError("the lease was released"));
     }
-    SpawnOptions spawn;
-    spawn.argv = {binary};
-    spawn.env = {
-        {"SHOAL_ROLE", "worker"},
-        {"SHOAL_WORKER_ID", worker_id},
-        {"SHOAL_AGENT_ADDRESS", address_},
-        {"SHOAL_NODE_ID", node_id_},
-        {"SHOAL_NODE_IP", options_.node_ip},
-        {"SHOAL_JOB_ID", w.job_id},
-        {"SHOAL_TOKEN", options_.token},
-        {"SHOAL_ADDRESS", options_.head_address},
-        {"SHOAL_SESSION_DIR", options_.session_dir},
-    };
-    if (auto lease = leases_.find(w.lease_id); lease != leases_.end()) {
-      absl::Status st = AddDeviceEnvironment(lease->second.devices, &spawn);
-      if (!st.ok()) return FailStart(worker_id, st);
-    }
-    w.log_path =
-        absl::StrCat(options_.session_dir, "/logs/worker-", worker_id, ".log");
-    spawn.log_path = w.log_path;
-    auto pid = Spawn(spawn);
-    if (!pid.ok()) return FailStart(worker_id, pid.status());
-    w.pid = *pid;
-  }
-
-  // What a worker holding `devices` must find in its environment: the
-  // accelerator's own variables (TPU_VISIBLE_CHIPS and bounds,
-  // CUDA_VISIBLE_DEVICES) and Shoal's (read by shoal::GetAssignedDevices()).
-  absl::Status AddDeviceEnvironment(const DeviceIds& devices,
-                                    SpawnOptions* spawn) {
-    for (const auto& m : options_.accelerators) {
-      auto it = devices.find(m->ResourceName());
-      if (it == devices.end()) {
-        // Hide this kind's devices from a worker that holds none of them.
-        ASSIGN_OR_RETURN(accel::DeviceEnvironment none,
-                         m->VisibleDevicesEnvironment({}));
-        for (const auto& [k, v] : none.set) spawn->env[k] = v;
-        for (const auto& k : none.unset) spawn->unset_env.push_back(k);
-        continue;
-      }
-      ASSIGN_OR_RETURN(accel::DeviceEnvironment env,
-                       m->VisibleDevicesEnvironment(it->second));
-      for (const auto& [k, v] : env.set) spawn->env[k] = v;
-      for (const auto& k : env.unset) spawn->unset_env.push_back(k);
-      std::string ids;
-      for (int id : it->second) {
-        absl::StrAppend(&ids, ids.empty() ? "" : ",", id);
-      }
-      spawn->env["SHOAL_DEVICE_KIND"] = m->ResourceName();
-      spawn->env["SHOAL_DEVICE_IDS"] = ids;
-      spawn->env["SHOAL_ACCELERATOR_TYPE"] = m->AcceleratorType();
-      auto labels = m->Labels();
-      for (const auto& [label, var] :
-           std::vector<std::pair<std::string, std::string>>{
-               {accel::kLabelTpuSliceName, "SHOAL_TPU_SLICE_NAME"},
-               {accel::kLabelTpuWorkerId, "SHOAL_TPU_WORKER_ID"},
-               {accel::kLabelAcceleratorType, "SHOAL_ACCELERATOR_NAME"}}) {
-        if (auto l = labels.find(label); l != labels.end()) {
-          spawn->env[var] = l->second;
-        }
-      }
-    }
-    return absl::OkStatus();
+    SpawnOptions device_env;
+    absl::Status st = agent::AddDeviceEnvironment(options_.accelerators,
+                                                  lease->devices, &device_env);
+    if (st.ok()) st = workers_->Launch(worker_id, binary, device_env);
+    if (!st.ok()) FailStart(worker_id, st);
   }
 
   void RegisterWorker(const proto::RegisterWorkerRequest& r,
                       rpc::Responder resp) {
-    auto it = workers_.find(r.worker_id());
-    if (it == workers_.end()) {
-      return resp.Error(absl::NotFoundError("this agent did not start worker " +
-                                            r.worker_id()));
-    }
-    Worker& w = it->second;
-    w.address = absl::StrCat(options_.node_ip, ":", r.port());
-    if (w.pid == 0) w.pid = r.pid();
+    const std::string& id = r.worker_id();
+    absl::Status st = workers_->Registered(
+        id, absl::StrCat(options_.node_ip, ":", r.port()), r.pid());
+    if (!st.ok()) return resp.Error(st);
     resp.Reply(proto::Empty());
-    auto s = starting_.find(r.worker_id());
+    auto s = starting_.find(id);
     if (s == starting_.end()) return;
     PendingGrant grant = std::move(s->second);
     starting_.erase(s);
-    auto lease = leases_.find(grant.lease_id);
-    if (lease == leases_.end()) {
+    const Lease* lease = leases_.Find(grant.lease_id);
+    if (lease == nullptr) {
       // The requester went away while the worker started.
-      w.state = Worker::State::kIdle;
-      w.lease_id.clear();
-      w.idle_since_us = MonotonicUs();
+      workers_->MarkIdle(id, MonotonicUs());
       return;
     }
-    w.state = Worker::State::kLeased;
-    ReplyGranted(grant.responder, lease->second, w);
-  }
-
-  void RememberExit(const std::string& worker_id, const std::string& what) {
-    exits_[worker_id] = what;
-    exit_order_.push_back(worker_id);
-    if (exit_order_.size() > kMaxRememberedExits) {
-      exits_.erase(exit_order_.front());
-      exit_order_.pop_front();
-    }
+    workers_->MarkLeased(id);
+    ReplyGranted(grant.responder, *lease, *workers_->Find(id));
   }
 
   void ScheduleReaper() {
     loop_->RunAfter(100, [this] {
       Reap();
-      ReapIdle();
+      workers_->EndIdle(MonotonicUs());
       ScheduleReaper();
     });
   }
 
   void Reap() {
-    while (true) {
-      int status = 0;
-      pid_t pid = waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      for (auto it = workers_.begin(); it != workers_.end(); ++it) {
-        if (it->second.pid != pid) continue;
-        Worker w = it->second;
-        std::string what =
-            absl::StrCat("worker pid ", pid, " on node ", node_id_, " ",
-                         DescribeWaitStatus(status));
-        if (w.state == Worker::State::kStarting) {
-          what += absl::StrCat(" before it registered; see ", w.log_path);
-        }
-        if (!w.stopped_because.empty()) {
-          SHOAL_LOG(INFO) << what
-                          << " (stopped by this agent: " << w.stopped_because
-                          << ")";
-        } else if (w.state != Worker::State::kIdle) {
-          SHOAL_LOG(WARNING) << what;
-        }
-        RememberExit(w.id, what);
-        EndLeftovers(w.id);
-        if (w.state == Worker::State::kStarting) {
-          FailStart(w.id, absl::UnavailableError(what));
-        } else {
-          DropLease(w.lease_id);
-          workers_.erase(it);
-          Dispatch();
-        }
-        break;
+    std::vector<WorkerPool::Exited> exited = workers_->Reap();
+    for (const WorkerPool::Exited& e : exited) {
+      EndLeftovers(e.worker.id);
+      if (e.worker.state == Worker::State::kStarting) {
+        ReplyStartFailed(e.worker.id, absl::UnavailableError(e.description));
       }
+      DropLease(e.worker.lease_id);
     }
+    if (!exited.empty()) Dispatch();
   }
 
   // Processes a worker started (a launch's ranks and whatever they started
@@ -1213,31 +927,20 @@ class AgentImpl : public NodeAgent {
     }
   }
 
-  void ReapIdle() {
-    int64_t now = MonotonicUs();
-    for (auto& [id, w] : workers_) {
-      if (w.state == Worker::State::kIdle && w.pid > 0 &&
-          now - w.idle_since_us > options_.worker_idle_timeout_ms * 1000) {
-        kill(w.pid, SIGTERM);
-        w.idle_since_us = now;  // SIGKILL follows if it lingers another period
-      }
-    }
-  }
-
   // Answers when the worker has been reaped (waiting up to ~2 s for it).
   void GetWorkerExit(const std::string& worker_id, rpc::Responder resp,
                      int attempt) {
     Reap();
     proto::GetWorkerExitReply reply;
-    if (auto it = exits_.find(worker_id); it != exits_.end()) {
+    if (std::optional<std::string> exit = workers_->ExitOf(worker_id)) {
       reply.set_exited(true);
-      reply.set_description(it->second);
+      reply.set_description(*exit);
       return resp.Reply(reply);
     }
-    if (workers_.count(worker_id) == 0 || attempt >= 20) {
-      reply.set_description(workers_.count(worker_id)
-                                ? "the worker is still running"
-                                : "this agent does not know the worker");
+    bool known = workers_->Find(worker_id) != nullptr;
+    if (!known || attempt >= 20) {
+      reply.set_description(known ? "the worker is still running"
+                                  : "this agent does not know the worker");
       return resp.Reply(reply);
     }
     loop_->RunAfter(100, [this, worker_id, resp, attempt] {
@@ -1250,41 +953,30 @@ class AgentImpl : public NodeAgent {
   std::unique_ptr<rpc::Server> server_;
   std::unique_ptr<ObjectService> objects_;  // null: no object store memory
   std::unique_ptr<rpc::Channel> head_;
-  std::string node_id_;
+  const std::string node_id_;
   std::string address_;
   bool registered_ = false;
   bool head_warned_ = false;
   bool report_scheduled_ = false;
+  bool blocked_cap_logged_ = false;
   int64_t heartbeat_ms_ = 500;
 
-  ResourceSet total_;
-  ResourceSet available_;
+  NodeResources node_;
+  LeaseTable leases_;           // changes node_
+  BundleReservations bundles_;  // changes node_
+  DeviceAllocator devices_;
+  BinaryCache binaries_;
+  std::unique_ptr<WorkerPool> workers_;  // made in Start()
   std::vector<proto::NodeInfo> view_;
   uint64_t next_request_seq_ = 0;
-  std::map<std::string, std::set<int>> free_devices_;
-  struct Reservation {
-    std::vector<std::pair<int, ResourceSet>> bundles;  // index, resources
-    ResourceSet held;   // taken from the node's own resources
-    ResourceSet added;  // the bundle resources, once committed
-  };
-  std::map<std::string, Reservation> prepared_;
-  std::map<std::string, Reservation> committed_;
-  std::map<std::string, Worker> workers_;
-  std::map<std::string, Lease> leases_;
-  std::map<std::string, PendingGrant> starting_;
-  std::deque<PendingLease> pending_;
+  std::map<std::string, PendingGrant> starting_;  // by worker id
+  LeaseQueue pending_;
   uint64_t dispatch_timer_ = 0;
   int64_t dispatch_timer_at_ = 0;
-  std::map<std::string, std::string> exits_;
-  std::deque<std::string> exit_order_;
-  std::map<std::string, std::string> hash_cache_;
-  std::map<std::string,
-           std::vector<std::function<void(absl::StatusOr<std::string>)>>>
-      fetch_waiters_;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
-  bool stop_requested_ = false;
+  bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 
 }  // namespace

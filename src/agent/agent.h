@@ -1,6 +1,13 @@
 // The node agent: registers its node with the head, heartbeats, keeps the
 // node's resources, grants worker leases (or points the requester to a better
-// node: spillback), starts and reaps worker processes.
+// node: spillback), starts and reaps worker processes, lends the CPU of
+// blocked workers, and holds placement-group bundles.
+//
+// The decisions and the books are parts under src/agent/ that are tested
+// alone: lease_policy (grant, spill back, wait or fail a request),
+// lease_queue (waiting requests, deepest first), lease_table (leases and
+// lent CPU), bundle_reservations, device_allocator, worker_pool and
+// binary_cache. The agent wires them to RPCs.
 //
 // Threading: all state lives on the agent's event loop.
 #ifndef SHOAL_AGENT_AGENT_H_
@@ -8,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +42,11 @@ struct AgentOptions {
   // How long an infeasible lease request waits for a node that fits to join.
   int64_t infeasible_grace_ms = 5000;
   int64_t worker_idle_timeout_ms = 10000;
+  // How many blocked workers may lend their CPU back at once (see
+  // docs/design/actors.md); beyond it a blocked worker keeps its CPU until
+  // one of them stops lending.
+  // Unset: max(32, 8 x the node's CPUs).
+  std::optional<int> max_blocked_workers;
 };
 
 class NodeAgent {

@@ -19,8 +19,10 @@
 #include "common/logging.h"
 #include "common/session.h"
 #include "common/util.h"
+#include "rpc/head_client.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
+#include "worker/worker_main.h"
 
 namespace shoal {
 namespace {
@@ -35,7 +37,10 @@ std::shared_ptr<internal::CoreRuntime> Runtime() {
   return g_runtime;
 }
 
-std::shared_ptr<internal::CoreRuntime> RequireRuntime() {
+}  // namespace
+
+namespace internal {
+std::shared_ptr<CoreRuntime> RequireRuntime() {
   auto rt = Runtime();
   if (rt == nullptr) {
     // A worker that submits tasks joins the cluster it runs in.
@@ -50,6 +55,10 @@ std::shared_ptr<internal::CoreRuntime> RequireRuntime() {
   }
   return rt;
 }
+}  // namespace internal
+
+namespace {
+using internal::RequireRuntime;
 
 std::map<std::string, double> SumResources(bool available) {
   auto status = RequireRuntime()->ClusterStatus();
@@ -83,6 +92,18 @@ void Init(const InitOptions& options) {
   internal::RuntimeOptions rt;
   rt.head_address = options.address;
   rt.token = options.token;
+  if (const char* role = getenv("SHOAL_ROLE");
+      role != nullptr && std::string(role) == "worker") {
+    const char* worker = getenv("SHOAL_WORKER_ID");
+    const char* agent = getenv("SHOAL_AGENT_ADDRESS");
+    rt.worker_id = worker != nullptr ? worker : "";
+    rt.worker_agent_address = agent != nullptr ? agent : "";
+    // A task's idle lease holds CPU that its siblings' and parents'
+    // children wait for: give it back at once.
+    rt.lease_idle_ms = 0;
+    const char* job = getenv("SHOAL_JOB_ID");
+    rt.lease_job_id = job != nullptr ? job : "";
+  }
   std::string temp_dir =
       options.temp_dir.empty() ? DefaultTempDir() : options.temp_dir;
   // The one rule (common/session.h); only when it finds no cluster does a
@@ -198,11 +219,10 @@ proto::PlacementGroupInfo GetGroupInfo(const std::string& id,
   proto::GetPlacementGroupRequest req;
   req.set_pg_id(id);
   req.set_name(name);
-  proto::PlacementGroupInfo info;
-  absl::Status st =
-      RequireRuntime()->CallHead(proto::GET_PLACEMENT_GROUP, req, &info);
-  if (!st.ok()) throw Error(std::string(st.message()));
-  return info;
+  absl::StatusOr<proto::PlacementGroupInfo> info =
+      RequireRuntime()->head().GetPlacementGroup(req);
+  if (!info.ok()) throw Error(std::string(info.status().message()));
+  return *std::move(info);
 }
 
 }  // namespace
@@ -220,13 +240,13 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options) {
     }
     shape->ToProto(spec.add_bundles());
   }
-  proto::PlacementGroupInfo info;
-  absl::Status st =
-      RequireRuntime()->CallHead(proto::CREATE_PLACEMENT_GROUP, spec, &info);
-  if (!st.ok()) {
-    throw Error(absl::StrCat("cannot create placement group: ", st.message()));
+  absl::StatusOr<proto::PlacementGroupInfo> info =
+      RequireRuntime()->head().CreatePlacementGroup(spec);
+  if (!info.ok()) {
+    throw Error(absl::StrCat("cannot create placement group: ",
+                             info.status().message()));
   }
-  return PlacementGroup(info.pg_id(), options.name, options.bundles.size());
+  return PlacementGroup(info->pg_id(), options.name, options.bundles.size());
 }
 
 bool PlacementGroup::Wait(int64_t timeout_ms) const {
@@ -332,20 +352,18 @@ SliceReservation ReserveTpuSlice(const std::string& slice_name,
 void RemovePlacementGroup(const PlacementGroup& group) {
   proto::GetPlacementGroupRequest req;
   req.set_pg_id(group.id());
-  proto::Empty reply;
-  absl::Status st =
-      RequireRuntime()->CallHead(proto::REMOVE_PLACEMENT_GROUP, req, &reply);
+  absl::Status st = RequireRuntime()->head().RemovePlacementGroup(req);
   if (!st.ok()) throw Error(std::string(st.message()));
 }
 
 std::optional<PlacementGroup> GetPlacementGroup(const std::string& name) {
   proto::GetPlacementGroupRequest req;
   req.set_name(name);
-  proto::PlacementGroupInfo info;
-  absl::Status st =
-      RequireRuntime()->CallHead(proto::GET_PLACEMENT_GROUP, req, &info);
-  if (st.code() == absl::StatusCode::kNotFound) return std::nullopt;
-  if (!st.ok()) throw Error(std::string(st.message()));
+  absl::StatusOr<proto::PlacementGroupInfo> found =
+      RequireRuntime()->head().GetPlacementGroup(req);
+  if (absl::IsNotFound(found.status())) return std::nullopt;
+  if (!found.ok()) throw Error(std::string(found.status().message()));
+  const proto::PlacementGroupInfo& info = *found;
   if (info.state() == proto::PlacementGroupInfo::REMOVED ||
       info.state() == proto::PlacementGroupInfo::FAILED) {
     return std::nullopt;

@@ -1,10 +1,10 @@
 #include "api/core_runtime.h"
 
+#include <cxxabi.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <deque>
-#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -12,13 +12,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/object_transfer.h"
+#include "api/actor_submitter.h"
 #include "api/object_client.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
+#include "rpc/head_client.h"
 #include "rpc/rpc.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
+#include "worker/worker_main.h"
 
 namespace shoal::internal {
 namespace {
@@ -39,6 +42,7 @@ enum class ErrorKind {
   kWorkerDied,
   kInfeasible,
   kObjectLost,
+  kActorDied,
   kOther
 };
 
@@ -68,6 +72,8 @@ struct TaskEntry {
   int retries_left = 3;
   int attempt = 0;
   int deps_pending = 0;
+  std::string actor_id;  // a call of this actor's method
+  int depth = 0;         // how deeply it is nested (a driver's: 0)
 };
 
 struct LeasedWorker {
@@ -97,18 +103,45 @@ struct ShapeQueue {
   }
 };
 
-class CoreRuntimeImpl : public CoreRuntime {
+// The resources a task or actor asks for, as agents name them: inside a
+// placement group's bundle, that bundle's own resources.
+absl::StatusOr<ResourceSet> ShapeFor(std::map<std::string, double> resources,
+                                     const std::string& placement_group_id,
+                                     int bundle_index) {
+  if (!placement_group_id.empty()) {
+    std::map<std::string, double> in_bundle;
+    for (const auto& [name, amount] : resources) {
+      if (amount <= 0) continue;
+      in_bundle[absl::StrCat(name, "_group_", bundle_index, "_",
+                             placement_group_id)] = amount;
+    }
+    resources = std::move(in_bundle);
+  }
+  return ResourceSet::FromDoubles(resources);
+}
+
+std::string Demangle(const std::string& name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || out == nullptr) return name;
+  std::string demangled(out);
+  free(out);
+  return demangled;
+}
+
+class CoreRuntimeImpl : public CoreRuntime, public ActorSubmitter::Delegate {
  public:
   CoreRuntimeImpl(RuntimeOptions options, std::unique_ptr<rpc::EventLoop> loop)
       : options_(std::move(options)),
         loop_(std::move(loop)),
-        prefix_(RandomHex(6)) {}
+        prefix_(RandomHex(6)),
+        actors_(loop_.get(), this) {}
 
   ~CoreRuntimeImpl() override { Shutdown(); }
 
   absl::Status Start() {
-    head_ = std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
-                                           options_.token, "driver");
+    head_ = std::make_unique<rpc::HeadClient>(
+        loop_.get(), options_.head_address, options_.token, "driver");
     binary_path_ = SelfExecutable();
     // Read through /proc: the file may have been replaced or removed.
     ASSIGN_OR_RETURN(binary_hash_, Sha256File("/proc/self/exe"));
@@ -117,8 +150,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     job.set_driver_pid(getpid());
     job.set_binary_path(binary_path_);
     job.set_binary_hash(binary_hash_);
-    ASSIGN_OR_RETURN(auto reply, CallHead<proto::RegisterJobReply>(
-                                     proto::REGISTER_JOB, job));
+    ASSIGN_OR_RETURN(auto reply, head_->RegisterJob(job));
     job_id_ = reply.job_id();
     owner_ = absl::StrCat("driver of job ", job_id_, " (pid ", getpid(), ")");
     RETURN_IF_ERROR(UploadBinary());
@@ -160,17 +192,8 @@ class CoreRuntimeImpl : public CoreRuntime {
                                     const TaskOptions& options) override {
     std::map<std::string, double> resources = options.resources;
     if (resources.count("CPU") == 0) resources["CPU"] = 1;
-    if (!options.placement_group_id.empty()) {
-      // The bundle's own resources, as agents name them.
-      std::map<std::string, double> in_bundle;
-      for (const auto& [name, amount] : resources) {
-        if (amount <= 0) continue;
-        in_bundle[absl::StrCat(name, "_group_", options.bundle_index, "_",
-                               options.placement_group_id)] = amount;
-      }
-      resources = std::move(in_bundle);
-    }
-    auto shape = ResourceSet::FromDoubles(resources);
+    auto shape =
+        ShapeFor(resources, options.placement_group_id, options.bundle_index);
     if (!shape.ok()) {
       throw Error(absl::StrCat("bad resources for task ", function_name, ": ",
                                shape.status().message()));
@@ -178,9 +201,29 @@ class CoreRuntimeImpl : public CoreRuntime {
     if (options.max_retries < 0) {
       throw Error("max_retries must be 0 or more");
     }
-    // Large arguments passed by value go through the store like Put; the
-    // task holds their refs until it is done. Small ones are copied now, so
-    // nothing the caller owns is read after Remote() returns.
+    PrepareArgs(args);
+    auto task = std::make_unique<TaskEntry>();
+    task->id = NewId();
+    task->function = function_name;
+    task->args = std::move(args);
+    task->shape = *shape;
+    task->shape_key = shape->DebugString();
+    task->retries_left = options.max_retries;
+    task->depth = SubmitDepth();
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      objects_[task->id];
+    }
+    auto handle = NewHandle(task->id);
+    TaskEntry* raw = task.release();
+    loop_->Post([this, raw] { OnSubmit(std::unique_ptr<TaskEntry>(raw)); });
+    return handle;
+  }
+
+  // Large arguments passed by value go through the store like Put; the
+  // task holds their refs until it is done. Small ones are copied now, so
+  // nothing the caller owns is read after Remote() returns.
+  void PrepareArgs(std::vector<TaskArg>& args) {
     for (TaskArg& arg : args) {
       if (arg.ref != nullptr) continue;
       if (store_ != nullptr && arg.value.data.size() >= threshold_) {
@@ -190,21 +233,116 @@ class CoreRuntimeImpl : public CoreRuntime {
         arg.value = ObjectValue::Owned(ToMsgpack(arg.value));
       }
     }
+  }
+
+  std::shared_ptr<RefHandle> SubmitActorTask(
+      const std::string& actor_id, const std::string& method,
+      std::vector<TaskArg> args) override {
+    if (actor_id.empty()) {
+      throw Error(
+          "this actor handle is empty: make one with shoal::Actor(...)"
+          ".Remote() or find one with shoal::GetActor()");
+    }
+    PrepareArgs(args);
     auto task = std::make_unique<TaskEntry>();
     task->id = NewId();
-    task->function = function_name;
+    task->function = method;
     task->args = std::move(args);
-    task->shape = *shape;
-    task->shape_key = shape->DebugString();
-    task->retries_left = options.max_retries;
+    task->actor_id = actor_id;
+    task->retries_left = 0;
+    task->depth = SubmitDepth();
     {
       std::lock_guard<std::mutex> lock(obj_mu_);
       objects_[task->id];
     }
     auto handle = NewHandle(task->id);
     TaskEntry* raw = task.release();
-    loop_->Post([this, raw] { OnSubmit(std::unique_ptr<TaskEntry>(raw)); });
+    loop_->Post([this, raw] {
+      actors_.Add(raw->actor_id, raw->id);
+      OnSubmit(std::unique_ptr<TaskEntry>(raw));
+    });
     return handle;
+  }
+
+  std::string CreateActor(const std::string& factory,
+                          const std::string& class_type,
+                          std::vector<TaskArg> args,
+                          const ActorOptions& options) override {
+    if (options.max_concurrency < 1) {
+      throw Error("SetMaxConcurrency: an actor runs at least 1 call at a time");
+    }
+    if (options.max_restarts < -1 || options.max_task_retries < -1) {
+      throw Error(
+          "SetMaxRestarts and SetMaxTaskRetries take 0 or more, or -1 for "
+          "no limit");
+    }
+    if (options.detached && options.name.empty()) {
+      throw Error(
+          "a detached actor outlives its driver: give it a name (SetName) "
+          "so that shoal::GetActor() can find it again");
+    }
+    if (!options.placement_group_id.empty() && options.resources.empty()) {
+      throw Error(
+          "an actor in a placement group takes its resources from its "
+          "bundle: say which with SetResources (e.g. {{\"CPU\", 1}})");
+    }
+    auto shape = ShapeFor(options.resources, options.placement_group_id,
+                          options.bundle_index);
+    if (!shape.ok()) {
+      throw Error(absl::StrCat("bad resources for actor ", Demangle(class_type),
+                               ": ", shape.status().message()));
+    }
+    proto::ActorSpec spec;
+    spec.set_actor_id(RandomHex(8));
+    spec.set_name(options.name);
+    spec.set_factory(factory);
+    spec.set_class_name(Demangle(class_type));
+    shape->ToProto(spec.mutable_shape());
+    spec.set_max_restarts(options.max_restarts);
+    spec.set_max_task_retries(options.max_task_retries);
+    spec.set_max_concurrency(options.max_concurrency);
+    spec.set_detached(options.detached);
+    spec.set_job_id(job_id_);
+    spec.set_binary_path(binary_path_);
+    spec.set_binary_hash(binary_hash_);
+    spec.set_owner(owner_);
+    spec.set_placement_group_id(options.placement_group_id);
+    spec.set_bundle_index(options.bundle_index);
+    spec.set_depth(SubmitDepth());
+    // The constructor's arguments travel in the spec, so that a restart
+    // (even after this process is gone) makes the actor the same way;
+    // arguments in object stores stay alive with this runtime.
+    PrepareArgs(args);
+    std::vector<std::shared_ptr<RefHandle>> keep;
+    for (size_t i = 0; i < args.size(); ++i) {
+      TaskArg& arg = args[i];
+      if (arg.ref == nullptr) {
+        spec.add_args(std::string(arg.value.data));
+        for (auto& c : arg.contained) keep.push_back(std::move(c));
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(obj_mu_);
+      const ObjectEntry& e = WaitReady(lock, *arg.ref, -1);
+      if (e.stored) {
+        spec.add_args("");
+        (*spec.mutable_stored_args())[static_cast<int>(i)] = e.stored_object;
+      } else {
+        spec.add_args(*e.value);
+      }
+      keep.push_back(arg.ref);
+    }
+    auto info = head_->CreateActor(spec);
+    if (!info.ok()) {
+      throw Error(absl::StrCat("cannot create actor ", spec.class_name(),
+                               options.name.empty() ? "" : " \"", options.name,
+                               options.name.empty() ? "" : "\"", ": ",
+                               info.status().message()));
+    }
+    if (!keep.empty()) {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      for (auto& k : keep) actor_arg_refs_.push_back(std::move(k));
+    }
+    return spec.actor_id();
   }
 
   std::shared_ptr<RefHandle> Put(
@@ -364,18 +502,22 @@ class CoreRuntimeImpl : public CoreRuntime {
       return it == objects_.end() ||
              it->second.state != ObjectEntry::State::kPending;
     };
-    if (timeout_ms < 0) {
-      ++waiters_;
-      obj_cv_.wait(lock, ready);
-      --waiters_;
-    } else {
-      ++waiters_;
-      bool ok =
-          obj_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
-      --waiters_;
-      if (!ok) {
-        throw TimeoutError(absl::StrCat(
-            "object ", ref.id(), " was not ready within ", timeout_ms, " ms"));
+    if (!ready()) {
+      BlockedScope blocked(this);
+      if (timeout_ms < 0) {
+        ++waiters_;
+        obj_cv_.wait(lock, ready);
+        --waiters_;
+      } else {
+        ++waiters_;
+        bool ok = obj_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                   ready);
+        --waiters_;
+        if (!ok) {
+          throw TimeoutError(absl::StrCat("object ", ref.id(),
+                                          " was not ready within ", timeout_ms,
+                                          " ms"));
+        }
       }
     }
     if (it == objects_.end()) throw Error("object released while waiting");
@@ -390,6 +532,8 @@ class CoreRuntimeImpl : public CoreRuntime {
         throw InfeasibleError(e.error);
       case ErrorKind::kObjectLost:
         throw ObjectLostError(e.error);
+      case ErrorKind::kActorDied:
+        throw ActorDiedError(e.error);
       default:
         throw Error(e.error);
     }
@@ -411,6 +555,8 @@ class CoreRuntimeImpl : public CoreRuntime {
       }
       return ready.size() >= num_ready;
     };
+    if (check()) return ready;
+    BlockedScope blocked(this);
     ++waiters_;
     if (timeout_ms < 0) {
       obj_cv_.wait(lock, check);
@@ -433,38 +579,14 @@ class CoreRuntimeImpl : public CoreRuntime {
     }
   }
 
-  absl::Status CallHead(int method,
-                        const google::protobuf::MessageLite& request,
-                        google::protobuf::MessageLite* reply) override {
-    std::promise<absl::StatusOr<std::string>> promise;
-    loop_->Post([&] {
-      if (head_ == nullptr) {
-        promise.set_value(absl::CancelledError("the runtime is shutting down"));
-        return;
-      }
-      head_->Call(
-          method, rpc::Serialize(request),
-          [&](absl::StatusOr<std::string> r) {
-            promise.set_value(std::move(r));
-          },
-          10000);
-    });
-    absl::StatusOr<std::string> payload = promise.get_future().get();
-    if (!payload.ok()) return payload.status();
-    if (!rpc::ParseMessage(*payload, reply)) {
-      return absl::DataLossError("malformed reply from the head");
-    }
-    return absl::OkStatus();
-  }
+  rpc::HeadClient& head() override { return *head_; }
 
   absl::StatusOr<proto::ClusterStatus> ClusterStatus() override {
-    return CallHead<proto::ClusterStatus>(proto::GET_CLUSTER_STATUS,
-                                          proto::Empty());
+    return head_->ClusterStatus();
   }
 
   void Shutdown() override {
     if (!loop_) return;
-    std::promise<void> done;
     int pending_returns = 0;
     // Stored objects this process owns go with it, on every node.
     std::vector<std::pair<std::string, std::set<std::string>>> stored;
@@ -474,11 +596,11 @@ class CoreRuntimeImpl : public CoreRuntime {
         if (e.stored) stored.emplace_back(id, std::move(e.copy_nodes));
       }
     }
-    loop_->Post([&] {
+    rpc::RunOnLoopAndWait<void>(loop_.get(), [&](std::function<void()> done) {
       // Return every lease; wait (briefly) for the agents to take them back.
       auto remaining = std::make_shared<int>(0);
-      auto finish = [&done, remaining] {
-        if (--*remaining == 0) done.set_value();
+      auto finish = [done, remaining] {
+        if (--*remaining == 0) done();
       };
       for (const auto& [id, nodes] : stored) {
         proto::ObjectRequest req;
@@ -503,13 +625,13 @@ class CoreRuntimeImpl : public CoreRuntime {
               [finish](absl::StatusOr<proto::Empty>) { finish(); }, 1000);
         }
       }
-      if (*remaining == 0) done.set_value();
+      if (*remaining == 0) done();
     });
-    done.get_future().wait();
     RunOnLoop([&] {
+      actors_.Shutdown();
       shapes_.clear();
       agents_.clear();
-      head_.reset();
+      if (head_ != nullptr) head_->Close();
     });
     // Outside the loop: lineage holds refs whose release takes obj_mu_.
     std::unordered_map<std::string, std::unique_ptr<TaskEntry>> lineage;
@@ -522,6 +644,12 @@ class CoreRuntimeImpl : public CoreRuntime {
     });
     lineage.clear();
     contained.clear();
+    std::vector<std::shared_ptr<RefHandle>> actor_args;
+    {
+      std::lock_guard<std::mutex> lock(obj_mu_);
+      actor_args.swap(actor_arg_refs_);
+    }
+    actor_args.clear();
     loop_->Stop();
     loop_.reset();
     std::lock_guard<std::mutex> lock(obj_mu_);
@@ -529,6 +657,89 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
  private:
+  // How deeply what this thread submits now is nested: one more than the
+  // task it runs in (in a worker), 0 in a driver.
+  int SubmitDepth() const {
+    return options_.worker_id.empty() ? 0 : CurrentTaskDepth() + 1;
+  }
+
+  // While a thread of a worker waits in Get or Wait, its node may give the
+  // worker's CPU to other work (nested tasks that the wait is for).
+  class BlockedScope {
+   public:
+    explicit BlockedScope(CoreRuntimeImpl* rt) : rt_(rt) {
+      rt_->SetBlocked(true);
+    }
+    ~BlockedScope() { rt_->SetBlocked(false); }
+
+   private:
+    CoreRuntimeImpl* rt_;
+  };
+
+  void SetBlocked(bool blocked) {
+    if (options_.worker_id.empty() || options_.worker_agent_address.empty()) {
+      return;
+    }
+    int before =
+        blocked ? blocked_threads_.fetch_add(1) : blocked_threads_.fetch_sub(1);
+    if (blocked ? before != 0 : before != 1) return;
+    loop_->Post([this, blocked] {
+      proto::WorkerBlockedRequest req;
+      req.set_worker_id(options_.worker_id);
+      rpc::CallProto<proto::Empty>(
+          AgentChannel(options_.worker_agent_address),
+          blocked ? proto::WORKER_BLOCKED : proto::WORKER_UNBLOCKED, req,
+          [](absl::StatusOr<proto::Empty>) {}, 5000);
+    });
+  }
+
+  // ---- ActorSubmitter::Delegate (loop thread) ----
+
+  bool BuildCall(const std::string& task_id, const std::string& node_id,
+                 proto::TaskSpec* spec) override {
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return false;
+    FillSpec(*it->second, node_id, spec);
+    return true;
+  }
+
+  void CallReplied(const std::string& task_id, const std::string& node_id,
+                   proto::TaskResult result) override {
+    if (result.ok()) return CompleteTask(task_id, std::move(result));
+    auto t = tasks_.find(task_id);
+    ObjectEntry e;
+    e.error_kind = ErrorKind::kRemote;
+    e.function = t != tasks_.end() ? t->second->function : "?";
+    e.node = node_id;
+    e.remote_message = result.error();
+    FailTask(task_id, e);
+  }
+
+  void CallFailed(const std::string& task_id, ActorSubmitter::Failure failure,
+                  const std::string& message) override {
+    ObjectEntry e;
+    e.error_kind = failure == ActorSubmitter::Failure::kInfeasible
+                       ? ErrorKind::kInfeasible
+                       : ErrorKind::kActorDied;
+    auto t = tasks_.find(task_id);
+    e.error = t != tasks_.end()
+                  ? absl::StrCat("call ", t->second->function, " (", task_id,
+                                 ") failed: ", message)
+                  : message;
+    FailTask(task_id, e);
+  }
+
+  void GetActor(
+      const proto::GetActorRequest& request,
+      std::function<void(absl::StatusOr<proto::ActorInfo>)> done) override {
+    head_->GetActor(request, std::move(done));
+  }
+
+  std::unique_ptr<rpc::Channel> ConnectTo(const std::string& address) override {
+    return std::make_unique<rpc::Channel>(loop_.get(), address, options_.token,
+                                          "driver " + job_id_);
+  }
+
   std::string NewId() {
     return absl::StrCat(prefix_, "-", next_id_.fetch_add(1));
   }
@@ -561,30 +772,10 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   void RunOnLoop(const std::function<void()>& fn) { loop_->RunSync(fn); }
 
-  template <typename Reply>
-  absl::StatusOr<Reply> CallHead(int method,
-                                 const google::protobuf::MessageLite& request,
-                                 int64_t timeout_ms = 10000) {
-    std::promise<absl::StatusOr<Reply>> promise;
-    std::string payload = rpc::Serialize(request);
-    loop_->Post([&, payload] {
-      if (head_ == nullptr) {
-        promise.set_value(absl::CancelledError("the runtime is shutting down"));
-        return;
-      }
-      rpc::CallProto<Reply>(
-          head_.get(), method, request,
-          [&](absl::StatusOr<Reply> r) { promise.set_value(std::move(r)); },
-          timeout_ms);
-    });
-    return promise.get_future().get();
-  }
-
   absl::Status UploadBinary() {
     proto::BlobRef ref;
     ref.set_hash(binary_hash_);
-    ASSIGN_OR_RETURN(auto has,
-                     CallHead<proto::HasBlobReply>(proto::HAS_BLOB, ref));
+    ASSIGN_OR_RETURN(auto has, head_->HasBlob(ref));
     if (has.present()) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::string data, ReadFile("/proc/self/exe"));
     int64_t offset = 0;
@@ -597,9 +788,7 @@ class CoreRuntimeImpl : public CoreRuntime {
       offset += n;
       chunk.set_last(offset >= static_cast<int64_t>(data.size()));
       chunk.set_total_size(data.size());
-      ASSIGN_OR_RETURN(auto ignored,
-                       CallHead<proto::Empty>(proto::PUT_BLOB_CHUNK, chunk));
-      (void)ignored;
+      RETURN_IF_ERROR(head_->PutBlobChunk(chunk));
     } while (offset < static_cast<int64_t>(data.size()));
     return absl::OkStatus();
   }
@@ -631,9 +820,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   void RefreshNodes() {
-    if (head_ == nullptr) return;  // shutting down
-    rpc::CallProto<proto::ClusterStatus>(
-        head_.get(), proto::GET_CLUSTER_STATUS, proto::Empty(),
+    head_->ClusterStatus(
         [this](absl::StatusOr<proto::ClusterStatus> s) {
           if (!s.ok()) return;
           // Agents the head reports alive get another chance.
@@ -754,6 +941,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   void Enqueue(TaskEntry* t, bool front = false) {
+    if (!t->actor_id.empty()) return actors_.Ready(t->actor_id, t->id);
     ShapeQueue& q = shapes_[t->shape_key];
     if (q.shape.empty()) q.shape = t->shape;
     if (front) {
@@ -810,6 +998,21 @@ class CoreRuntimeImpl : public CoreRuntime {
     if (it == tasks_.end()) return;
     TaskEntry& t = *it->second;
     proto::TaskSpec spec;
+    FillSpec(t, w.node_id, &spec);
+    w.in_flight.push_back(t.id);
+    std::string key = t.shape_key;
+    std::string lease = w.lease_id;
+    w.channel->Call(proto::PUSH_TASK, spec.SerializeAsString(),
+                    [this, key, lease, task_id](absl::StatusOr<std::string> r) {
+                      OnTaskReply(key, lease, task_id, std::move(r));
+                    });
+  }
+
+  // The spec of task `t` for a worker on `node_id` (which will pull its
+  // stored arguments: freed there too, and a source for later pulls).
+  void FillSpec(const TaskEntry& t, const std::string& node_id,
+                proto::TaskSpec* out) {
+    proto::TaskSpec& spec = *out;
     spec.set_task_id(t.id);
     spec.set_function_name(t.function);
     for (const auto& v : t.values) spec.add_args(v);
@@ -820,11 +1023,11 @@ class CoreRuntimeImpl : public CoreRuntime {
         // The worker's node pulls a copy: free it there too, and let later
         // pulls fall back on it.
         auto it = objects_.find(object.object_id());
-        if (it == objects_.end()) continue;
-        it->second.copy_nodes.insert(w.node_id);
-        auto transfer = transfer_of_node_.find(w.node_id);
+        if (it == objects_.end() || node_id.empty()) continue;
+        it->second.copy_nodes.insert(node_id);
+        auto transfer = transfer_of_node_.find(node_id);
         if (transfer != transfer_of_node_.end() && !transfer->second.empty()) {
-          AddSource(&it->second.stored_object, w.node_id, transfer->second);
+          AddSource(&it->second.stored_object, node_id, transfer->second);
         }
       }
     }
@@ -832,13 +1035,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     spec.set_result_id(t.id);
     spec.set_owner(owner_);
     spec.set_inline_threshold(threshold_);
-    w.in_flight.push_back(t.id);
-    std::string key = t.shape_key;
-    std::string lease = w.lease_id;
-    w.channel->Call(proto::PUSH_TASK, spec.SerializeAsString(),
-                    [this, key, lease, task_id](absl::StatusOr<std::string> r) {
-                      OnTaskReply(key, lease, task_id, std::move(r));
-                    });
+    spec.set_depth(t.depth);
   }
 
   LeasedWorker* FindWorker(ShapeQueue& q, const std::string& lease_id) {
@@ -989,12 +1186,21 @@ class CoreRuntimeImpl : public CoreRuntime {
                     std::vector<std::string> excluded, bool no_spillback) {
     ++q.pending_lease_requests;
     proto::RequestLeaseRequest req;
-    req.set_job_id(job_id_);
+    req.set_job_id(options_.lease_job_id.empty() ? job_id_
+                                                 : options_.lease_job_id);
     q.shape.ToProto(req.mutable_shape());
     req.set_binary_path(binary_path_);
     req.set_binary_hash(binary_hash_);
     for (const auto& e : excluded) req.add_excluded_nodes(e);
     req.set_no_spillback(no_spillback);
+    // The queue's first task says how deep its tasks are nested (a worker
+    // runs tasks of any depth over its life).
+    int depth = 0;
+    if (!q.queue.empty()) {
+      auto front = tasks_.find(q.queue.front());
+      if (front != tasks_.end()) depth = front->second->depth;
+    }
+    req.set_depth(depth);
     std::string key = q.shape.DebugString();
     rpc::CallProto<proto::RequestLeaseReply>(
         AgentChannel(agent), proto::REQUEST_LEASE, req,
@@ -1143,7 +1349,10 @@ class CoreRuntimeImpl : public CoreRuntime {
     }
     // The task that made a stored object can make it again if every copy
     // is lost; it (and the arguments it holds) is kept while the object is.
-    if (keep_lineage && done != nullptr) lineage_[id] = std::move(done);
+    // (An actor call is not run again: the actor's state has moved on.)
+    if (keep_lineage && done != nullptr && done->actor_id.empty()) {
+      lineage_[id] = std::move(done);
+    }
     done.reset();
     ResolveDependents(id);
   }
@@ -1259,7 +1468,11 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   void FailTask(std::string id, const ObjectEntry& error) {
-    tasks_.erase(id);
+    if (auto t = tasks_.find(id); t != tasks_.end()) {
+      std::string actor = t->second->actor_id;
+      tasks_.erase(t);
+      if (!actor.empty()) actors_.Drop(actor, id);
+    }
     {
       std::lock_guard<std::mutex> lock(obj_mu_);
       auto it = objects_.find(id);
@@ -1325,6 +1538,9 @@ class CoreRuntimeImpl : public CoreRuntime {
   uint64_t threshold_ = InlineThresholdBytes();
   std::string binary_path_;
   std::string binary_hash_;
+  // Made by Start(), closed on the loop by Shutdown(); blocking calls from
+  // any thread but the loop, asynchronous ones from the loop.
+  std::unique_ptr<rpc::HeadClient> head_;
 
   // Object table (any thread).
   std::mutex obj_mu_;
@@ -1333,9 +1549,12 @@ class CoreRuntimeImpl : public CoreRuntime {
   // Every live handle, for refs unpacked from values.
   std::unordered_map<std::string, std::weak_ptr<RefHandle>> handles_;
   int waiters_ = 0;
+  // Constructor arguments of the actors this process made, kept for their
+  // restarts.
+  std::vector<std::shared_ptr<RefHandle>> actor_arg_refs_;
+  std::atomic<int> blocked_threads_{0};
 
   // Loop-thread state.
-  std::unique_ptr<rpc::Channel> head_;
   std::map<std::string, std::unique_ptr<rpc::Channel>> agents_;
   std::vector<proto::NodeInfo> nodes_;
   std::string local_agent_;
@@ -1350,6 +1569,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   std::map<std::string, std::string> agent_of_node_;     // node id -> address
   std::map<std::string, std::string> transfer_of_node_;  // -> transfer port
   std::map<std::string, ShapeQueue> shapes_;
+  ActorSubmitter actors_;
   int64_t maintenance_ticks_ = 0;
 };
 

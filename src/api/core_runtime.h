@@ -13,12 +13,13 @@
 
 #include "absl/status/statusor.h"
 #include "shoal/api.h"
+#include "shoal/internal/actor_invoke.h"
 
-namespace google::protobuf {
-class MessageLite;
-}
 namespace shoal::proto {
 class ClusterStatus;
+}
+namespace shoal::rpc {
+class HeadClient;
 }
 
 namespace shoal::internal {
@@ -28,6 +29,14 @@ struct RuntimeOptions {
   std::string token;
   // How long a lease with no work is kept for further tasks of its shape.
   int64_t lease_idle_ms = 500;
+  // In a worker: its id and its node agent, told when a thread blocks in
+  // Get or Wait (the agent lends the worker's CPU to others meanwhile).
+  std::string worker_id;
+  std::string worker_agent_address;
+  // In a worker: the job its workers belong to (the driver's), so that
+  // nested tasks reuse the job's idle workers. This runtime still registers
+  // a job of its own, which owns what it makes (groups, actors).
+  std::string lease_job_id;
 };
 
 class CoreRuntime {
@@ -39,6 +48,16 @@ class CoreRuntime {
   virtual std::shared_ptr<RefHandle> Submit(const std::string& function_name,
                                             std::vector<TaskArg> args,
                                             const TaskOptions& options) = 0;
+  // Registers an actor with the head (its ref arguments resolved first);
+  // returns its id. Throws shoal::Error (a name in use, bad options).
+  virtual std::string CreateActor(const std::string& factory,
+                                  const std::string& class_name,
+                                  std::vector<TaskArg> args,
+                                  const ActorOptions& options) = 0;
+  // A call of `method` of the actor; its result is owned here.
+  virtual std::shared_ptr<RefHandle> SubmitActorTask(
+      const std::string& actor_id, const std::string& method,
+      std::vector<TaskArg> args) = 0;
   virtual std::shared_ptr<RefHandle> Put(
       ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained) = 0;
   // The live handle of an object this process references; throws Error.
@@ -48,13 +67,16 @@ class CoreRuntime {
                                    size_t num_ready, int64_t timeout_ms) = 0;
   virtual void Release(const std::string& object_id) = 0;
   virtual absl::StatusOr<proto::ClusterStatus> ClusterStatus() = 0;
-  // One request to the head; the reply is parsed into *reply.
-  virtual absl::Status CallHead(int method,
-                                const google::protobuf::MessageLite& request,
-                                google::protobuf::MessageLite* reply) = 0;
+  // The head's client, for the blocking calls of user threads. Calls made
+  // once Shutdown() has begun fail with Cancelled.
+  virtual rpc::HeadClient& head() = 0;
   // Returns leases and disconnects.
   virtual void Shutdown() = 0;
 };
+
+// The process's runtime; in a worker, joins the cluster on first use. Throws
+// shoal::Error before shoal::Init().
+std::shared_ptr<CoreRuntime> RequireRuntime();
 
 }  // namespace shoal::internal
 

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -35,7 +34,8 @@
 #include "common/util.h"
 #include "head/head.h"
 #include "launch/launcher.h"
-#include "rpc/rpc.h"
+#include "rpc/event_loop.h"
+#include "rpc/head_client.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -327,31 +327,19 @@ sigset_t BlockStopSignals() {
   return set;
 }
 
-// One synchronous call from the CLI.
-template <typename Reply>
-absl::StatusOr<Reply> CallOnce(const std::string& address,
-                               const std::string& token, int method,
-                               const google::protobuf::MessageLite& request,
-                               int64_t timeout_ms = 5000) {
+// The status of the cluster whose head is at `address`, over a connection
+// of its own.
+absl::StatusOr<proto::ClusterStatus> FetchStatus(const std::string& address,
+                                                 const std::string& token,
+                                                 int64_t timeout_ms = 5000) {
   ASSIGN_OR_RETURN(auto loop, rpc::EventLoop::Create("shoal-cli"));
-  std::promise<absl::StatusOr<Reply>> promise;
-  std::unique_ptr<rpc::Channel> channel;
-  loop->Post([&] {
-    channel = std::make_unique<rpc::Channel>(loop.get(), address, token, "cli");
-    rpc::CallProto<Reply>(
-        channel.get(), method, request,
-        [&](absl::StatusOr<Reply> r) { promise.set_value(std::move(r)); },
-        timeout_ms);
-  });
-  absl::StatusOr<Reply> result = promise.get_future().get();
-  std::promise<void> closed;
-  loop->Post([&] {
-    channel.reset();
-    closed.set_value();
-  });
-  closed.get_future().wait();
+  absl::StatusOr<proto::ClusterStatus> status;
+  {
+    rpc::HeadClient head(loop.get(), address, token, "cli");
+    status = head.ClusterStatus(timeout_ms);
+  }  // closes the connection on the loop
   loop->Stop();
-  return result;
+  return status;
 }
 
 // Runs until SIGTERM/SIGINT or the process's own shutdown request (its
@@ -493,8 +481,7 @@ std::string DescribeListener(const std::string& host, int port,
       }
     }
   }
-  auto probe = CallOnce<proto::ClusterStatus>(
-      address, "probe", proto::GET_CLUSTER_STATUS, proto::Empty(), 2000);
+  auto probe = FetchStatus(address, "probe", 2000);
   if (!probe.ok() &&
       probe.status().code() == absl::StatusCode::kPermissionDenied) {
     return absl::StrCat(" by a running Shoal head at ", address,
@@ -765,8 +752,7 @@ int Status(std::string address, std::string token, const std::string& temp_dir,
   absl::Status st = ResolveClusterAddress(
       temp_dir.empty() ? DefaultTempDir() : temp_dir, &address, &token);
   if (!st.ok()) return Fail(std::string(st.message()));
-  auto status = CallOnce<proto::ClusterStatus>(
-      address, token, proto::GET_CLUSTER_STATUS, proto::Empty());
+  auto status = FetchStatus(address, token);
   if (!status.ok()) {
     return Fail(absl::StrCat("cannot get the status of the cluster at ",
                              address, ": ", status.status().message()));

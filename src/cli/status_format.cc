@@ -92,16 +92,88 @@ std::string Seconds(int64_t ms) {
   return absl::StrFormat("%.1f s", static_cast<double>(ms) / 1000);
 }
 
-std::string LeaseLine(const proto::LeaseInfo& l) {
+// An actor as the user knows it: its name, else its id.
+std::string ActorName(const proto::ActorInfo& a) {
+  return a.spec().name().empty() ? a.spec().actor_id()
+                                 : absl::StrCat("\"", a.spec().name(), "\"");
+}
+
+// Actor id -> ActorName, for the leases that hold actors.
+std::map<std::string, std::string> ActorNames(
+    const proto::ClusterStatus& status) {
+  std::map<std::string, std::string> names;
+  for (const auto& a : status.actors()) {
+    names[a.spec().actor_id()] = ActorName(a);
+  }
+  return names;
+}
+
+std::string LeaseLine(const proto::LeaseInfo& l,
+                      const std::map<std::string, std::string>& actors) {
+  std::string actor;
+  if (!l.actor_id().empty()) {
+    auto it = actors.find(l.actor_id());
+    actor = absl::StrCat("  actor ",
+                         it == actors.end() ? l.actor_id() : it->second);
+  }
   return absl::StrCat(
       " ", l.lease_id(), " on ", l.node_id(), "  ",
       l.job_id().empty() ? "no job" : l.job_id(), "  worker ", l.worker_id(),
       l.worker_pid() > 0 ? absl::StrCat(" (pid ", l.worker_pid(), ")") : "",
-      l.starting() ? " starting" : "", "  ",
+      l.starting() ? " starting" : "", actor, "  ",
       DescribeShape(ResourceSet::FromProto(l.shape())), "  for ",
       Seconds(l.age_ms()), l.owner().empty() ? "" : "  from " + l.owner(),
-      "\n");
+      l.blocked() ? "  blocked in Get (CPU lent back)" : "", "\n");
 }
+
+// Live actors first, then the dead; by state, then by name.
+int ActorOrder(proto::ActorInfo::State state) {
+  switch (state) {
+    case proto::ActorInfo::ALIVE:
+      return 0;
+    case proto::ActorInfo::PENDING:
+      return 1;
+    case proto::ActorInfo::RESTARTING:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+// "3 alive, 1 pending, 2 dead" (states with none left out).
+std::string ActorCounts(const proto::ClusterStatus& status) {
+  int64_t counts[4] = {0, 0, 0, 0};
+  for (const auto& a : status.actors()) ++counts[ActorOrder(a.state())];
+  const char* names[4] = {"alive", "pending", "restarting", "dead"};
+  std::vector<std::string> parts;
+  for (int i = 0; i < 4; ++i) {
+    if (counts[i] > 0) parts.push_back(absl::StrCat(counts[i], " ", names[i]));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string ActorLine(const proto::ActorInfo& a) {
+  const proto::ActorSpec& spec = a.spec();
+  std::string restarts =
+      spec.max_restarts() == -1
+          ? absl::StrCat(a.num_restarts(), " (no limit)")
+          : absl::StrCat(a.num_restarts(), "/", spec.max_restarts());
+  bool says_why = a.state() == proto::ActorInfo::DEAD ||
+                  a.state() == proto::ActorInfo::RESTARTING;
+  return absl::StrCat(
+      " ", ActorName(a),
+      spec.name().empty() ? "" : " (" + spec.actor_id() + ")", "  ",
+      spec.class_name().empty() ? spec.factory() : spec.class_name(), "  ",
+      proto::ActorInfo::State_Name(a.state()),
+      a.node_id().empty() ? "" : "  on " + a.node_id(),
+      a.pid() > 0 ? absl::StrCat(" (pid ", a.pid(), ")") : "", "  restarts ",
+      restarts, "  ", spec.job_id().empty() ? "no job" : spec.job_id(),
+      spec.detached() ? " (detached)" : "",
+      says_why && !a.death_cause().empty() ? ": " + a.death_cause() : "", "\n");
+}
+
+// Dead actors listed by --verbose; the head keeps many more.
+constexpr int kMaxDeadActorLines = 20;
 
 std::string GroupLine(const proto::PlacementGroupInfo& pg) {
   return absl::StrCat(
@@ -197,18 +269,59 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
       absl::StrAppend(&out, "\n");
     }
   }
+  if (!status.actors().empty()) {
+    absl::StrAppend(&out, "\nActors: ", ActorCounts(status), "\n");
+  }
+  if (verbose && !status.actors().empty()) {
+    std::vector<const proto::ActorInfo*> actors;
+    for (const auto& a : status.actors()) actors.push_back(&a);
+    // The youngest dead first, so that the cut below drops the oldest.
+    std::stable_sort(actors.begin(), actors.end(), [](auto* x, auto* y) {
+      int ox = ActorOrder(x->state()), oy = ActorOrder(y->state());
+      if (ox != oy) return ox < oy;
+      if (ox == 3) return x->age_ms() < y->age_ms();
+      return ActorName(*x) < ActorName(*y);
+    });
+    int dead = 0;
+    for (const proto::ActorInfo* a : actors) {
+      if (a->state() == proto::ActorInfo::DEAD && ++dead > kMaxDeadActorLines) {
+        continue;
+      }
+      out += ActorLine(*a);
+    }
+    if (dead > kMaxDeadActorLines) {
+      absl::StrAppend(&out, " ... and ", dead - kMaxDeadActorLines,
+                      " older dead actors (`shoal status --json` lists "
+                      "them all)\n");
+    }
+  }
   absl::StrAppend(&out, "\nLeases:\n");
   if (status.leases().empty()) absl::StrAppend(&out, " (no leases)\n");
   if (verbose) {
-    for (const auto& l : status.leases()) out += LeaseLine(l);
+    std::map<std::string, std::string> actors = ActorNames(status);
+    for (const auto& l : status.leases()) out += LeaseLine(l, actors);
   } else if (!status.leases().empty()) {
     std::set<std::string> jobs;
+    int64_t of_actors = 0, blocked = 0;
     for (const auto& l : status.leases()) {
       jobs.insert(l.job_id().empty() ? "no job" : l.job_id());
+      of_actors += l.actor_id().empty() ? 0 : 1;
+      blocked += l.blocked() ? 1 : 0;
     }
     absl::StrAppend(&out, " ", status.leases_size(), " held by ",
                     absl::StrJoin(jobs, ", "),
                     " (`shoal status --verbose` lists them)\n");
+    std::vector<std::string> kinds;
+    if (of_actors > 0) {
+      kinds.push_back(absl::StrCat(of_actors, " hold",
+                                   of_actors == 1 ? "s an actor" : " actors"));
+    }
+    if (blocked > 0) {
+      kinds.push_back(absl::StrCat(blocked, " blocked in Get (CPU lent back)"));
+    }
+    if (!kinds.empty()) {
+      absl::StrAppend(&out, " of which ", absl::StrJoin(kinds, ", "), "\n");
+    }
   }
   absl::StrAppend(&out, "\nDemands:\n");
   bool waiting_group = false;
@@ -290,7 +403,28 @@ std::string FormatStatusJson(const proto::ClusterStatus& status) {
          {"starting", l.starting()},
          {"shape", ResourceSet::FromProto(l.shape()).ToDoubles()},
          {"age_ms", l.age_ms()},
-         {"owner", l.owner()}});
+         {"owner", l.owner()},
+         {"actor_id", l.actor_id()},
+         {"blocked", l.blocked()}});
+  }
+  j["actors"] = nlohmann::json::array();
+  for (const auto& a : status.actors()) {
+    j["actors"].push_back(
+        {{"id", a.spec().actor_id()},
+         {"name", a.spec().name()},
+         {"class", a.spec().class_name()},
+         {"state", proto::ActorInfo::State_Name(a.state())},
+         {"job_id", a.spec().job_id()},
+         {"detached", a.spec().detached()},
+         {"node_id", a.node_id()},
+         {"address", a.address()},
+         {"pid", a.pid()},
+         {"num_restarts", a.num_restarts()},
+         {"max_restarts", a.spec().max_restarts()},
+         {"death_cause", a.death_cause()},
+         {"infeasible", a.infeasible()},
+         {"shape", ResourceSet::FromProto(a.spec().shape()).ToDoubles()},
+         {"age_ms", a.age_ms()}});
   }
   j["placement_groups"] = nlohmann::json::array();
   for (const auto& pg : status.placement_groups()) {

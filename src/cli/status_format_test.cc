@@ -270,6 +270,143 @@ TEST(FormatStatusTextTest, LeasesAreCountedAndListedWhenVerbose) {
   EXPECT_EQ(DescribeHolders(proto::ClusterStatus()), "");
 }
 
+proto::ActorInfo* AddActor(proto::ClusterStatus* status, const std::string& id,
+                           const std::string& name,
+                           proto::ActorInfo::State state) {
+  proto::ActorInfo* a = status->add_actors();
+  a->mutable_spec()->set_actor_id(id);
+  a->mutable_spec()->set_name(name);
+  a->mutable_spec()->set_class_name("Counter");
+  a->mutable_spec()->set_job_id("job1");
+  a->mutable_spec()->set_max_restarts(2);
+  a->set_state(state);
+  return a;
+}
+
+// Two alive actors (one named, one detached), one pending, one restarting,
+// one dead; a lease holding the named one and a blocked lease.
+proto::ClusterStatus StatusWithActors() {
+  proto::ClusterStatus status = MakeStatus();
+  proto::ActorInfo* counter =
+      AddActor(&status, "a1", "counter", proto::ActorInfo::ALIVE);
+  counter->set_node_id("n1");
+  counter->set_pid(77);
+  proto::ActorInfo* service =
+      AddActor(&status, "a2", "service", proto::ActorInfo::ALIVE);
+  service->mutable_spec()->set_detached(true);
+  service->mutable_spec()->set_max_restarts(-1);
+  service->set_num_restarts(4);
+  service->set_node_id("n2");
+  AddActor(&status, "a3", "", proto::ActorInfo::PENDING);
+  proto::ActorInfo* restarting =
+      AddActor(&status, "a4", "", proto::ActorInfo::RESTARTING);
+  restarting->set_num_restarts(1);
+  restarting->set_death_cause("killed by signal 9 (Killed)");
+  proto::ActorInfo* dead = AddActor(&status, "a5", "", proto::ActorInfo::DEAD);
+  dead->set_num_restarts(2);
+  dead->set_node_id("n2");
+  dead->set_death_cause(
+      "its process died (killed by signal 9 (Killed)) and its restarts are "
+      "used up (max_restarts=2)");
+
+  proto::LeaseInfo* held = status.add_leases();
+  held->set_lease_id("l1");
+  held->set_node_id("n1");
+  held->set_job_id("job1");
+  held->set_worker_id("w1");
+  held->set_actor_id("a1");
+  proto::LeaseInfo* blocked = status.add_leases();
+  blocked->set_lease_id("l2");
+  blocked->set_node_id("n2");
+  blocked->set_job_id("job1");
+  blocked->set_worker_id("w2");
+  blocked->set_blocked(true);
+  SetResources({{"CPU", 1}}, blocked->mutable_shape());
+  return status;
+}
+
+TEST(FormatStatusTextTest, ActorsAreCountedByState) {
+  const std::string text =
+      FormatStatusText(StatusWithActors(), /*verbose=*/false);
+  EXPECT_THAT(
+      text,
+      HasSubstr("\nActors: 2 alive, 1 pending, 1 restarting, 1 dead\n\n"));
+  EXPECT_THAT(text, Not(HasSubstr("\"counter\"")));
+  // No actors: no line.
+  EXPECT_THAT(FormatStatusText(MakeStatus(), /*verbose=*/false),
+              Not(HasSubstr("Actors")));
+  proto::ClusterStatus one_dead;
+  AddActor(&one_dead, "a1", "", proto::ActorInfo::DEAD);
+  EXPECT_THAT(FormatStatusText(one_dead, /*verbose=*/false),
+              HasSubstr("\nActors: 1 dead\n"));
+}
+
+TEST(FormatStatusTextTest, VerboseListsActorsLiveOnesFirst) {
+  const std::string actors = Section(
+      FormatStatusText(StatusWithActors(), /*verbose=*/true), "Actors:");
+  EXPECT_EQ(
+      actors,
+      "Actors: 2 alive, 1 pending, 1 restarting, 1 dead\n"
+      " \"counter\" (a1)  Counter  ALIVE  on n1 (pid 77)  restarts 0/2  job1\n"
+      " \"service\" (a2)  Counter  ALIVE  on n2  restarts 4 (no limit)  job1 "
+      "(detached)\n"
+      " a3  Counter  PENDING  restarts 0/2  job1\n"
+      " a4  Counter  RESTARTING  restarts 1/2  job1: killed by signal 9 "
+      "(Killed)\n"
+      " a5  Counter  DEAD  on n2  restarts 2/2  job1: its process died (killed "
+      "by signal 9 (Killed)) and its restarts are used up (max_restarts=2)\n");
+}
+
+TEST(FormatStatusTextTest, VerboseListsOnlyTheYoungestDeadActors) {
+  proto::ClusterStatus status;
+  for (int i = 0; i < 25; ++i) {
+    AddActor(&status, "d" + std::to_string(i), "", proto::ActorInfo::DEAD)
+        ->set_age_ms(i * 1000);
+  }
+  const std::string actors =
+      Section(FormatStatusText(status, /*verbose=*/true), "Actors:");
+  EXPECT_THAT(actors, HasSubstr(" d19  Counter  DEAD"));
+  EXPECT_THAT(actors, Not(HasSubstr(" d20  ")));
+  EXPECT_THAT(actors, HasSubstr(" ... and 5 older dead actors"));
+}
+
+TEST(FormatStatusTextTest, LeasesSayWhichActorTheyHoldAndWhetherBlocked) {
+  const proto::ClusterStatus status = StatusWithActors();
+  const std::string verbose =
+      Section(FormatStatusText(status, /*verbose=*/true), "Leases:");
+  EXPECT_THAT(verbose,
+              HasSubstr(" l1 on n1  job1  worker w1  actor \"counter\"  {}"));
+  EXPECT_THAT(verbose, HasSubstr(" l2 on n2  job1  worker w2  {CPU: 1.0}  for "
+                                 "0.0 s  blocked in Get (CPU lent back)\n"));
+  const std::string terse =
+      Section(FormatStatusText(status, /*verbose=*/false), "Leases:");
+  EXPECT_THAT(terse, HasSubstr(" 2 held by job1 (`shoal status --verbose`"));
+  EXPECT_THAT(terse, HasSubstr(" of which 1 holds an actor, 1 blocked in Get "
+                               "(CPU lent back)\n"));
+  EXPECT_THAT(
+      Section(FormatStatusText(MakeStatus(), /*verbose=*/false), "Leases:"),
+      Not(HasSubstr("of which")));
+}
+
+TEST(FormatStatusJsonTest, ListsActorsAndWhatLeasesHold) {
+  nlohmann::json j =
+      nlohmann::json::parse(FormatStatusJson(StatusWithActors()));
+  ASSERT_EQ(j["actors"].size(), 5u);
+  EXPECT_EQ(j["actors"][0]["id"], "a1");
+  EXPECT_EQ(j["actors"][0]["name"], "counter");
+  EXPECT_EQ(j["actors"][0]["state"], "ALIVE");
+  EXPECT_EQ(j["actors"][0]["pid"], 77);
+  EXPECT_EQ(j["actors"][1]["detached"], true);
+  EXPECT_EQ(j["actors"][4]["state"], "DEAD");
+  EXPECT_THAT(j["actors"][4]["death_cause"].get<std::string>(),
+              HasSubstr("restarts are used up"));
+  EXPECT_EQ(j["leases"][0]["actor_id"], "a1");
+  EXPECT_EQ(j["leases"][1]["blocked"], true);
+  EXPECT_TRUE(
+      nlohmann::json::parse(FormatStatusJson(proto::ClusterStatus()))["actors"]
+          .empty());
+}
+
 TEST(FormatStatusJsonTest, HasNodesUsageAndDemands) {
   const std::string text = FormatStatusJson(MakeStatus());
   nlohmann::json j = nlohmann::json::parse(text, nullptr,

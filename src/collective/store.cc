@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/session.h"
 #include "rpc/event_loop.h"
-#include "rpc/rpc.h"
+#include "rpc/head_client.h"
 #include "shoal/collective.h"
 #include "shoal/shoal.pb.h"
 
@@ -37,6 +36,9 @@ std::string WaitedTooLong(const std::string& key,
 // Threading: thread-safe; calls are serialized on the loop.
 class HeadConnection {
  public:
+  // How long a rendezvous call waits for the head.
+  static constexpr int64_t kTimeoutMs = 5000;
+
   static HeadConnection& Get() {
     static HeadConnection* connection = new HeadConnection();
     return *connection;
@@ -45,7 +47,7 @@ class HeadConnection {
   // Throws shoal::Error when no cluster can be reached.
   void EnsureConnected() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (channel_ != nullptr) return;
+    if (head_ != nullptr) return;
     std::string address;
     std::string token;
     absl::Status resolved =
@@ -60,41 +62,21 @@ class HeadConnection {
           absl::StrCat("collective rendezvous: ", loop.status().message()));
     }
     loop_ = std::move(*loop);
-    address_ = address;
-    loop_->RunSync([&] {
-      channel_ = std::make_unique<rpc::Channel>(loop_.get(), address, token,
-                                                "collective");
-    });
+    head_ = std::make_unique<rpc::HeadClient>(loop_.get(), address, token,
+                                              "collective");
   }
 
-  absl::Status Call(int method, const google::protobuf::MessageLite& request,
-                    google::protobuf::MessageLite* reply) {
+  // The head's client. Throws shoal::Error when no cluster can be reached.
+  rpc::HeadClient& head() {
     EnsureConnected();
-    auto done = std::make_shared<std::promise<absl::Status>>();
-    std::future<absl::Status> result = done->get_future();
-    std::string payload = rpc::Serialize(request);
-    loop_->Post([this, done, reply, payload = std::move(payload), method] {
-      channel_->Call(
-          method, payload,
-          [done, reply](absl::StatusOr<std::string> r) {
-            if (r.ok() && !rpc::ParseMessage(*r, reply)) {
-              r = absl::DataLossError("malformed reply from the head");
-            }
-            done->set_value(r.status());
-          },
-          5000);
-    });
-    return result.get();
+    return *head_;
   }
-
-  const std::string& address() const { return address_; }
 
  private:
   HeadConnection() = default;
   std::mutex mu_;
   std::unique_ptr<rpc::EventLoop> loop_;
-  std::unique_ptr<rpc::Channel> channel_;  // lives on loop_
-  std::string address_;
+  std::unique_ptr<rpc::HeadClient> head_;
 };
 
 class ClusterKvStore : public Store {
@@ -104,14 +86,14 @@ class ClusterKvStore : public Store {
     request.set_key(key);
     request.set_value(value);
     request.set_overwrite(true);
-    proto::KvPutReply reply;
-    absl::Status status =
-        HeadConnection::Get().Call(proto::KV_PUT, request, &reply);
-    if (!status.ok()) {
+    rpc::HeadClient& head = HeadConnection::Get().head();
+    absl::StatusOr<proto::KvPutReply> reply =
+        head.KvPut(request, HeadConnection::kTimeoutMs);
+    if (!reply.ok()) {
       throw CollectiveError(
           absl::StrCat("could not publish key '", key, "' in the head's ",
-                       "key-value store at ", HeadConnection::Get().address(),
-                       ": ", status.message()),
+                       "key-value store at ", head.address(), ": ",
+                       reply.status().message()),
           {});
     }
   }
@@ -123,17 +105,17 @@ class ClusterKvStore : public Store {
     proto::KvGetRequest request;
     request.set_key(key);
     while (true) {
-      proto::KvGetReply reply;
-      absl::Status status =
-          HeadConnection::Get().Call(proto::KV_GET, request, &reply);
-      if (!status.ok()) {
+      rpc::HeadClient& head = HeadConnection::Get().head();
+      absl::StatusOr<proto::KvGetReply> reply =
+          head.KvGet(request, HeadConnection::kTimeoutMs);
+      if (!reply.ok()) {
         throw CollectiveError(
             absl::StrCat("could not read key '", key, "' from the head's ",
-                         "key-value store at ", HeadConnection::Get().address(),
-                         ": ", status.message()),
+                         "key-value store at ", head.address(), ": ",
+                         reply.status().message()),
             {});
       }
-      if (reply.found()) return reply.value();
+      if (reply->found()) return reply->value();
       if (std::chrono::steady_clock::now() >= deadline) {
         throw CollectiveError(WaitedTooLong(key, timeout), {});
       }

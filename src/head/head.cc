@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
+#include "head/actor_manager.h"
 #include "head/table_storage.h"
 #include "rpc/rpc.h"
 #include "scheduling/placement.h"
@@ -52,6 +53,14 @@ class HeadImpl : public Head {
       }
       server_ = std::move(*server);
       rpc::AlsoListenOnLoopback(server_.get(), options_.host);
+      ActorManagerOptions actor_options;
+      actor_options.token = options_.token;
+      actor_options.agent_channel = [this](const std::string& address) {
+        return AgentChannel(address);
+      };
+      actor_options.alive_nodes = [this] { return ActorNodes(); };
+      actors_ =
+          std::make_unique<ActorManager>(loop_.get(), std::move(actor_options));
       RegisterHandlers();
       ScheduleHealthCheck();
     });
@@ -75,6 +84,7 @@ class HeadImpl : public Head {
     }
     loop_->RunSync([&] {
       if (server_) server_->Shutdown();
+      actors_.reset();
       agents_.clear();
     });
     loop_->Stop();
@@ -180,6 +190,7 @@ class HeadImpl : public Head {
           RemovePlacementGroup(*pg);
           resp.Reply(proto::Empty());
         });
+    actors_->RegisterHandlers(s);
     server_->OnDisconnect([this](uint64_t conn) { OnDisconnect(conn); });
   }
 
@@ -326,6 +337,22 @@ class HeadImpl : public Head {
       out.push_back(
           {n->node_id(),
            ResourceSet::FromProto(use_totals ? n->total() : n->available())});
+    }
+    return out;
+  }
+
+  // The alive nodes for actor placement, in the order PlacementNodes uses.
+  std::vector<ActorNode> ActorNodes() const {
+    std::vector<ActorNode> out;
+    for (const PlacementNode& p : PlacementNodes(/*use_totals=*/false)) {
+      const NodeEntry& entry = nodes_.at(p.node_id);
+      const proto::NodeInfo& n = entry.info;
+      ActorNode node{n.node_id(), n.address(),
+                     ResourceSet::FromProto(n.total()), p.available};
+      for (const auto& l : entry.leases) {
+        if (!l.actor_id().empty()) node.leased_actors.insert(l.actor_id());
+      }
+      out.push_back(std::move(node));
     }
     return out;
   }
@@ -528,6 +555,8 @@ class HeadImpl : public Head {
     Persist(it->second);
     SHOAL_LOG(WARNING) << "node " << node_id << " ("
                        << it->second.info.address() << ") is dead: " << reason;
+    // Null only while stopping.
+    if (actors_) actors_->OnNodeDead(node_id, reason);
   }
 
   void ScheduleHealthCheck() {
@@ -583,6 +612,7 @@ class HeadImpl : public Head {
         info->set_age_ms((MonotonicUs() - pg.created_us) / 1000);
       }
     }
+    if (actors_) actors_->AddToStatus(&status);
     return status;
   }
 
@@ -603,6 +633,7 @@ class HeadImpl : public Head {
     if (auto it = job_by_conn_.find(conn); it != job_by_conn_.end()) {
       SHOAL_LOG(INFO) << it->second << " finished (its driver disconnected)";
       RemoveGroupsOfJob(it->second);
+      if (actors_) actors_->OnJobEnded(it->second);
       job_by_conn_.erase(it);
     }
     node_by_conn_.erase(conn);
@@ -684,6 +715,7 @@ class HeadImpl : public Head {
   std::map<std::string, std::string> pg_by_name_;
   std::deque<std::string> pending_pgs_;
   std::map<std::string, std::unique_ptr<rpc::Channel>> agents_;
+  std::unique_ptr<ActorManager> actors_;
   bool placing_ = false;
   bool retry_timer_armed_ = false;
 

@@ -1,5 +1,6 @@
 // The head: cluster tables (nodes, jobs, key-value pairs, binaries), node
-// health, and the cluster view that node agents use for spillback.
+// health, the cluster view that node agents use for spillback, placement
+// groups, and the actor directory (ActorManager).
 //
 // Threading: all state lives on the head's event loop. Create() starts the
 // loop; the destructor stops it.

@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -28,6 +27,7 @@
 #include "common/session.h"
 #include "common/util.h"
 #include "launch/framework_env.h"
+#include "rpc/head_client.h"
 #include "rpc/rpc.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
@@ -73,20 +73,19 @@ struct Proc {
 // next report.
 absl::StatusOr<bool> Report(rpc::EventLoop* loop, rpc::Channel* channel,
                             proto::LaunchReport* report) {
-  std::promise<absl::StatusOr<bool>> stop;
-  loop->Post([&] {
-    rpc::CallProto<proto::LaunchReportReply>(
-        channel, proto::LAUNCH_REPORT, *report,
-        [&](absl::StatusOr<proto::LaunchReportReply> r) {
-          if (r.ok()) {
-            stop.set_value(r->stop());
-          } else {
-            stop.set_value(r.status());
-          }
-        },
-        kReportTimeoutMs);
-  });
-  absl::StatusOr<bool> result = stop.get_future().get();
+  absl::StatusOr<bool> result = rpc::RunOnLoopAndWait<absl::StatusOr<bool>>(
+      loop, [&](std::function<void(absl::StatusOr<bool>)> done) {
+        rpc::CallProto<proto::LaunchReportReply>(
+            channel, proto::LAUNCH_REPORT, *report,
+            [done](absl::StatusOr<proto::LaunchReportReply> r) {
+              if (r.ok()) {
+                done(r->stop());
+              } else {
+                done(r.status());
+              }
+            },
+            kReportTimeoutMs);
+      });
   if (result.ok()) {
     report->clear_lines();
     report->clear_exits();
@@ -135,25 +134,10 @@ absl::StatusOr<int> FreePort(const std::string& host) {
 }
 
 // Host 0 publishes a free port under launch/<id>/port; the others read it.
-absl::StatusOr<int> RendezvousPort(rpc::EventLoop* loop, rpc::Channel* head,
+absl::StatusOr<int> RendezvousPort(rpc::HeadClient& head,
                                    const proto::LaunchHostSpec& spec) {
+  constexpr int64_t kHeadTimeoutMs = 5000;
   std::string key = absl::StrCat("launch/", spec.launch_id(), "/port");
-  auto call = [&](int method, const google::protobuf::MessageLite& req,
-                  google::protobuf::MessageLite* reply) {
-    std::promise<absl::Status> done;
-    loop->Post([&] {
-      head->Call(
-          method, rpc::Serialize(req),
-          [&](absl::StatusOr<std::string> r) {
-            if (r.ok() && !rpc::ParseMessage(*r, reply)) {
-              r = absl::DataLossError("malformed reply from the head");
-            }
-            done.set_value(r.status());
-          },
-          5000);
-    });
-    return done.get_future().get();
-  };
   if (spec.host_index() == 0) {
     int port = 0;
     absl::StatusOr<int> free = FreePort(spec.hosts(0).address());
@@ -163,19 +147,17 @@ absl::StatusOr<int> RendezvousPort(rpc::EventLoop* loop, rpc::Channel* head,
     put.set_key(key);
     put.set_value(std::to_string(port));
     put.set_overwrite(true);
-    proto::KvPutReply reply;
-    absl::Status st = call(proto::KV_PUT, put, &reply);
-    if (!st.ok()) return st;
+    absl::StatusOr<proto::KvPutReply> reply = head.KvPut(put, kHeadTimeoutMs);
+    if (!reply.ok()) return reply.status();
     return port;
   }
   proto::KvGetRequest get;
   get.set_key(key);
   for (int i = 0; i < 600; ++i) {  // up to a minute
-    proto::KvGetReply reply;
-    absl::Status st = call(proto::KV_GET, get, &reply);
-    if (!st.ok()) return st;
+    absl::StatusOr<proto::KvGetReply> reply = head.KvGet(get, kHeadTimeoutMs);
+    if (!reply.ok()) return reply.status();
     int port = 0;
-    if (reply.found() && absl::SimpleAtoi(reply.value(), &port)) return port;
+    if (reply->found() && absl::SimpleAtoi(reply->value(), &port)) return port;
     usleep(100000);
   }
   return absl::DeadlineExceededError(
@@ -224,23 +206,21 @@ std::string RunLaunchHost(std::string spec_bytes) {
       absl::StrCat("host ", spec.host_index(), " (", self.address(), ", node ",
                    self.node_id(), ")");
   std::unique_ptr<rpc::Channel> channel;
-  std::unique_ptr<rpc::Channel> head_channel;
+  rpc::HeadClient head_client(loop->get(), head ? head : "", token, "runner");
   (*loop)->RunSync([&] {
     channel = std::make_unique<rpc::Channel>(
         loop->get(), spec.launcher_address(), token, "runner");
-    head_channel = std::make_unique<rpc::Channel>(loop->get(), head ? head : "",
-                                                  token, "runner");
   });
   auto close_channels = [&] {
     (*loop)->RunSync([&] {
       channel.reset();
-      head_channel.reset();
+      head_client.Close();
     });
     (*loop)->Stop();
   };
   // The rendezvous port (MASTER_PORT, the JAX coordinator's port): host 0
   // picks a free one and publishes it in the head's key-value store.
-  auto port = RendezvousPort(loop->get(), head_channel.get(), spec);
+  auto port = RendezvousPort(head_client, spec);
   if (!port.ok()) {
     close_channels();
     result.set_error(absl::StrCat(where, ": ", port.status().message()));

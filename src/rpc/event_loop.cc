@@ -1,19 +1,23 @@
 #include "rpc/event_loop.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/util.h"
 
 namespace shoal::rpc {
+namespace {
+// How long a loop that just had work polls before it sleeps.
+constexpr int64_t kBusyPollUs = 100;
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(
     const std::string& name) {
@@ -74,13 +78,10 @@ void EventLoop::Post(std::function<void()> fn) {
 }
 
 void EventLoop::RunSync(const std::function<void()>& fn) {
-  if (InLoop()) return fn();
-  std::promise<void> done;
-  Post([&] {
+  RunOnLoopAndWait<void>(this, [&fn](const std::function<void()>& done) {
     fn();
-    done.set_value();
+    done();
   });
-  done.get_future().wait();
 }
 
 void EventLoop::Wake() {
@@ -152,8 +153,27 @@ void EventLoop::Run() {
   constexpr int kMaxEvents = 128;
   epoll_event events[kMaxEvents];
   std::vector<std::function<void()>> batch;
+  int64_t active_us = 0;  // when the last iteration had work
   while (!stopping_) {
-    int n = epoll_wait(epoll_fd_, events, kMaxEvents, NextTimeoutMs());
+    int timeout_ms = NextTimeoutMs();
+    int n = 0;
+    if (timeout_ms != 0 && MonotonicUs() - active_us < kBusyPollUs) {
+      // Just busy: the answer to what it sent is likely a round trip away,
+      // and waking a sleeping thread costs more than that on a VM. Poll,
+      // yielding the core to any thread that can run.
+      n = epoll_wait(epoll_fd_, events, kMaxEvents, 0);
+      if (n == 0) {
+        sched_yield();
+        bool posted;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          posted = !posted_.empty();
+        }
+        if (!posted) continue;
+      }
+    } else {
+      n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
+    }
     if (n < 0 && errno != EINTR) {
       SHOAL_LOG(ERROR) << "epoll_wait: " << strerror(errno);
     }
@@ -176,6 +196,7 @@ void EventLoop::Run() {
       batch.swap(posted_);
       wake_pending_ = false;
     }
+    if (n > 0 || !batch.empty()) active_us = MonotonicUs();
     for (auto& fn : batch) fn();
     batch.clear();
     RunDueTimers();

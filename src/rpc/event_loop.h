@@ -7,17 +7,23 @@
 #define SHOAL_RPC_EVENT_LOOP_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/logging.h"
 
 namespace shoal::rpc {
 
@@ -35,7 +41,8 @@ class EventLoop {
 
   void Post(std::function<void()> fn);
   // Runs `fn` on the loop and waits for it (runs it at once when called on
-  // the loop thread). For setup and shutdown steps of the loop's owner.
+  // the loop thread). For setup and shutdown steps of the loop's owner; the
+  // same as RunOnLoopAndWait<void> with a `fn` that finishes at once.
   void RunSync(const std::function<void()>& fn);
   // Runs `fn` at the end of the current iteration, after every ready event
   // has been handled: connections flush their output here, so that all the
@@ -79,6 +86,94 @@ class EventLoop {
   uint64_t next_timer_id_ = 1;
   std::vector<std::function<void()>> iteration_end_;
 };
+
+// The `done` that RunOnLoopAndWait<T> hands its closure.
+template <typename T>
+struct LoopDone {
+  using Type = std::function<void(T)>;
+};
+template <>
+struct LoopDone<void> {
+  using Type = std::function<void()>;
+};
+
+// Runs `start` on `loop` and blocks the calling thread until `start`, or the
+// work it set going on the loop (an RPC, several), calls the `done` it was
+// handed; returns what `done` was given. This is how a user thread gets one
+// answer out of state or calls that the loop owns:
+//
+//   absl::StatusOr<Reply> reply = RunOnLoopAndWait<absl::StatusOr<Reply>>(
+//       loop, [&](LoopDone<absl::StatusOr<Reply>>::Type done) {
+//         CallProto<Reply>(channel, method, request, std::move(done));
+//       });
+//
+// `done` may be called on any thread; calls after the first are ignored.
+// On the loop thread itself `start` runs at once and must call `done` before
+// it returns: nothing else could run on the loop while its thread waits.
+// REQUIRES: the loop keeps running until `done` is called.
+template <typename T>
+T RunOnLoopAndWait(EventLoop* loop,
+                   std::function<void(typename LoopDone<T>::Type done)> start);
+
+// ---- Implementation details ----
+
+namespace loop_internal {
+
+// The value a waiting thread is given, set once.
+template <typename T>
+class WaitSlot {
+ public:
+  void Set(T value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (value_.has_value()) return;
+    value_.emplace(std::move(value));
+    ready_.notify_all();
+  }
+  bool has_value() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return value_.has_value();
+  }
+  T Take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_.wait(lock, [this] { return value_.has_value(); });
+    return std::move(*value_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::optional<T> value_;  // guarded by mu_
+};
+
+}  // namespace loop_internal
+
+template <typename T>
+T RunOnLoopAndWait(EventLoop* loop,
+                   std::function<void(typename LoopDone<T>::Type done)> start) {
+  using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+  auto slot = std::make_shared<loop_internal::WaitSlot<Stored>>();
+  typename LoopDone<T>::Type done;
+  if constexpr (std::is_void_v<T>) {
+    done = [slot] { slot->Set(std::monostate()); };
+  } else {
+    done = [slot](T value) { slot->Set(std::move(value)); };
+  }
+  if (loop->InLoop()) {
+    start(std::move(done));
+    SHOAL_CHECK(slot->has_value())
+        << "RunOnLoopAndWait on the loop thread: the result must be ready "
+           "when the closure returns";
+  } else {
+    loop->Post([start = std::move(start), done = std::move(done)]() mutable {
+      start(std::move(done));
+    });
+  }
+  if constexpr (std::is_void_v<T>) {
+    slot->Take();
+  } else {
+    return slot->Take();
+  }
+}
 
 }  // namespace shoal::rpc
 

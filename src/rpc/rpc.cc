@@ -11,7 +11,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -651,23 +653,36 @@ void Channel::OnClosed(const absl::Status& why) {
   bool was_ready = ready_;
   conn_ = nullptr;
   ready_ = false;
+  // Calls still queued were never written: the peer cannot have seen them.
+  std::set<uint64_t> unsent;
+  for (const std::string& frame : queued_) {
+    uint64_t id;
+    memcpy(&id, frame.data() + 9, 8);
+    unsent.insert(id);
+  }
   queued_.clear();
   absl::Status status = why;
   if (why.code() != absl::StatusCode::kPermissionDenied &&
       why.code() != absl::StatusCode::kUnauthenticated) {
     status = absl::UnavailableError(why.message());
   }
+  absl::Status not_sent = status;
+  not_sent.SetPayload(kNotSentPayload, absl::Cord("1"));
   std::vector<uint64_t> ids;
   ids.reserve(pending_.size());
   for (auto& [id, p] : pending_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   std::weak_ptr<bool> alive = alive_;
   for (uint64_t id : ids) {
-    Fail(id, status);
+    Fail(id, unsent.count(id) ? not_sent : status);
     auto a = alive.lock();
     if (!a || !*a) return;
   }
   if (was_ready && on_disconnect_) on_disconnect_(status);
+}
+
+bool NeverSent(const absl::Status& status) {
+  return status.GetPayload(kNotSentPayload).has_value();
 }
 
 bool ParseMessage(std::string_view payload, google::protobuf::MessageLite* m) {

@@ -149,6 +149,11 @@ class Channel {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
+// Whether a call failed before its request was written to the connection
+// (the connection never came up): the peer cannot have acted on it.
+bool NeverSent(const absl::Status& status);
+inline constexpr char kNotSentPayload[] = "shoal.rpc/not-sent";
+
 // Typed convenience over Channel::Call.
 bool ParseMessage(std::string_view payload, google::protobuf::MessageLite* m);
 std::string Serialize(const google::protobuf::MessageLite& m);

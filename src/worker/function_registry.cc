@@ -14,6 +14,9 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, Invoker> by_name;
   std::unordered_map<const void*, std::string> by_address;
+  std::map<std::string, FactoryInvoker> factories;
+  std::map<std::string, MethodInvoker> methods;
+  std::unordered_map<std::string, std::string> method_by_key;
 };
 
 Registry& GetRegistry() {
@@ -41,6 +44,48 @@ const std::string& FunctionName(const void* address) {
         "SHOAL_REMOTE(name) at namespace scope");
   }
   return it->second;
+}
+
+void RegisterActorFactory(const std::string& name, const void* address,
+                          FactoryInvoker invoker) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factories[name] = std::move(invoker);
+  r.by_address[address] = name;
+}
+
+void RegisterActorMethod(const std::string& name, const std::string& key,
+                         MethodInvoker invoker) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.methods[name] = std::move(invoker);
+  r.method_by_key[key] = name;
+}
+
+const std::string& ActorMethodName(const std::string& key) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.method_by_key.find(key);
+  if (it == r.method_by_key.end()) {
+    throw Error(
+        "this method is not an actor method: register it with "
+        "SHOAL_REMOTE(&Class::Method) at namespace scope");
+  }
+  return it->second;
+}
+
+const FactoryInvoker* FindActorFactory(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.factories.find(name);
+  return it == r.factories.end() ? nullptr : &it->second;
+}
+
+const MethodInvoker* FindActorMethod(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.methods.find(name);
+  return it == r.methods.end() ? nullptr : &it->second;
 }
 
 const Invoker* FindInvoker(const std::string& name) {

@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -14,9 +16,26 @@
 #include "common/util.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
+#include "worker/actor_host.h"
 #include "worker/function_registry.h"
 
 namespace shoal::internal {
+
+namespace {
+// The depth of the task running on this thread; of the last one started in
+// the process for threads a task made itself.
+thread_local int t_task_depth = -1;
+std::atomic<int> g_task_depth{0};
+}  // namespace
+
+void SetCurrentTaskDepth(int depth) {
+  t_task_depth = depth;
+  g_task_depth.store(depth);
+}
+int CurrentTaskDepth() {
+  return t_task_depth >= 0 ? t_task_depth : g_task_depth.load();
+}
+
 namespace {
 
 std::string Env(const char* name) {
@@ -44,13 +63,15 @@ absl::StatusOr<std::shared_ptr<ObjectClient>>& Store() {
 
 // Maps the stored arguments from this node's store (pulling them here
 // first). Fills `result` with the error when one cannot be had.
-bool ResolveArgs(const proto::TaskSpec& spec, std::vector<ObjectValue>* args,
-                 proto::TaskResult* result) {
-  args->reserve(spec.args_size());
-  for (int i = 0; i < spec.args_size(); ++i) {
-    auto stored = spec.stored_args().find(i);
-    if (stored == spec.stored_args().end()) {
-      args->push_back({spec.args(i), false, nullptr});
+bool ResolveArgs(
+    const google::protobuf::RepeatedPtrField<std::string>& inline_args,
+    const google::protobuf::Map<int32_t, proto::StoredObject>& stored_args,
+    std::vector<ObjectValue>* args, proto::TaskResult* result) {
+  args->reserve(inline_args.size());
+  for (int i = 0; i < inline_args.size(); ++i) {
+    auto stored = stored_args.find(i);
+    if (stored == stored_args.end()) {
+      args->push_back({inline_args.Get(i), false, nullptr});
       continue;
     }
     const proto::StoredObject& object = stored->second;
@@ -109,37 +130,137 @@ absl::Status StoreResult(const proto::TaskSpec& spec, const ObjectValue& value,
   return absl::OkStatus();
 }
 
-void RunTask(const proto::TaskSpec& spec, const rpc::Responder& responder) {
+// The loop of this worker (for replies from an actor's threads).
+rpc::EventLoop* g_loop = nullptr;
+
+// Runs one task or actor call and says how it went.
+proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   proto::TaskResult result;
-  const Invoker* invoker = FindInvoker(spec.function_name());
+  SetCurrentTaskDepth(spec.depth());
+  ActorHost* host = nullptr;
+  const Invoker* invoker = nullptr;
+  const MethodInvoker* method = nullptr;
+  if (!spec.actor_id().empty()) {
+    host = ActorHost::Current();
+    if (host == nullptr || host->actor_id() != spec.actor_id()) {
+      result.set_error(
+          absl::StrCat("this worker does not hold actor ", spec.actor_id()));
+      result.set_error_type("shoal::ActorDied");
+      return result;
+    }
+    method = FindActorMethod(spec.function_name());
+    if (method == nullptr) {
+      result.set_error("this actor's binary has no method named \"" +
+                       spec.function_name() +
+                       "\": register it with SHOAL_REMOTE(&Class::Method)");
+      result.set_error_type("shoal::UnknownFunction");
+      return result;
+    }
+  } else {
+    invoker = FindInvoker(spec.function_name());
+    if (invoker == nullptr) {
+      result.set_error("this worker's binary has no remote function named \"" +
+                       spec.function_name() +
+                       "\": register it with SHOAL_REMOTE in the program");
+      result.set_error_type("shoal::UnknownFunction");
+      return result;
+    }
+  }
   std::vector<ObjectValue> args;
-  if (invoker == nullptr) {
-    result.set_error("this worker's binary has no remote function named \"" +
-                     spec.function_name() +
+  if (!ResolveArgs(spec.args(), spec.stored_args(), &args, &result)) {
+    return result;
+  }
+  int64_t start = MonotonicUs();
+  try {
+    ObjectValue value = method != nullptr ? (*method)(host->instance(), args)
+                                          : (*invoker)(args);
+    result.set_exec_us(MonotonicUs() - start);
+    absl::Status stored = StoreResult(spec, value, &result);
+    if (stored.ok()) {
+      result.set_ok(true);
+    } else {
+      result.set_error(
+          absl::StrCat("the result could not be stored: ", stored.message()));
+      result.set_error_type("shoal::ObjectStoreFull");
+    }
+  } catch (const ActorExitRequested&) {
+    result.set_error("the actor called shoal::ExitActor()");
+    result.set_error_type("shoal::ActorExited");
+    *exit_after = true;
+  } catch (const std::exception& e) {
+    result.set_error(e.what());
+    result.set_error_type(typeid(e).name());
+  } catch (...) {
+    result.set_error("unknown exception (not derived from std::exception)");
+  }
+  if (result.exec_us() == 0) result.set_exec_us(MonotonicUs() - start);
+  args.clear();  // unpins the arguments before the owner hears back
+  return result;
+}
+
+// Answers on the loop thread; an actor that called ExitActor ends here,
+// once its answer is written.
+void Answer(const rpc::Responder& responder, const proto::TaskResult& result,
+            bool exit_after) {
+  responder.ReplyNow(result);
+  if (exit_after) {
+    SHOAL_LOG(INFO) << "the actor called shoal::ExitActor(); exiting";
+    _exit(0);
+  }
+}
+
+void RunTask(const proto::TaskSpec& spec, const rpc::Responder& responder) {
+  ActorHost* host = ActorHost::Current();
+  if (host != nullptr && host->threaded() && !spec.actor_id().empty()) {
+    host->Run([spec, responder] {
+      bool exit_after = false;
+      proto::TaskResult result = Execute(spec, &exit_after);
+      g_loop->Post([responder, result = std::move(result), exit_after] {
+        Answer(responder, result, exit_after);
+      });
+    });
+    return;
+  }
+  bool exit_after = false;
+  proto::TaskResult result = Execute(spec, &exit_after);
+  Answer(responder, result, exit_after);
+}
+
+// The head makes this worker's actor: its factory with its arguments.
+void CreateActorInstance(const proto::ActorCreation& creation,
+                         const rpc::Responder& responder) {
+  const proto::ActorSpec& spec = creation.spec();
+  proto::TaskResult result;
+  SetCurrentTaskDepth(spec.depth());
+  const FactoryInvoker* factory = FindActorFactory(spec.factory());
+  std::vector<ObjectValue> args;
+  if (ActorHost::Current() != nullptr) {
+    result.set_error(absl::StrCat("this worker already holds actor ",
+                                  ActorHost::Current()->actor_id()));
+  } else if (factory == nullptr) {
+    result.set_error("this worker's binary has no actor factory named \"" +
+                     spec.factory() +
                      "\": register it with SHOAL_REMOTE in the program");
     result.set_error_type("shoal::UnknownFunction");
-  } else if (ResolveArgs(spec, &args, &result)) {
+  } else if (ResolveArgs(spec.args(), spec.stored_args(), &args, &result)) {
     int64_t start = MonotonicUs();
     try {
-      ObjectValue value = (*invoker)(args);
-      result.set_exec_us(MonotonicUs() - start);
-      absl::Status stored = StoreResult(spec, value, &result);
-      if (stored.ok()) {
-        result.set_ok(true);
-      } else {
-        result.set_error(
-            absl::StrCat("the result could not be stored: ", stored.message()));
-        result.set_error_type("shoal::ObjectStoreFull");
-      }
+      ActorInstance instance = (*factory)(args);
+      ActorHost::Install(std::make_unique<ActorHost>(
+          spec.actor_id(), std::move(instance),
+          std::max(1, spec.max_concurrency()), creation.num_restarts() > 0));
+      result.set_ok(true);
+      SetLogComponent(absl::StrCat("worker ", Env("SHOAL_WORKER_ID"), " actor ",
+                                   spec.actor_id()));
     } catch (const std::exception& e) {
       result.set_error(e.what());
       result.set_error_type(typeid(e).name());
     } catch (...) {
       result.set_error("unknown exception (not derived from std::exception)");
     }
-    if (result.exec_us() == 0) result.set_exec_us(MonotonicUs() - start);
+    result.set_exec_us(MonotonicUs() - start);
   }
-  args.clear();  // unpins the arguments before the owner hears back
+  args.clear();
   responder.ReplyNow(result);
 }
 
@@ -159,6 +280,7 @@ int RunWorker() {
     SHOAL_LOG(ERROR) << loop.status();
     return 1;
   }
+  g_loop = loop->get();
   std::unique_ptr<rpc::Server> server;
   std::unique_ptr<rpc::Channel> agent;
   std::string token = Env("SHOAL_TOKEN");
@@ -171,6 +293,8 @@ int RunWorker() {
     server = std::move(*s);
     rpc::RegisterProto<proto::TaskSpec>(server.get(), proto::PUSH_TASK,
                                         RunTask);
+    rpc::RegisterProto<proto::ActorCreation>(
+        server.get(), proto::CREATE_ACTOR_INSTANCE, CreateActorInstance);
     agent = std::make_unique<rpc::Channel>(
         loop->get(), Env("SHOAL_AGENT_ADDRESS"), token, "worker " + worker_id);
     proto::RegisterWorkerRequest req;

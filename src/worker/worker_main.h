@@ -1,6 +1,6 @@
 // A worker process: the user's binary re-executed by a node agent. Registers
 // with its agent, then runs the tasks that drivers push to it, one at a time,
-// in the order they arrive.
+// in the order they arrive, or holds one actor (worker/actor_host.h).
 #ifndef SHOAL_WORKER_WORKER_MAIN_H_
 #define SHOAL_WORKER_WORKER_MAIN_H_
 
@@ -9,6 +9,11 @@ namespace shoal::internal {
 // Reads SHOAL_WORKER_ID, SHOAL_AGENT_ADDRESS, SHOAL_NODE_IP, SHOAL_TOKEN from
 // the environment. Returns the process's exit code.
 int RunWorker();
+
+// How deeply the task this worker runs is nested (a driver's tasks: 0); a
+// runtime started inside it submits at one more.
+void SetCurrentTaskDepth(int depth);
+int CurrentTaskDepth();
 
 }  // namespace shoal::internal
 

@@ -1,0 +1,46 @@
+#include "agent/lease_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace shoal::agent {
+
+void LeaseQueue::Push(PendingLease p) {
+  // Most requests are as deep as the last one queued: this finds the end
+  // in O(log n).
+  auto at = std::upper_bound(queue_.begin(), queue_.end(), p.request.depth(),
+                             [](int32_t depth, const PendingLease& q) {
+                               return depth > q.request.depth();
+                             });
+  queue_.insert(at, std::move(p));
+}
+
+std::deque<PendingLease> LeaseQueue::TakeAll() {
+  std::deque<PendingLease> all;
+  all.swap(queue_);
+  return all;
+}
+
+PendingLease* LeaseQueue::Find(uint64_t seq) {
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [seq](const PendingLease& p) { return p.seq == seq; });
+  return it == queue_.end() ? nullptr : &*it;
+}
+
+void LeaseQueue::Erase(uint64_t seq) {
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [seq](const PendingLease& p) { return p.seq == seq; });
+  if (it != queue_.end()) queue_.erase(it);
+}
+
+size_t LeaseQueue::DropConnection(uint64_t conn_id) {
+  auto kept = std::stable_partition(
+      queue_.begin(), queue_.end(), [conn_id](const PendingLease& p) {
+        return p.responder.connection_id() != conn_id;
+      });
+  size_t dropped = static_cast<size_t>(queue_.end() - kept);
+  queue_.erase(kept, queue_.end());
+  return dropped;
+}
+
+}  // namespace shoal::agent

@@ -1,0 +1,54 @@
+// The lease requests waiting on this node, in the order they are tried:
+// deepest first (RequestLeaseRequest.depth: how deeply the requester's task
+// is nested), then by arrival. Nested tasks then finish before their
+// parents' siblings start (depth-first), which bounds how many workers wait
+// blocked on their children (docs/design/actors.md).
+//
+// Threading: lives on the agent's event loop; not thread-safe.
+#ifndef SHOAL_AGENT_LEASE_QUEUE_H_
+#define SHOAL_AGENT_LEASE_QUEUE_H_
+
+#include <cstdint>
+#include <deque>
+
+#include "agent/lease_policy.h"
+#include "rpc/rpc.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::agent {
+
+struct PendingLease {
+  proto::RequestLeaseRequest request;
+  LeaseAsk ask;
+  rpc::Responder responder;
+  bool infeasible = false;  // counted as infeasible demand
+  uint64_t seq = 0;         // the agent's number for it
+};
+
+class LeaseQueue {
+ public:
+  // Queues `p` after every request at least as deep and before shallower
+  // ones.
+  void Push(PendingLease p);
+
+  // Every queued request in order; the queue is empty after. (Requests the
+  // caller pushes back keep their order.)
+  std::deque<PendingLease> TakeAll();
+
+  // The queued request numbered `seq`; null when it is not queued.
+  PendingLease* Find(uint64_t seq);
+  void Erase(uint64_t seq);
+
+  // Drops the requests of the requester on connection `conn_id`; how many.
+  size_t DropConnection(uint64_t conn_id);
+
+  const std::deque<PendingLease>& requests() const { return queue_; }
+  size_t size() const { return queue_.size(); }
+
+ private:
+  std::deque<PendingLease> queue_;
+};
+
+}  // namespace shoal::agent
+
+#endif  // SHOAL_AGENT_LEASE_QUEUE_H_

@@ -1,0 +1,104 @@
+// The actor entry points of the public API (shoal/actor.h).
+#include <cxxabi.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "api/core_runtime.h"
+#include "rpc/head_client.h"
+#include "shoal/api.h"
+#include "shoal/shoal.pb.h"
+#include "worker/actor_host.h"
+
+namespace shoal {
+namespace internal {
+namespace {
+
+std::string ReadableType(const std::string& type) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(type.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || out == nullptr) return type;
+  std::string readable(out);
+  free(out);
+  return readable;
+}
+
+}  // namespace
+
+std::string CreateActor(const std::string& factory,
+                        const std::string& class_type,
+                        std::vector<TaskArg> args,
+                        const ActorOptions& options) {
+  return RequireRuntime()->CreateActor(factory, class_type, std::move(args),
+                                       options);
+}
+
+std::shared_ptr<RefHandle> SubmitActorTask(const std::string& actor_id,
+                                           const std::string& method,
+                                           std::vector<TaskArg> args) {
+  return RequireRuntime()->SubmitActorTask(actor_id, method, std::move(args));
+}
+
+std::string FindActor(const std::string& name, const std::string& class_type) {
+  if (name.empty()) throw Error("GetActor: give the actor's name");
+  proto::GetActorRequest req;
+  req.set_name(name);
+  absl::StatusOr<proto::ActorInfo> found =
+      RequireRuntime()->head().GetActor(req);
+  if (absl::IsNotFound(found.status())) return "";
+  if (!found.ok()) {
+    throw Error(absl::StrCat("cannot look up actor \"", name,
+                             "\": ", found.status().message()));
+  }
+  const proto::ActorInfo& info = *found;
+  if (info.state() == proto::ActorInfo::DEAD) return "";
+  std::string want = ReadableType(class_type);
+  if (info.spec().class_name() != want) {
+    throw Error(absl::StrCat("actor \"", name, "\" is a ",
+                             info.spec().class_name(), ", not a ", want));
+  }
+  return info.spec().actor_id();
+}
+
+void KillActor(const std::string& actor_id, bool no_restart) {
+  if (actor_id.empty()) throw Error("Kill: this actor handle is empty");
+  proto::KillActorRequest req;
+  req.set_actor_id(actor_id);
+  req.set_no_restart(no_restart);
+  absl::Status st = RequireRuntime()->head().KillActor(req);
+  if (!st.ok()) {
+    throw Error(
+        absl::StrCat("cannot kill actor ", actor_id, ": ", st.message()));
+  }
+}
+
+}  // namespace internal
+
+void ExitActor() {
+  internal::ActorHost* host = internal::ActorHost::Current();
+  if (host == nullptr) {
+    throw Error(
+        "shoal::ExitActor() is for an actor's methods; this process "
+        "holds no actor");
+  }
+  // The head hears it first, so that the process's end is not taken for a
+  // crash to restart from.
+  proto::ActorExitingRequest req;
+  req.set_actor_id(host->actor_id());
+  const char* worker = getenv("SHOAL_WORKER_ID");
+  req.set_worker_id(worker != nullptr ? worker : "");
+  absl::Status st = internal::RequireRuntime()->head().ActorExiting(req);
+  if (!st.ok()) {
+    throw Error(absl::StrCat("shoal::ExitActor(): the head did not hear it: ",
+                             st.message()));
+  }
+  throw internal::ActorExitRequested();
+}
+
+bool WasCurrentActorRestarted() {
+  internal::ActorHost* host = internal::ActorHost::Current();
+  return host != nullptr && host->restarted();
+}
+
+}  // namespace shoal

@@ -1,0 +1,313 @@
+// ActorSubmitter against a fake runtime (the delegate) and fake actors: real
+// rpc::Servers on loopback that answer PUSH_TASK as a worker would.
+#include "api/actor_submitter.h"
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/event_loop.h"
+#include "rpc/rpc.h"
+
+namespace shoal::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kToken[] = "test-token";
+
+// A worker holding the actor: answers each call with its task id, after
+// recording it; calls whose task id starts with "hold" are kept unanswered.
+class FakeActor {
+ public:
+  explicit FakeActor(rpc::EventLoop* loop) {
+    auto server = rpc::Server::Create(loop, "127.0.0.1", 0, kToken);
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    rpc::RegisterProto<proto::TaskSpec>(
+        server_.get(), proto::PUSH_TASK,
+        [this](const proto::TaskSpec& spec, rpc::Responder r) {
+          seen.push_back(spec.task_id());
+          if (spec.task_id().rfind("hold", 0) == 0) {
+            held.push_back(r);
+            return;
+          }
+          proto::TaskResult result;
+          result.set_ok(true);
+          result.set_value(spec.task_id());
+          r.Reply(result);
+        });
+  }
+  std::string address() const {
+    return absl::StrCat("127.0.0.1:", server_->port());
+  }
+  // Ends the process, as kill -9 would: its connections close.
+  void Die() { server_.reset(); }
+
+  std::vector<std::string> seen;
+  std::vector<rpc::Responder> held;
+
+ private:
+  std::unique_ptr<rpc::Server> server_;
+};
+
+class FakeRuntime : public ActorSubmitter::Delegate {
+ public:
+  explicit FakeRuntime(rpc::EventLoop* loop) : loop_(loop) {}
+
+  bool BuildCall(const std::string& task_id, const std::string&,
+                 proto::TaskSpec* spec) override {
+    spec->set_task_id(task_id);
+    return true;
+  }
+  void CallReplied(const std::string& task_id, const std::string&,
+                   proto::TaskResult result) override {
+    outcomes[task_id] = "ok:" + result.value();
+  }
+  void CallFailed(const std::string& task_id, ActorSubmitter::Failure failure,
+                  const std::string& message) override {
+    outcomes[task_id] = absl::StrCat(
+        failure == ActorSubmitter::Failure::kInfeasible ? "infeasible:"
+                                                        : "died:",
+        message);
+  }
+  // The head: answers from `infos` in order; an empty queue keeps the
+  // request (a long poll) until Publish().
+  void GetActor(
+      const proto::GetActorRequest& request,
+      std::function<void(absl::StatusOr<proto::ActorInfo>)> done) override {
+    requests.push_back(request);
+    if (!infos.empty()) {
+      auto next = std::move(infos.front());
+      infos.pop_front();
+      return done(std::move(next));
+    }
+    polls.push_back(std::move(done));
+  }
+  std::unique_ptr<rpc::Channel> ConnectTo(const std::string& address) override {
+    return std::make_unique<rpc::Channel>(loop_, address, kToken, "test");
+  }
+
+  // Answers the waiting long polls with `info`.
+  void Publish(const proto::ActorInfo& info) {
+    auto waiting = std::move(polls);
+    polls.clear();
+    for (auto& done : waiting) done(info);
+  }
+
+  std::map<std::string, std::string> outcomes;
+  std::deque<absl::StatusOr<proto::ActorInfo>> infos;
+  std::vector<proto::GetActorRequest> requests;
+  std::vector<std::function<void(absl::StatusOr<proto::ActorInfo>)>> polls;
+
+ private:
+  rpc::EventLoop* loop_;
+};
+
+proto::ActorInfo Info(proto::ActorInfo::State state, const std::string& address,
+                      int64_t version, int max_task_retries = 0) {
+  proto::ActorInfo info;
+  info.mutable_spec()->set_actor_id("a1");
+  info.mutable_spec()->set_name("counter");
+  info.mutable_spec()->set_class_name("Counter");
+  info.mutable_spec()->set_max_task_retries(max_task_retries);
+  info.set_state(state);
+  info.set_address(address);
+  info.set_node_id("node-1");
+  info.set_version(version);
+  return info;
+}
+
+class ActorSubmitterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto loop = rpc::EventLoop::Create("actor_submitter_test");
+    ASSERT_TRUE(loop.ok());
+    loop_ = std::move(*loop);
+    Run([&] {
+      runtime_ = std::make_unique<FakeRuntime>(loop_.get());
+      submitter_ =
+          std::make_unique<ActorSubmitter>(loop_.get(), runtime_.get());
+      actor_ = std::make_unique<FakeActor>(loop_.get());
+    });
+  }
+  void TearDown() override {
+    Run([&] {
+      submitter_.reset();
+      actor_.reset();
+      second_.reset();
+      runtime_.reset();
+    });
+    loop_->Stop();
+  }
+  void Run(const std::function<void()>& fn) { loop_->RunSync(fn); }
+  // Runs `check` on the loop until it holds (10 s at most).
+  bool Eventually(const std::function<bool()>& check) {
+    for (int i = 0; i < 1000; ++i) {
+      bool ok = false;
+      Run([&] { ok = check(); });
+      if (ok) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  void Submit(const std::string& task, bool ready = true) {
+    Run([&] {
+      submitter_->Add("a1", task);
+      if (ready) submitter_->Ready("a1", task);
+    });
+  }
+  std::string Outcome(const std::string& task) {
+    std::string out;
+    Run([&] {
+      auto it = runtime_->outcomes.find(task);
+      if (it != runtime_->outcomes.end()) out = it->second;
+    });
+    return out;
+  }
+
+  std::unique_ptr<rpc::EventLoop> loop_;
+  std::unique_ptr<FakeRuntime> runtime_;
+  std::unique_ptr<ActorSubmitter> submitter_;
+  std::unique_ptr<FakeActor> actor_;
+  std::unique_ptr<FakeActor> second_;
+};
+
+TEST_F(ActorSubmitterTest, CallsLeaveInSubmissionOrderOnceReady) {
+  Run([&] {
+    runtime_->infos.push_back(
+        Info(proto::ActorInfo::ALIVE, actor_->address(), 1));
+  });
+  Submit("t1", /*ready=*/false);
+  Submit("t2");
+  Submit("t3");
+  // t2 and t3 wait behind t1, whose argument is not resolved yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Run([&] { EXPECT_THAT(actor_->seen, IsEmpty()); });
+  Run([&] { submitter_->Ready("a1", "t1"); });
+  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 3; }));
+  Run([&] { EXPECT_THAT(actor_->seen, ElementsAre("t1", "t2", "t3")); });
+  EXPECT_EQ(Outcome("t2"), "ok:t2");
+}
+
+TEST_F(ActorSubmitterTest, PendingActorHoldsCallsUntilItIsAlive) {
+  Run([&] {
+    runtime_->infos.push_back(Info(proto::ActorInfo::PENDING, "", 1));
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  Run([&] {
+    // The second question is a long poll past the version it knows.
+    EXPECT_EQ(runtime_->requests.back().after_version(), 1);
+    EXPECT_GT(runtime_->requests.back().wait_ms(), 0);
+    runtime_->Publish(Info(proto::ActorInfo::ALIVE, actor_->address(), 2));
+  });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  EXPECT_EQ(Outcome("t1"), "ok:t1");
+}
+
+TEST_F(ActorSubmitterTest, UnknownActorFailsEveryCall) {
+  Run([&] { runtime_->infos.push_back(absl::NotFoundError("no actor a1")); });
+  Submit("t1");
+  Submit("t2", /*ready=*/false);
+  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 2; }));
+  EXPECT_THAT(Outcome("t1"), HasSubstr("died:no actor a1"));
+  // And later calls at once.
+  Submit("t3", /*ready=*/false);
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t3").empty(); }));
+  EXPECT_THAT(Outcome("t3"), HasSubstr("died:"));
+}
+
+TEST_F(ActorSubmitterTest, InfeasibleActorFailsCallsAsInfeasible) {
+  proto::ActorInfo dead = Info(proto::ActorInfo::DEAD, "", 2);
+  dead.set_infeasible(true);
+  dead.set_death_cause("no node has 1 no_such_thing");
+  Run([&] { runtime_->infos.push_back(dead); });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  EXPECT_THAT(Outcome("t1"), HasSubstr("infeasible:actor counter (Counter"));
+  EXPECT_THAT(Outcome("t1"), HasSubstr("no node has 1 no_such_thing"));
+}
+
+TEST_F(ActorSubmitterTest, RestartResendsCallsWithRetriesAndFailsTheRest) {
+  Run([&] {
+    runtime_->infos.push_back(Info(proto::ActorInfo::ALIVE, actor_->address(),
+                                   1, /*max_task_retries=*/1));
+  });
+  Submit("hold-1");
+  Submit("hold-2");
+  ASSERT_TRUE(Eventually([&] { return actor_->seen.size() == 2; }));
+  Submit("t3");  // behind them
+  // The process dies with the calls in flight: the submitter asks the head.
+  Run([&] { actor_->Die(); });
+  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  Run([&] {
+    second_ = std::make_unique<FakeActor>(loop_.get());
+    proto::ActorInfo restarting = Info(proto::ActorInfo::RESTARTING, "", 2, 1);
+    runtime_->Publish(restarting);
+  });
+  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  Run([&] {
+    proto::ActorInfo alive =
+        Info(proto::ActorInfo::ALIVE, second_->address(), 3, 1);
+    alive.set_death_cause("killed by signal 9 (Killed)");
+    alive.set_num_restarts(1);
+    runtime_->Publish(alive);
+  });
+  // Sent again, in order, ahead of the call that waited.
+  ASSERT_TRUE(Eventually([&] { return second_->seen.size() == 3; }));
+  Run([&] {
+    EXPECT_THAT(second_->seen, ElementsAre("hold-1", "hold-2", "t3"));
+  });
+  // Their retries are spent: a second death fails them, naming the cause.
+  Run([&] { second_->Die(); });
+  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  Run([&] {
+    auto third = std::make_unique<FakeActor>(loop_.get());
+    proto::ActorInfo alive =
+        Info(proto::ActorInfo::ALIVE, third->address(), 5, 1);
+    alive.set_death_cause("killed by signal 9 (Killed)");
+    runtime_->Publish(alive);
+    actor_ = std::move(third);
+  });
+  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 3; }));
+  EXPECT_THAT(Outcome("hold-1"), HasSubstr("killed by signal 9"));
+  EXPECT_THAT(Outcome("hold-1"), HasSubstr("SetMaxTaskRetries"));
+  EXPECT_EQ(Outcome("t3"), "ok:t3");
+}
+
+TEST_F(ActorSubmitterTest, DeathFailsQueuedAndInFlightCalls) {
+  Run([&] {
+    runtime_->infos.push_back(
+        Info(proto::ActorInfo::ALIVE, actor_->address(), 1));
+  });
+  Submit("hold-1");
+  Submit("t2", /*ready=*/false);
+  ASSERT_TRUE(Eventually([&] { return actor_->seen.size() == 1; }));
+  Run([&] { actor_->Die(); });
+  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  Run([&] {
+    proto::ActorInfo dead = Info(proto::ActorInfo::DEAD, "", 2);
+    dead.set_death_cause(
+        "its process died (killed by signal 9 (Killed)) and its restarts are "
+        "used up (max_restarts=0)");
+    runtime_->Publish(dead);
+  });
+  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 2; }));
+  EXPECT_THAT(Outcome("hold-1"), HasSubstr("restarts are used up"));
+  EXPECT_THAT(Outcome("t2"), HasSubstr("died:actor counter"));
+  Run([&] { EXPECT_EQ(submitter_->Outstanding("a1"), 0u); });
+}
+
+}  // namespace
+}  // namespace shoal::internal

@@ -1,0 +1,185 @@
+// The head's side of actors (docs/design/actors.md): serves CREATE_ACTOR,
+// GET_ACTOR (with long poll), KILL_ACTOR and ACTOR_EXITING; places each actor
+// on a node, leases a worker there from the node's agent and makes the
+// actor's instance in it; watches that worker's connection and restarts the
+// actor or declares it dead when the worker goes.
+//
+// The state machine is ActorTable; this class does its IO: lease requests
+// (following spillbacks), CREATE_ACTOR_INSTANCE, RETURN_LEASE with
+// kill_worker, GET_WORKER_EXIT for a death's cause, long-poll replies.
+//
+// Lifecycle of one placement attempt: choose a node, REQUEST_LEASE to its
+// agent, GRANTED, CREATE_ACTOR_INSTANCE over a connection kept for the actor's
+// life. Every attempt has a number; a reply or a disconnect that belongs to an
+// older attempt is ignored (a lease it brings is returned with its worker
+// killed).
+//
+// Threading: runs on the head's event loop; not thread-safe. Must be
+// destroyed on that loop; its callbacks and timers that outlive it do
+// nothing.
+#ifndef SHOAL_HEAD_ACTOR_MANAGER_H_
+#define SHOAL_HEAD_ACTOR_MANAGER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "head/actor_table.h"
+#include "rpc/rpc.h"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal {
+
+// An alive node as the actor placement sees it.
+struct ActorNode {
+  std::string node_id;
+  std::string address;  // its agent
+  ResourceSet total;
+  ResourceSet available;
+  int64_t num_actors = 0;  // live actors placed there or being placed there
+  // Actors whose worker lease the node reported in its last heartbeat.
+  std::set<std::string> leased_actors;
+};
+
+// The node to ask first for a worker of `shape`: among the nodes whose
+// available resources contain it, the one with the most free CPU, then the
+// fewest actors; else the same among those whose total contains it; else the
+// first with the fewest actors (its agent answers INFEASIBLE after the grace
+// period). Ties keep the nodes' order. nullopt when `nodes` is empty.
+std::optional<size_t> ChooseActorNode(const ResourceSet& shape,
+                                      const std::vector<ActorNode>& nodes);
+
+struct ActorManagerOptions {
+  std::string token;  // for the connections to workers
+  // The head's channel to the agent at `address` (shared with its other
+  // calls there: an agent ties leases to the connection that asked).
+  std::function<rpc::Channel*(const std::string& address)> agent_channel;
+  // The alive nodes, in a stable order (num_actors is filled in here).
+  std::function<std::vector<ActorNode>()> alive_nodes;
+  size_t max_dead_actors = 1000;
+  int64_t retry_ms = 200;  // before another try after a failed lease request
+  // Start failures (FAILED) of one actor in a row before it is DEAD.
+  int max_start_retries = 3;
+  int64_t worker_exit_timeout_ms = 5000;  // GET_WORKER_EXIT
+  // An agent that did not answer is not asked for workers for this long
+  // (unless no other node is left), so that an actor whose node's agent died
+  // moves before the head declares the node dead.
+  int64_t avoid_unreachable_ms = 3000;
+  // A lease request that has waited this long at a node that has not granted
+  // it, while another node has room for the actor, is made there instead
+  // (the node it waits at may have been chosen on a stale view).
+  int64_t waiting_check_ms = 1000;
+};
+
+class ActorManager {
+ public:
+  ActorManager(rpc::EventLoop* loop, ActorManagerOptions options);
+  ~ActorManager();
+  ActorManager(const ActorManager&) = delete;
+  ActorManager& operator=(const ActorManager&) = delete;
+
+  // Serves CREATE_ACTOR, GET_ACTOR, KILL_ACTOR and ACTOR_EXITING on `server`.
+  // A GET_ACTOR long poll of a dead actor is answered at once: it will not
+  // change again.
+  void RegisterHandlers(rpc::Server* server);
+
+  // The job's driver went: its non-detached actors end, their workers are
+  // killed at once.
+  void OnJobEnded(const std::string& job_id);
+  // The head declared the node dead: its actors' workers are lost, lease
+  // requests waiting there go elsewhere.
+  void OnNodeDead(const std::string& node_id, const std::string& reason);
+
+  // Adds every known actor (dead ones too) with its age to `status`.
+  void AddToStatus(proto::ClusterStatus* status) const;
+
+  const ActorTable& table() const { return table_; }
+
+ private:
+  // The IO side of one live actor.
+  struct Attempt {
+    uint64_t number = 0;   // grows whenever older replies must be ignored
+    bool placing = false;  // a lease request is out (or waiting to retry)
+    uint64_t request = 0;  // grows with each lease request sent
+    std::string agent;     // the agent asked, or holding the lease
+    std::string node_id;   // its node
+    std::string lease_id;  // once granted
+    std::string worker_id;
+    std::string worker_address;
+    int64_t worker_pid = 0;
+    std::unique_ptr<rpc::Channel> worker;  // to the actor's worker
+    int failures = 0;                      // FAILED replies in a row
+  };
+  struct Waiter {
+    rpc::Responder responder;
+    uint64_t timer = 0;
+  };
+
+  void Create(const proto::ActorSpec& spec, rpc::Responder resp);
+  void Get(const proto::GetActorRequest& r, rpc::Responder resp);
+  void Kill(const proto::KillActorRequest& r, rpc::Responder resp);
+  void Exiting(const proto::ActorExitingRequest& r, rpc::Responder resp);
+
+  // Does what a transition asks.
+  void Apply(const ActorAction& action);
+  // Starts a new placement attempt.
+  void StartLease(const std::string& actor_id);
+  void Place(const std::string& actor_id, uint64_t attempt);
+  void RequestLease(const std::string& actor_id, uint64_t attempt,
+                    const std::string& agent, const std::string& node_id,
+                    bool no_spillback);
+  void OnLeaseReply(const std::string& actor_id, uint64_t attempt,
+                    const std::string& agent, const std::string& node_id,
+                    const absl::StatusOr<proto::RequestLeaseReply>& reply);
+  void OnGranted(const std::string& actor_id, Attempt& a,
+                 const std::string& agent, const std::string& node_id,
+                 const proto::RequestLeaseReply& reply);
+  void OnInstance(const std::string& actor_id, uint64_t attempt,
+                  const absl::StatusOr<proto::TaskResult>& result);
+  void RetryPlacement(const std::string& actor_id, uint64_t attempt);
+  // Asks another node when lease request `request` still waits and the
+  // node it waits at has not granted it.
+  void CheckWaiting(const std::string& actor_id, uint64_t attempt,
+                    uint64_t request);
+  // The alive nodes, without those whose agent did not answer lately (unless
+  // that leaves none), with their actor counts.
+  std::vector<ActorNode> CandidateNodes() const;
+  // The worker's connection broke: learns why from its agent, then tells the
+  // table.
+  void LoseWorker(const std::string& actor_id, uint64_t attempt,
+                  const absl::Status& why);
+  // Returns the actor's lease with its worker killed, if it holds one.
+  void ReleaseWorker(const std::string& actor_id);
+  void ReturnLease(const std::string& agent, const std::string& lease_id);
+  // Forgets the actor's connection to its worker (freed on a later loop
+  // turn: it may be the one calling us).
+  void DropChannel(Attempt& a);
+  Attempt* FindAttempt(const std::string& actor_id, uint64_t attempt);
+  void WakeWaiters(const std::string& actor_id);
+  proto::ActorInfo WithAge(const ActorTable::Entry& e) const;
+  // Runs `fn` after `ms` unless this manager is gone by then.
+  void After(int64_t ms, std::function<void()> fn);
+
+  rpc::EventLoop* const loop_;
+  const ActorManagerOptions options_;
+  ActorTable table_;
+  std::map<std::string, Attempt> attempts_;  // live actors only
+  std::map<std::string, std::map<uint64_t, Waiter>> waiters_;  // by actor
+  uint64_t next_waiter_ = 1;
+  std::map<std::string, std::string> dead_nodes_;  // node id -> reason
+  // Agent address -> when a call to it last failed (MonotonicUs).
+  std::map<std::string, int64_t> unreachable_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace shoal
+
+#endif  // SHOAL_HEAD_ACTOR_MANAGER_H_

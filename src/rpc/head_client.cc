@@ -1,0 +1,176 @@
+#include "rpc/head_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "rpc/event_loop.h"
+#include "rpc/rpc.h"
+
+namespace shoal::rpc {
+
+HeadClient::HeadClient(EventLoop* loop, std::string address, std::string token,
+                       std::string peer_name)
+    : loop_(loop),
+      address_(address),
+      channel_(std::make_unique<Channel>(
+          loop, std::move(address), std::move(token), std::move(peer_name))) {}
+
+HeadClient::~HeadClient() {
+  if (channel_ != nullptr) loop_->RunSync([this] { Close(); });
+}
+
+void HeadClient::Close() {
+  if (channel_ == nullptr) return;
+  // Close() fails the calls in flight (their callbacks run); destroying the
+  // channel alone would drop them and leave blocked callers waiting.
+  channel_->Close();
+  channel_.reset();
+}
+
+template <typename Reply>
+void HeadClient::Call(proto::Method method,
+                      const google::protobuf::MessageLite& request,
+                      Callback<Reply> done, int64_t timeout_ms) {
+  if (channel_ == nullptr) {
+    return done(absl::CancelledError(
+        absl::StrCat("the client of the head at ", address_, " is closed")));
+  }
+  CallProto<Reply>(channel_.get(), method, request, std::move(done),
+                   timeout_ms);
+}
+
+template <typename Reply>
+absl::StatusOr<Reply> HeadClient::CallAndWait(
+    proto::Method method, const google::protobuf::MessageLite& request,
+    int64_t timeout_ms) {
+  SHOAL_CHECK(!loop_->InLoop())
+      << "a blocking call to the head on its client's loop would never return";
+  return RunOnLoopAndWait<absl::StatusOr<Reply>>(
+      loop_, [&](Callback<Reply> done) {
+        Call<Reply>(method, request, std::move(done), timeout_ms);
+      });
+}
+
+void HeadClient::RegisterNode(const proto::RegisterNodeRequest& request,
+                              Callback<proto::RegisterNodeReply> done,
+                              int64_t timeout_ms) {
+  Call<proto::RegisterNodeReply>(proto::REGISTER_NODE, request, std::move(done),
+                                 timeout_ms);
+}
+
+void HeadClient::Heartbeat(const proto::HeartbeatRequest& request,
+                           Callback<proto::HeartbeatReply> done,
+                           int64_t timeout_ms) {
+  Call<proto::HeartbeatReply>(proto::HEARTBEAT, request, std::move(done),
+                              timeout_ms);
+}
+
+void HeadClient::UnregisterNode(const proto::UnregisterNodeRequest& request,
+                                Callback<proto::Empty> done,
+                                int64_t timeout_ms) {
+  Call<proto::Empty>(proto::UNREGISTER_NODE, request, std::move(done),
+                     timeout_ms);
+}
+
+void HeadClient::ClusterStatus(Callback<proto::ClusterStatus> done,
+                               int64_t timeout_ms) {
+  Call<proto::ClusterStatus>(proto::GET_CLUSTER_STATUS, proto::Empty(),
+                             std::move(done), timeout_ms);
+}
+
+absl::StatusOr<proto::ClusterStatus> HeadClient::ClusterStatus(
+    int64_t timeout_ms) {
+  return CallAndWait<proto::ClusterStatus>(proto::GET_CLUSTER_STATUS,
+                                           proto::Empty(), timeout_ms);
+}
+
+absl::StatusOr<proto::RegisterJobReply> HeadClient::RegisterJob(
+    const proto::RegisterJobRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::RegisterJobReply>(proto::REGISTER_JOB, request,
+                                              timeout_ms);
+}
+
+absl::Status HeadClient::ShutdownHead(int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::SHUTDOWN_HEAD, proto::Empty(),
+                                   timeout_ms)
+      .status();
+}
+
+absl::StatusOr<proto::HasBlobReply> HeadClient::HasBlob(
+    const proto::BlobRef& blob, int64_t timeout_ms) {
+  return CallAndWait<proto::HasBlobReply>(proto::HAS_BLOB, blob, timeout_ms);
+}
+
+absl::Status HeadClient::PutBlobChunk(const proto::BlobChunk& chunk,
+                                      int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::PUT_BLOB_CHUNK, chunk, timeout_ms)
+      .status();
+}
+
+void HeadClient::GetBlobChunk(const proto::GetBlobChunkRequest& request,
+                              Callback<proto::BlobChunk> done,
+                              int64_t timeout_ms) {
+  Call<proto::BlobChunk>(proto::GET_BLOB_CHUNK, request, std::move(done),
+                         timeout_ms);
+}
+
+absl::StatusOr<proto::KvPutReply> HeadClient::KvPut(
+    const proto::KvPutRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::KvPutReply>(proto::KV_PUT, request, timeout_ms);
+}
+
+absl::StatusOr<proto::KvGetReply> HeadClient::KvGet(
+    const proto::KvGetRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::KvGetReply>(proto::KV_GET, request, timeout_ms);
+}
+
+absl::StatusOr<proto::PlacementGroupInfo> HeadClient::CreatePlacementGroup(
+    const proto::PlacementGroupSpec& spec, int64_t timeout_ms) {
+  return CallAndWait<proto::PlacementGroupInfo>(proto::CREATE_PLACEMENT_GROUP,
+                                                spec, timeout_ms);
+}
+
+absl::StatusOr<proto::PlacementGroupInfo> HeadClient::GetPlacementGroup(
+    const proto::GetPlacementGroupRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::PlacementGroupInfo>(proto::GET_PLACEMENT_GROUP,
+                                                request, timeout_ms);
+}
+
+absl::Status HeadClient::RemovePlacementGroup(
+    const proto::GetPlacementGroupRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::REMOVE_PLACEMENT_GROUP, request,
+                                   timeout_ms)
+      .status();
+}
+
+absl::StatusOr<proto::ActorInfo> HeadClient::CreateActor(
+    const proto::ActorSpec& spec, int64_t timeout_ms) {
+  return CallAndWait<proto::ActorInfo>(proto::CREATE_ACTOR, spec, timeout_ms);
+}
+
+void HeadClient::GetActor(const proto::GetActorRequest& request,
+                          Callback<proto::ActorInfo> done, int64_t timeout_ms) {
+  Call<proto::ActorInfo>(proto::GET_ACTOR, request, std::move(done),
+                         request.wait_ms() + timeout_ms);
+}
+
+absl::StatusOr<proto::ActorInfo> HeadClient::GetActor(
+    const proto::GetActorRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::ActorInfo>(proto::GET_ACTOR, request,
+                                       request.wait_ms() + timeout_ms);
+}
+
+absl::Status HeadClient::KillActor(const proto::KillActorRequest& request,
+                                   int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::KILL_ACTOR, request, timeout_ms)
+      .status();
+}
+
+absl::Status HeadClient::ActorExiting(const proto::ActorExitingRequest& request,
+                                      int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::ACTOR_EXITING, request, timeout_ms)
+      .status();
+}
+
+}  // namespace shoal::rpc

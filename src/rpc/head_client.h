@@ -1,0 +1,147 @@
+// The typed client of the head's RPCs (the "Head" and "Actors" methods of
+// proto/shoal/shoal.proto): one method per RPC, so that no caller builds a
+// frame or names a method id.
+//
+// Each call comes in the form its callers need. The asynchronous form is for
+// code on the client's event loop (the driver's actor long poll, an agent's
+// heartbeat) and calls `done` on the loop, possibly before it returns (for
+// example once the client is closed). The blocking form is for user threads
+// (a driver's API calls, the CLI, a launch runner) and returns the reply.
+// Errors are absl::Status values with canonical codes: the head's own
+// (NotFound for an unknown placement group or actor), Unavailable when the
+// head cannot be reached or the connection is lost, DeadlineExceeded when no
+// reply came in time, Cancelled once the client is closed.
+//
+// Threading: the asynchronous methods and Close() must be called on the
+// loop's thread; the blocking ones on any other thread (REQUIRES: not the
+// loop's). The client may be made and destroyed on any thread while its loop
+// runs; it owns one rpc::Channel, which lives on the loop.
+#ifndef SHOAL_RPC_HEAD_CLIENT_H_
+#define SHOAL_RPC_HEAD_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "shoal/shoal.pb.h"
+
+namespace google::protobuf {
+class MessageLite;
+}
+
+namespace shoal::rpc {
+
+class Channel;
+class EventLoop;
+
+class HeadClient {
+ public:
+  template <typename Reply>
+  using Callback = std::function<void(absl::StatusOr<Reply>)>;
+
+  // How long a call waits for its reply unless told otherwise.
+  static constexpr int64_t kDefaultTimeoutMs = 10000;
+
+  // Connects to the head at `address` (host:port) on first use, and again
+  // after a failure; `peer_name` names this process in the head's logs.
+  HeadClient(EventLoop* loop, std::string address, std::string token,
+             std::string peer_name);
+  // Closes the client on its loop and waits for that, unless it is closed
+  // already. REQUIRES: the loop runs, or the client was closed.
+  ~HeadClient();
+  HeadClient(const HeadClient&) = delete;
+  HeadClient& operator=(const HeadClient&) = delete;
+
+  // Drops the connection; calls in flight fail with Unavailable, later ones
+  // with Cancelled. Loop thread only.
+  void Close();
+  const std::string& address() const { return address_; }
+
+  // ---- Nodes (node agents, asynchronous) ----
+  void RegisterNode(const proto::RegisterNodeRequest& request,
+                    Callback<proto::RegisterNodeReply> done,
+                    int64_t timeout_ms = kDefaultTimeoutMs);
+  void Heartbeat(const proto::HeartbeatRequest& request,
+                 Callback<proto::HeartbeatReply> done,
+                 int64_t timeout_ms = kDefaultTimeoutMs);
+  void UnregisterNode(const proto::UnregisterNodeRequest& request,
+                      Callback<proto::Empty> done,
+                      int64_t timeout_ms = kDefaultTimeoutMs);
+
+  // ---- Cluster, jobs and shutdown ----
+  void ClusterStatus(Callback<proto::ClusterStatus> done,
+                     int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::ClusterStatus> ClusterStatus(
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::RegisterJobReply> RegisterJob(
+      const proto::RegisterJobRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  // Asks the head process to exit.
+  absl::Status ShutdownHead(int64_t timeout_ms = kDefaultTimeoutMs);
+
+  // ---- Binaries (blobs named by their SHA-256) ----
+  absl::StatusOr<proto::HasBlobReply> HasBlob(
+      const proto::BlobRef& blob, int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::Status PutBlobChunk(const proto::BlobChunk& chunk,
+                            int64_t timeout_ms = kDefaultTimeoutMs);
+  void GetBlobChunk(const proto::GetBlobChunkRequest& request,
+                    Callback<proto::BlobChunk> done,
+                    int64_t timeout_ms = kDefaultTimeoutMs);
+
+  // ---- Key-value store ----
+  absl::StatusOr<proto::KvPutReply> KvPut(
+      const proto::KvPutRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::KvGetReply> KvGet(
+      const proto::KvGetRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+
+  // ---- Placement groups (NotFound: no such group) ----
+  absl::StatusOr<proto::PlacementGroupInfo> CreatePlacementGroup(
+      const proto::PlacementGroupSpec& spec,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::PlacementGroupInfo> GetPlacementGroup(
+      const proto::GetPlacementGroupRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  // Removing a group the head does not know succeeds.
+  absl::Status RemovePlacementGroup(
+      const proto::GetPlacementGroupRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+
+  // ---- Actors (NotFound: no such actor) ----
+  absl::StatusOr<proto::ActorInfo> CreateActor(
+      const proto::ActorSpec& spec, int64_t timeout_ms = kDefaultTimeoutMs);
+  // A request with wait_ms is a long poll: the head answers when the actor
+  // changes or wait_ms passes, so the call waits wait_ms + timeout_ms.
+  void GetActor(const proto::GetActorRequest& request,
+                Callback<proto::ActorInfo> done,
+                int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::ActorInfo> GetActor(
+      const proto::GetActorRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::Status KillActor(const proto::KillActorRequest& request,
+                         int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::Status ActorExiting(const proto::ActorExitingRequest& request,
+                            int64_t timeout_ms = kDefaultTimeoutMs);
+
+ private:
+  template <typename Reply>
+  void Call(proto::Method method, const google::protobuf::MessageLite& request,
+            Callback<Reply> done, int64_t timeout_ms);
+  template <typename Reply>
+  absl::StatusOr<Reply> CallAndWait(
+      proto::Method method, const google::protobuf::MessageLite& request,
+      int64_t timeout_ms);
+
+  EventLoop* const loop_;
+  const std::string address_;
+  // Null once closed. Made on any thread (it connects on first use), used
+  // and destroyed on the loop.
+  std::unique_ptr<Channel> channel_;
+};
+
+}  // namespace shoal::rpc
+
+#endif  // SHOAL_RPC_HEAD_CLIENT_H_

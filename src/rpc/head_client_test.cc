@@ -1,0 +1,272 @@
+// HeadClient against a real Head over loopback: typed calls in both forms,
+// the head's own errors, and the calls of a client whose head is gone or
+// which was closed.
+#include "rpc/head_client.h"
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "head/head.h"
+#include "rpc/event_loop.h"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::rpc {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "head-client-test-token";
+
+class HeadClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string dir = ::testing::TempDir() + "/head_client_testXXXXXX";
+    ASSERT_NE(mkdtemp(dir.data()), nullptr);
+    session_dir_ = dir;
+    HeadOptions options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.token = kToken;
+    options.session_dir = dir;
+    auto head = Head::Create(options);
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = std::move(*head);
+    auto loop = EventLoop::Create("head-client");
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    loop_ = std::move(*loop);
+    client_ = std::make_unique<HeadClient>(
+        loop_.get(), absl::StrCat("127.0.0.1:", head_->port()), kToken,
+        "head client test");
+  }
+
+  void TearDown() override {
+    client_.reset();
+    if (loop_ != nullptr) loop_->Stop();
+    head_.reset();
+    std::error_code ignored;
+    if (!session_dir_.empty()) {
+      std::filesystem::remove_all(session_dir_, ignored);
+    }
+  }
+
+  // Starts `call` on the client's loop and waits for the reply it gets.
+  template <typename Reply>
+  absl::StatusOr<Reply> OnLoop(
+      std::function<void(HeadClient::Callback<Reply>)> call) {
+    return RunOnLoopAndWait<absl::StatusOr<Reply>>(
+        loop_.get(),
+        [&](HeadClient::Callback<Reply> done) { call(std::move(done)); });
+  }
+
+  std::string session_dir_;
+  std::unique_ptr<Head> head_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<HeadClient> client_;
+};
+
+TEST_F(HeadClientTest, KeyValueStoreRoundTrip) {
+  proto::KvPutRequest put;
+  put.set_key("launch/7/port");
+  put.set_value("29500");
+  absl::StatusOr<proto::KvPutReply> added = client_->KvPut(put);
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_TRUE(added->added());
+
+  put.set_value("29501");
+  absl::StatusOr<proto::KvPutReply> kept = client_->KvPut(put);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(kept->added());
+
+  proto::KvGetRequest get;
+  get.set_key("launch/7/port");
+  absl::StatusOr<proto::KvGetReply> value = client_->KvGet(get);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_TRUE(value->found());
+  EXPECT_EQ(value->value(), "29500");
+
+  get.set_key("launch/8/port");
+  absl::StatusOr<proto::KvGetReply> missing = client_->KvGet(get);
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_FALSE(missing->found());
+}
+
+TEST_F(HeadClientTest, ClusterStatusInBothForms) {
+  absl::StatusOr<proto::ClusterStatus> blocking = client_->ClusterStatus();
+  ASSERT_TRUE(blocking.ok()) << blocking.status();
+  EXPECT_EQ(blocking->nodes_size(), 0);
+
+  absl::StatusOr<proto::ClusterStatus> async = OnLoop<proto::ClusterStatus>(
+      [&](auto done) { client_->ClusterStatus(std::move(done)); });
+  ASSERT_TRUE(async.ok()) << async.status();
+  EXPECT_EQ(async->nodes_size(), 0);
+}
+
+TEST_F(HeadClientTest, BlobUploadAndDownload) {
+  std::string path = session_dir_ + "/payload";
+  const std::string data = "the bytes of a driver's binary";
+  std::ofstream(path, std::ios::binary) << data;
+  absl::StatusOr<std::string> hash = Sha256File(path);
+  ASSERT_TRUE(hash.ok()) << hash.status();
+
+  proto::BlobRef ref;
+  ref.set_hash(*hash);
+  absl::StatusOr<proto::HasBlobReply> before = client_->HasBlob(ref);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_FALSE(before->present());
+
+  proto::BlobChunk chunk;
+  chunk.set_hash(*hash);
+  chunk.set_data(data);
+  chunk.set_last(true);
+  chunk.set_total_size(data.size());
+  ASSERT_TRUE(client_->PutBlobChunk(chunk).ok());
+
+  absl::StatusOr<proto::HasBlobReply> after = client_->HasBlob(ref);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->present());
+  EXPECT_EQ(after->size(), static_cast<int64_t>(data.size()));
+
+  proto::GetBlobChunkRequest get;
+  get.set_hash(*hash);
+  absl::StatusOr<proto::BlobChunk> back = OnLoop<proto::BlobChunk>(
+      [&](auto done) { client_->GetBlobChunk(get, std::move(done)); });
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->data(), data);
+  EXPECT_TRUE(back->last());
+
+  chunk.set_hash("not-a-hash");
+  absl::Status bad = client_->PutBlobChunk(chunk);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+}
+
+TEST_F(HeadClientTest, PlacementGroups) {
+  proto::GetPlacementGroupRequest unknown;
+  unknown.set_pg_id("no-such-group");
+  absl::StatusOr<proto::PlacementGroupInfo> missing =
+      client_->GetPlacementGroup(unknown);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound)
+      << missing.status();
+  EXPECT_THAT(missing.status().message(), HasSubstr("no-such-group"));
+  // Removing what the head does not know is not an error.
+  EXPECT_TRUE(client_->RemovePlacementGroup(unknown).ok());
+
+  proto::PlacementGroupSpec spec;
+  spec.set_name("trainers");
+  absl::StatusOr<ResourceSet> bundle = ResourceSet::FromDoubles({{"CPU", 1}});
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  bundle->ToProto(spec.add_bundles());
+  absl::StatusOr<proto::PlacementGroupInfo> created =
+      client_->CreatePlacementGroup(spec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_FALSE(created->pg_id().empty());
+
+  proto::GetPlacementGroupRequest by_name;
+  by_name.set_name("trainers");
+  absl::StatusOr<proto::PlacementGroupInfo> found =
+      client_->GetPlacementGroup(by_name);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->pg_id(), created->pg_id());
+  EXPECT_TRUE(client_->RemovePlacementGroup(by_name).ok());
+}
+
+TEST_F(HeadClientTest, UnknownActorIsNotFoundInBothForms) {
+  proto::GetActorRequest req;
+  req.set_actor_id("no-such-actor");
+  EXPECT_EQ(client_->GetActor(req).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<proto::ActorInfo> async = OnLoop<proto::ActorInfo>(
+      [&](auto done) { client_->GetActor(req, std::move(done)); });
+  EXPECT_EQ(async.status().code(), absl::StatusCode::kNotFound)
+      << async.status();
+}
+
+TEST_F(HeadClientTest, BlockingCallsFromManyUserThreads) {
+  constexpr int kThreads = 4;
+  std::vector<absl::Status> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      proto::KvPutRequest put;
+      put.set_key(absl::StrCat("thread/", i));
+      put.set_value(absl::StrCat(i));
+      absl::StatusOr<proto::KvPutReply> added = client_->KvPut(put);
+      if (!added.ok()) {
+        results[i] = added.status();
+        return;
+      }
+      proto::KvGetRequest get;
+      get.set_key(put.key());
+      absl::StatusOr<proto::KvGetReply> got = client_->KvGet(get);
+      if (!got.ok()) {
+        results[i] = got.status();
+      } else if (got->value() != put.value()) {
+        results[i] = absl::InternalError("read back " + got->value());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& st : results) EXPECT_TRUE(st.ok()) << st;
+}
+
+TEST_F(HeadClientTest, FailsCleanlyWhenTheHeadIsGone) {
+  ASSERT_TRUE(client_->ClusterStatus().ok());
+  head_.reset();
+  auto start = std::chrono::steady_clock::now();
+  proto::KvGetRequest get;
+  get.set_key("anything");
+  absl::StatusOr<proto::KvGetReply> reply = client_->KvGet(get, 5000);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable)
+      << reply.status();
+  // The lost connection fails the call; it does not wait out its deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  // And so does every later call, without a head to reconnect to.
+  absl::StatusOr<proto::ClusterStatus> again = client_->ClusterStatus(5000);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable)
+      << again.status();
+}
+
+TEST_F(HeadClientTest, ClosedClientCancelsCalls) {
+  loop_->RunSync([&] { client_->Close(); });
+  absl::StatusOr<proto::ClusterStatus> status = client_->ClusterStatus();
+  EXPECT_EQ(status.status().code(), absl::StatusCode::kCancelled)
+      << status.status();
+  EXPECT_THAT(status.status().message(), HasSubstr("closed"));
+}
+
+TEST(RunOnLoopAndWaitTest, ReturnsWhatDoneIsGiven) {
+  auto loop = EventLoop::Create("wait-test");
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  // Finished later by a timer on the loop, not by the closure itself.
+  int value =
+      RunOnLoopAndWait<int>(loop->get(), [&](std::function<void(int)> done) {
+        (*loop)->RunAfter(1, [done] {
+          done(42);
+          done(7);  // ignored
+        });
+      });
+  EXPECT_EQ(value, 42);
+  bool ran = false;
+  RunOnLoopAndWait<void>(loop->get(), [&](std::function<void()> done) {
+    ran = (*loop)->InLoop();
+    done();
+  });
+  EXPECT_TRUE(ran);
+  (*loop)->Stop();
+}
+
+}  // namespace
+}  // namespace shoal::rpc

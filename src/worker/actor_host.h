@@ -1,0 +1,64 @@
+// The actor a worker process holds: its instance, made by the head's
+// CREATE_ACTOR_INSTANCE, and the threads that run its calls when it allows
+// more than one at a time.
+//
+// Threading: Current() may be called from any thread; the host is installed
+// once, on the worker's loop thread, before any call of the actor arrives.
+#ifndef SHOAL_WORKER_ACTOR_HOST_H_
+#define SHOAL_WORKER_ACTOR_HOST_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shoal/internal/actor_invoke.h"
+
+namespace shoal::internal {
+
+// Thrown by shoal::ExitActor() out of the actor's method; the worker
+// answers the call, then ends the process. Not a std::exception, so that
+// user code catching those lets it through.
+struct ActorExitRequested {};
+
+class ActorHost {
+ public:
+  ActorHost(std::string actor_id, ActorInstance instance, int max_concurrency,
+            bool restarted);
+  ~ActorHost();
+  ActorHost(const ActorHost&) = delete;
+  ActorHost& operator=(const ActorHost&) = delete;
+
+  // The actor this process holds, or null (a task worker, a driver).
+  static ActorHost* Current();
+  // Makes `host` the process's actor; it lives until the process ends.
+  static void Install(std::unique_ptr<ActorHost> host);
+
+  const std::string& actor_id() const { return actor_id_; }
+  void* instance() const { return instance_.get(); }
+  bool restarted() const { return restarted_; }
+  // More than one thread: calls go through Run(); else they run on the
+  // worker's loop thread, in arrival order.
+  bool threaded() const { return !threads_.empty(); }
+  void Run(std::function<void()> call);
+
+ private:
+  void Loop();
+
+  const std::string actor_id_;
+  const ActorInstance instance_;
+  const bool restarted_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace shoal::internal
+
+#endif  // SHOAL_WORKER_ACTOR_HOST_H_
