@@ -302,7 +302,11 @@ class CoreRuntimeImpl : public CoreRuntime, public ActorSubmitter::Delegate {
     spec.set_max_task_retries(options.max_task_retries);
     spec.set_max_concurrency(options.max_concurrency);
     spec.set_detached(options.detached);
-    spec.set_job_id(job_id_);
+    // An actor made inside a task belongs to the job the task runs for (the
+    // driver's): it ends when that job does, not when the worker that made
+    // it, which outlives the task in the job's worker pool, happens to exit.
+    spec.set_job_id(options_.lease_job_id.empty() ? job_id_
+                                                  : options_.lease_job_id);
     spec.set_binary_path(binary_path_);
     spec.set_binary_hash(binary_hash_);
     spec.set_owner(owner_);

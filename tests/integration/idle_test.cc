@@ -78,7 +78,27 @@ shoal::Buffer MakeBig(int64_t seed) {
   std::vector<uint8_t> bytes(kBigBytes, static_cast<uint8_t>(seed));
   return shoal::Buffer::Copy(bytes.data(), bytes.size());
 }
-SHOAL_REMOTE(Step, Outer, SumBytes, MakeBig);
+// An actor that holds what it is given and works slowly.
+class Holder {
+ public:
+  int64_t Work(int64_t ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ++calls_;
+  }
+
+ private:
+  int64_t calls_ = 0;
+};
+Holder* CreateHolder() { return new Holder(); }
+// A task that makes an actor of its own and calls it.
+int64_t ActorInTask(int64_t ms);
+SHOAL_REMOTE(Step, Outer, SumBytes, MakeBig, CreateHolder, &Holder::Work,
+             ActorInTask);
+
+int64_t ActorInTask(int64_t ms) {
+  auto holder = shoal::Actor(CreateHolder).Remote();
+  return shoal::Get(holder.Task(&Holder::Work).Remote(ms));
+}
 
 // A task that submits a task and waits for it.
 int64_t Outer(int64_t i, int64_t sleep_ms) {
@@ -92,14 +112,15 @@ enum class Program {
   kNested,       // tasks that submit tasks
   kBigObject,    // a Put above the inline threshold and tasks taking it
   kGroup,        // a STRICT_SPREAD group of 2 CPU bundles, a task in each
+  kActors,       // actors holding a CPU, a TPU chip and nothing, busy
   kLaunch,       // shoal launch --per-device of a short command
   kLaunchFails,  // a launch whose ranks exit 3
   kLaunchCtrlC,  // a launch interrupted with SIGINT once every rank is up
 };
-constexpr Program kPrograms[] = {Program::kTasks,      Program::kNested,
-                                 Program::kBigObject,  Program::kGroup,
-                                 Program::kLaunch,     Program::kLaunchFails,
-                                 Program::kLaunchCtrlC};
+constexpr Program kPrograms[] = {Program::kTasks,       Program::kNested,
+                                 Program::kBigObject,   Program::kGroup,
+                                 Program::kActors,      Program::kLaunch,
+                                 Program::kLaunchFails, Program::kLaunchCtrlC};
 
 const char* ProgramName(Program p) {
   switch (p) {
@@ -111,6 +132,8 @@ const char* ProgramName(Program p) {
       return "big-object";
     case Program::kGroup:
       return "group";
+    case Program::kActors:
+      return "actors";
     case Program::kLaunch:
       return "launch";
     case Program::kLaunchFails:
@@ -202,6 +225,20 @@ void DoWork(Program program, bool finish) {
                            .SetPlacementGroup(pg, bundle)
                            .Remote(int64_t{bundle}, int64_t{300}));
       }
+      if (finish) shoal::Get(refs);
+      return;
+    }
+    case Program::kActors: {
+      auto cpu = shoal::Actor(CreateHolder).SetResource("CPU", 1).Remote();
+      auto chip = shoal::Actor(CreateHolder).SetResource("TPU", 1).Remote();
+      auto none = shoal::Actor(CreateHolder).SetMaxRestarts(1).Remote();
+      std::vector<shoal::ObjectRef<int64_t>> refs;
+      for (int i = 0; i < 3; ++i) {
+        refs.push_back(cpu.Task(&Holder::Work).Remote(int64_t{100}));
+        refs.push_back(chip.Task(&Holder::Work).Remote(int64_t{100}));
+        refs.push_back(none.Task(&Holder::Work).Remote(int64_t{100}));
+      }
+      refs.push_back(shoal::Task(ActorInTask).Remote(int64_t{200}));
       if (finish) shoal::Get(refs);
       return;
     }
@@ -321,6 +358,9 @@ std::string WhatIsHeld(const TestCluster& cluster, const std::string& marker) {
     }
     if (!status["demands"].empty()) {
       note("demands: " + status["demands"].dump());
+    }
+    for (const auto& actor : status["actors"]) {
+      if (actor["state"] != "DEAD") note("actor: " + actor.dump());
     }
   }
   // Object stores, as each agent reports its own.
@@ -612,7 +652,8 @@ TEST_F(IdleTest, IdleReturnsToIdle) {
   for (int64_t it = 0; it < iterations; ++it) {
     Program program = programs[rng() % programs.size()];
     bool driver = program == Program::kTasks || program == Program::kNested ||
-                  program == Program::kBigObject || program == Program::kGroup;
+                  program == Program::kBigObject ||
+                  program == Program::kGroup || program == Program::kActors;
     Ending ending = kEndings[rng() % std::size(kEndings)];
     std::string what =
         driver ? absl::StrCat(ProgramName(program), " / ", EndingName(ending))
