@@ -21,7 +21,6 @@
 // when it is killed. When its process dies, it is made again from its
 // factory and constructor arguments, up to SetMaxRestarts() times.
 //
-// Included by shoal/api.h; include that.
 #ifndef SHOAL_ACTOR_H_
 #define SHOAL_ACTOR_H_
 
@@ -35,17 +34,13 @@
 #include <utility>
 #include <vector>
 
+#include "shoal/errors.h"
 #include "shoal/internal/actor_invoke.h"
+#include "shoal/internal/invoke.h"
+#include "shoal/object.h"
+#include "shoal/placement.h"
 
 namespace shoal {
-
-// The actor a call was made to is dead: its process died with no restart
-// left (or no retry left for the call), it was killed, or it exited. The
-// message names the actor, its node and the cause.
-class ActorDiedError : public Error {
- public:
-  using Error::Error;
-};
 
 template <typename T>
 class ActorHandle;

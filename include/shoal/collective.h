@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "shoal/api.h"
+#include "shoal/errors.h"
 
 namespace shoal::collective {
 

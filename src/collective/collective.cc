@@ -24,6 +24,7 @@
 #include "collective/hierarchical_transport.h"
 #include "collective/transport.h"
 #include "common/util.h"
+#include "shoal/launch.h"
 
 namespace shoal::collective {
 
