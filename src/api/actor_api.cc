@@ -1,7 +1,4 @@
 // The actor entry points of the public API (shoal/actor.h).
-#include <cxxabi.h>
-#include <stdlib.h>
-
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -13,18 +10,6 @@
 
 namespace shoal {
 namespace internal {
-namespace {
-
-std::string ReadableType(const std::string& type) {
-  int status = 0;
-  char* out = abi::__cxa_demangle(type.c_str(), nullptr, nullptr, &status);
-  if (status != 0 || out == nullptr) return type;
-  std::string readable(out);
-  free(out);
-  return readable;
-}
-
-}  // namespace
 
 std::string CreateActor(const std::string& factory,
                         const std::string& class_type,
@@ -53,7 +38,7 @@ std::string FindActor(const std::string& name, const std::string& class_type) {
   }
   const proto::ActorInfo& info = *found;
   if (info.state() == proto::ActorInfo::DEAD) return "";
-  std::string want = ReadableType(class_type);
+  std::string want = Demangle(class_type);
   if (info.spec().class_name() != want) {
     throw Error(absl::StrCat("actor \"", name, "\" is a ",
                              info.spec().class_name(), ", not a ", want));

@@ -120,15 +120,6 @@ absl::StatusOr<ResourceSet> ShapeFor(std::map<std::string, double> resources,
   return ResourceSet::FromDoubles(resources);
 }
 
-std::string Demangle(const std::string& name) {
-  int status = 0;
-  char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  if (status != 0 || out == nullptr) return name;
-  std::string demangled(out);
-  free(out);
-  return demangled;
-}
-
 class CoreRuntimeImpl : public CoreRuntime, public ActorSubmitter::Delegate {
  public:
   CoreRuntimeImpl(RuntimeOptions options, std::unique_ptr<rpc::EventLoop> loop)
@@ -1578,6 +1569,15 @@ class CoreRuntimeImpl : public CoreRuntime, public ActorSubmitter::Delegate {
 };
 
 }  // namespace
+
+std::string Demangle(const std::string& name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || out == nullptr) return name;
+  std::string demangled(out);
+  free(out);
+  return demangled;
+}
 
 absl::StatusOr<std::unique_ptr<CoreRuntime>> CoreRuntime::Connect(
     const RuntimeOptions& options) {

@@ -74,6 +74,9 @@ class CoreRuntime {
   virtual void Shutdown() = 0;
 };
 
+// A type name as C++ spells it ("ns::Counter"), from typeid(T).name().
+std::string Demangle(const std::string& name);
+
 // The process's runtime; in a worker, joins the cluster on first use. Throws
 // shoal::Error before shoal::Init().
 std::shared_ptr<CoreRuntime> RequireRuntime();

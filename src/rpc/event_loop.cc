@@ -161,15 +161,12 @@ void EventLoop::Run() {
       // Just busy: the answer to what it sent is likely a round trip away,
       // and waking a sleeping thread costs more than that on a VM. Poll,
       // yielding the core to any thread that can run.
+      // (Work posted since the last batch has written the wake fd, so the
+      // poll sees it too.)
       n = epoll_wait(epoll_fd_, events, kMaxEvents, 0);
       if (n == 0) {
         sched_yield();
-        bool posted;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          posted = !posted_.empty();
-        }
-        if (!posted) continue;
+        continue;
       }
     } else {
       n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
