@@ -247,10 +247,13 @@ TEST_F(ActorSubmitterTest, RestartResendsCallsWithRetriesAndFailsTheRest) {
   Submit("hold-1");
   Submit("hold-2");
   ASSERT_TRUE(Eventually([&] { return actor_->seen.size() == 2; }));
-  Submit("t3");  // behind them
+  // Behind them, waiting on an argument until the process has died (were it
+  // ready now, the first process could answer it before the death).
+  Submit("t3", /*ready=*/false);
   // The process dies with the calls in flight: the submitter asks the head.
   Run([&] { actor_->Die(); });
   ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  Run([&] { submitter_->Ready("a1", "t3"); });
   Run([&] {
     second_ = std::make_unique<FakeActor>(loop_.get());
     proto::ActorInfo restarting = Info(proto::ActorInfo::RESTARTING, "", 2, 1);
