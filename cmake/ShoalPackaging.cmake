@@ -2,9 +2,10 @@
 #
 # A user's program links shoal::shoal, from the build tree
 # (-Dshoal_DIR=<build>) or from an install prefix (CMAKE_PREFIX_PATH=<prefix>).
-# shoal is a static library, so its private static dependencies (shoal_proto,
-# shoal_scheduling, shoal_accel) are exported with it: the user's link needs
-# them. Protobuf, Abseil and OpenSSL come back through find_dependency in
+# shoal is a static library over one static library per folder (see
+# src/CMakeLists.txt), so those and their static dependencies (shoal_proto,
+# shoal_scheduling, shoal_accel, ...) are exported with it: the user's link
+# needs them. Protobuf, Abseil and OpenSSL come back through find_dependency in
 # shoalConfig.cmake. Collective groups are shoal::collective (shoal_collective,
 # exported under that name); it brings Gloo back the same way.
 
@@ -13,7 +14,9 @@ include(CMakePackageConfigHelpers)
 
 set(SHOAL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/shoal)
 
-install(TARGETS shoal shoal_proto shoal_scheduling shoal_accel shoal_launch
+install(TARGETS shoal shoal_cli_lib shoal_launch shoal_worker shoal_api shoal_agent
+                shoal_head shoal_rpc shoal_common shoal_proto shoal_scheduling
+                shoal_accel
                 shoal_object_store shoal_collective
   EXPORT shoalTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

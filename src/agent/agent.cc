@@ -12,7 +12,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/binary_cache.h"
 #include "agent/bundle_reservations.h"
@@ -22,10 +21,12 @@
 #include "agent/lease_table.h"
 #include "agent/node_resources.h"
 #include "agent/object_service.h"
+#include "agent/tpu_lock.h"
 #include "agent/worker_pool.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
+#include "rpc/head_client.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
@@ -135,9 +136,9 @@ class AgentImpl : public NodeAgent {
                                            options_.port, options_.token));
       rpc::AlsoListenOnLoopback(server_.get(), options_.node_ip);
       address_ = absl::StrCat(options_.node_ip, ":", server_->port());
-      head_ =
-          std::make_unique<rpc::Channel>(loop_.get(), options_.head_address,
-                                         options_.token, "agent " + node_id_);
+      head_ = std::make_unique<rpc::HeadClient>(
+          loop_.get(), options_.head_address, options_.token,
+          "agent " + node_id_);
       workers_ = std::make_unique<WorkerPool>(PoolOptions(),
                                               agent::SystemProcessLauncher());
       RegisterHandlers();
@@ -178,15 +179,18 @@ class AgentImpl : public NodeAgent {
       proto::UnregisterNodeRequest req;
       req.set_node_id(node_id_);
       req.set_reason("stopped by its operator (shoal stop)");
-      rpc::CallProto<proto::Empty>(
-          head_.get(), proto::UNREGISTER_NODE, req,
-          [&](absl::StatusOr<proto::Empty>) { unregistered.set_value(); },
+      head_->UnregisterNode(
+          req, [&](absl::StatusOr<proto::Empty>) { unregistered.set_value(); },
           1000);
     });
     unregistered.get_future().wait();
     RunOnLoop([&]() -> absl::Status {
       if (server_) server_->Shutdown();
-      head_.reset();
+      // Closing the client fails the calls still in flight, and their
+      // callbacks run now; head_ is null by then, which tells them that the
+      // agent is stopping and must not act on (or warn about) the failure.
+      std::unique_ptr<rpc::HeadClient> head = std::move(head_);
+      if (head != nullptr) head->Close();
       if (workers_ != nullptr) workers_->StopAll();
       return absl::OkStatus();
     }).IgnoreError();
@@ -365,8 +369,8 @@ class AgentImpl : public NodeAgent {
   void Register(std::function<void(absl::Status)> done) {
     proto::RegisterNodeRequest req;
     *req.mutable_node() = SelfInfo();
-    rpc::CallProto<proto::RegisterNodeReply>(
-        head_.get(), proto::REGISTER_NODE, req,
+    head_->RegisterNode(
+        req,
         [this, done](absl::StatusOr<proto::RegisterNodeReply> reply) {
           if (reply.ok()) {
             registered_ = true;
@@ -407,9 +411,10 @@ class AgentImpl : public NodeAgent {
     node_.total.ToProto(req.mutable_total());
     FillDemands(&req);
     FillLeases(&req);
-    rpc::CallProto<proto::HeartbeatReply>(
-        head_.get(), proto::HEARTBEAT, req,
+    head_->Heartbeat(
+        req,
         [this, periodic](absl::StatusOr<proto::HeartbeatReply> reply) {
+          if (head_ == nullptr) return;  // stopping (see Stop())
           if (!reply.ok()) {
             if (!head_warned_) {
               SHOAL_LOG(WARNING)
@@ -537,9 +542,10 @@ class AgentImpl : public NodeAgent {
   void AskAboutGroup(uint64_t seq, const std::string& group) {
     proto::GetPlacementGroupRequest req;
     req.set_pg_id(group);
-    rpc::CallProto<proto::PlacementGroupInfo>(
-        head_.get(), proto::GET_PLACEMENT_GROUP, req,
+    head_->GetPlacementGroup(
+        req,
         [this, seq, group](absl::StatusOr<proto::PlacementGroupInfo> info) {
+          if (head_ == nullptr) return;  // stopping (see Stop())
           PendingLease* p = pending_.Find(seq);
           if (p == nullptr) return;
           std::string gone;
@@ -623,7 +629,12 @@ class AgentImpl : public NodeAgent {
     lease.granted_us = MonotonicUs();
     lease.devices = devices_.Take(agent::BaseShape(p.ask.shape));
     if (lease.devices.count("TPU")) {
-      absl::Status clear = ClearTpuLock();
+      // Nothing may still hold the chips: see agent/tpu_lock.h.
+      absl::Status clear = agent::ClearTpuLock(
+          agent::LibtpuLockfilePath(), node_id_, [this](const std::string& id) {
+            const Worker* w = workers_->Find(id);
+            return w != nullptr && w->state != Worker::State::kIdle;
+          });
       if (!clear.ok()) {
         ReturnDevices(lease);
         proto::RequestLeaseReply reply;
@@ -654,53 +665,6 @@ class AgentImpl : public NodeAgent {
                         }
                         StartWorker(worker_id, *path);
                       });
-  }
-
-  // Before a process gets TPU chips, nothing may still hold them: libtpu
-  // takes /tmp/libtpu_lockfile (SHOAL_LIBTPU_LOCKFILE) for the host's chips.
-  // Holders left from an earlier Shoal gang on this node are ended; a lock
-  // with no living holder is removed; a holder that is not Shoal's is an
-  // error naming it (never a silent hang in the new process).
-  absl::Status ClearTpuLock() {
-    const char* env = getenv("SHOAL_LIBTPU_LOCKFILE");
-    std::string path = env && *env ? env : "/tmp/libtpu_lockfile";
-    if (!PathExists(path)) return absl::OkStatus();
-    for (int64_t pid : ProcessesHoldingFile(path)) {
-      auto environ = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
-      std::string vars = environ.ok() ? *environ : "";
-      std::replace(vars.begin(), vars.end(), '\0', '\n');
-      vars = "\n" + vars;
-      bool ours =
-          vars.find("\nSHOAL_NODE_ID=" + node_id_ + "\n") != std::string::npos;
-      bool live = false;
-      for (const auto& [id, w] : workers_->workers()) {
-        if (w.state != Worker::State::kIdle &&
-            vars.find("\nSHOAL_WORKER_ID=" + id + "\n") != std::string::npos) {
-          live = true;
-        }
-      }
-      if (ours && !live) {
-        SHOAL_LOG(WARNING) << "ending pid " << pid
-                           << ", left from an earlier gang, which holds "
-                           << path;
-        kill(static_cast<pid_t>(pid), SIGKILL);
-        for (int i = 0; i < 100 && ProcessAlive(pid); ++i) usleep(10000);
-        continue;
-      }
-      auto cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
-      std::string cmd = cmdline.ok() ? *cmdline : "?";
-      std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-      return absl::FailedPreconditionError(
-          absl::StrCat("the TPU chips of node ", node_id_, " are held by pid ",
-                       pid, " (", absl::StripTrailingAsciiWhitespace(cmd),
-                       "), which Shoal did not start: it has ", path,
-                       " open. Stop that process, then retry"));
-    }
-    if (ProcessesHoldingFile(path).empty()) {
-      SHOAL_LOG(INFO) << "removing stale " << path << " (no living holder)";
-      unlink(path.c_str());
-    }
-    return absl::OkStatus();
   }
 
   void ReplyGranted(const rpc::Responder& responder, const Lease& lease,
@@ -844,9 +808,12 @@ class AgentImpl : public NodeAgent {
     req.set_hash(hash);
     req.set_offset(offset);
     req.set_max_bytes(max_bytes);
-    rpc::CallProto<proto::BlobChunk>(
-        head_.get(), proto::GET_BLOB_CHUNK, req,
-        [done = std::move(done)](absl::StatusOr<proto::BlobChunk> chunk) {
+    head_->GetBlobChunk(
+        req,
+        [this, done = std::move(done)](absl::StatusOr<proto::BlobChunk> chunk) {
+          // Stopping (see Stop()): the cache's fetch ends unanswered, as its
+          // requester's connection does.
+          if (head_ == nullptr) return;
           if (!chunk.ok()) return done(chunk.status());
           BinaryChunk out;
           out.data = std::move(*chunk->mutable_data());
@@ -952,7 +919,7 @@ class AgentImpl : public NodeAgent {
   std::unique_ptr<rpc::EventLoop> loop_;
   std::unique_ptr<rpc::Server> server_;
   std::unique_ptr<ObjectService> objects_;  // null: no object store memory
-  std::unique_ptr<rpc::Channel> head_;
+  std::unique_ptr<rpc::HeadClient> head_;   // null once stopping
   const std::string node_id_;
   std::string address_;
   bool registered_ = false;

@@ -3,10 +3,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/core_runtime.h"
+#include "api/task_error.h"
 #include "rpc/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
-#include "worker/actor_host.h"
 
 namespace shoal {
 namespace internal {
@@ -15,14 +15,15 @@ std::string CreateActor(const std::string& factory,
                         const std::string& class_type,
                         std::vector<TaskArg> args,
                         const ActorOptions& options) {
-  return RequireRuntime()->CreateActor(factory, class_type, std::move(args),
-                                       options);
+  return ValueOrThrow(RequireRuntime()->CreateActor(factory, class_type,
+                                                    std::move(args), options));
 }
 
 std::shared_ptr<RefHandle> SubmitActorTask(const std::string& actor_id,
                                            const std::string& method,
                                            std::vector<TaskArg> args) {
-  return RequireRuntime()->SubmitActorTask(actor_id, method, std::move(args));
+  return ValueOrThrow(
+      RequireRuntime()->SubmitActorTask(actor_id, method, std::move(args)));
 }
 
 std::string FindActor(const std::string& name, const std::string& class_type) {
@@ -59,31 +60,5 @@ void KillActor(const std::string& actor_id, bool no_restart) {
 }
 
 }  // namespace internal
-
-void ExitActor() {
-  internal::ActorHost* host = internal::ActorHost::Current();
-  if (host == nullptr) {
-    throw Error(
-        "shoal::ExitActor() is for an actor's methods; this process "
-        "holds no actor");
-  }
-  // The head hears it first, so that the process's end is not taken for a
-  // crash to restart from.
-  proto::ActorExitingRequest req;
-  req.set_actor_id(host->actor_id());
-  const char* worker = getenv("SHOAL_WORKER_ID");
-  req.set_worker_id(worker != nullptr ? worker : "");
-  absl::Status st = internal::RequireRuntime()->head().ActorExiting(req);
-  if (!st.ok()) {
-    throw Error(absl::StrCat("shoal::ExitActor(): the head did not hear it: ",
-                             st.message()));
-  }
-  throw internal::ActorExitRequested();
-}
-
-bool WasCurrentActorRestarted() {
-  internal::ActorHost* host = internal::ActorHost::Current();
-  return host != nullptr && host->restarted();
-}
 
 }  // namespace shoal

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/fake_worker_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/event_loop.h"
@@ -25,41 +26,6 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr char kToken[] = "test-token";
-
-// A worker holding the actor: answers each call with its task id, after
-// recording it; calls whose task id starts with "hold" are kept unanswered.
-class FakeActor {
- public:
-  explicit FakeActor(rpc::EventLoop* loop) {
-    auto server = rpc::Server::Create(loop, "127.0.0.1", 0, kToken);
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    rpc::RegisterProto<proto::TaskSpec>(
-        server_.get(), proto::PUSH_TASK,
-        [this](const proto::TaskSpec& spec, rpc::Responder r) {
-          seen.push_back(spec.task_id());
-          if (spec.task_id().rfind("hold", 0) == 0) {
-            held.push_back(r);
-            return;
-          }
-          proto::TaskResult result;
-          result.set_ok(true);
-          result.set_value(spec.task_id());
-          r.Reply(result);
-        });
-  }
-  std::string address() const {
-    return absl::StrCat("127.0.0.1:", server_->port());
-  }
-  // Ends the process, as kill -9 would: its connections close.
-  void Die() { server_.reset(); }
-
-  std::vector<std::string> seen;
-  std::vector<rpc::Responder> held;
-
- private:
-  std::unique_ptr<rpc::Server> server_;
-};
 
 class FakeRuntime : public ActorSubmitter::Delegate {
  public:
@@ -138,7 +104,7 @@ class ActorSubmitterTest : public ::testing::Test {
       runtime_ = std::make_unique<FakeRuntime>(loop_.get());
       submitter_ =
           std::make_unique<ActorSubmitter>(loop_.get(), runtime_.get());
-      actor_ = std::make_unique<FakeActor>(loop_.get());
+      actor_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
     });
   }
   void TearDown() override {
@@ -179,8 +145,8 @@ class ActorSubmitterTest : public ::testing::Test {
   std::unique_ptr<rpc::EventLoop> loop_;
   std::unique_ptr<FakeRuntime> runtime_;
   std::unique_ptr<ActorSubmitter> submitter_;
-  std::unique_ptr<FakeActor> actor_;
-  std::unique_ptr<FakeActor> second_;
+  std::unique_ptr<FakeWorker> actor_;
+  std::unique_ptr<FakeWorker> second_;
 };
 
 TEST_F(ActorSubmitterTest, CallsLeaveInSubmissionOrderOnceReady) {
@@ -255,7 +221,7 @@ TEST_F(ActorSubmitterTest, RestartResendsCallsWithRetriesAndFailsTheRest) {
   ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
   Run([&] { submitter_->Ready("a1", "t3"); });
   Run([&] {
-    second_ = std::make_unique<FakeActor>(loop_.get());
+    second_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
     proto::ActorInfo restarting = Info(proto::ActorInfo::RESTARTING, "", 2, 1);
     runtime_->Publish(restarting);
   });
@@ -276,7 +242,7 @@ TEST_F(ActorSubmitterTest, RestartResendsCallsWithRetriesAndFailsTheRest) {
   Run([&] { second_->Die(); });
   ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
   Run([&] {
-    auto third = std::make_unique<FakeActor>(loop_.get());
+    auto third = std::make_unique<FakeWorker>(loop_.get(), kToken);
     proto::ActorInfo alive =
         Info(proto::ActorInfo::ALIVE, third->address(), 5, 1);
     alive.set_death_cause("killed by signal 9 (Killed)");

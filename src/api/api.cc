@@ -16,13 +16,13 @@
 #include "api/cluster_status.h"
 #include "api/core_runtime.h"
 #include "api/local_cluster.h"
+#include "api/task_error.h"
 #include "common/logging.h"
 #include "common/session.h"
 #include "common/util.h"
 #include "rpc/head_client.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
-#include "worker/worker_main.h"
 
 namespace shoal {
 namespace {
@@ -401,12 +401,14 @@ RefHandle::~RefHandle() {
 std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
                                       std::vector<TaskArg> args,
                                       const TaskOptions& options) {
-  return RequireRuntime()->Submit(function_name, std::move(args), options);
+  return ValueOrThrow(
+      RequireRuntime()->Submit(function_name, std::move(args), options));
 }
 
 std::shared_ptr<RefHandle> PutObject(
     ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained) {
-  return RequireRuntime()->Put(std::move(value), std::move(contained));
+  return ValueOrThrow(
+      RequireRuntime()->Put(std::move(value), std::move(contained)));
 }
 
 namespace {
@@ -421,11 +423,11 @@ void RefCapture::Note(const std::shared_ptr<RefHandle>& handle) {
 }
 
 std::shared_ptr<RefHandle> HandleFor(const std::string& id) {
-  return RequireRuntime()->HandleFor(id);
+  return ValueOrThrow(RequireRuntime()->HandleFor(id));
 }
 
 ObjectValue GetObject(const RefHandle& ref, int64_t timeout_ms) {
-  return RequireRuntime()->Get(ref, timeout_ms);
+  return ValueOrThrow(RequireRuntime()->Get(ref, timeout_ms));
 }
 
 std::vector<size_t> WaitReady(const std::vector<const RefHandle*>& refs,

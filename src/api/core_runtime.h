@@ -39,30 +39,33 @@ struct RuntimeOptions {
   std::string lease_job_id;
 };
 
+// Errors come back as Status (see api/task_error.h: the payload says which
+// shoal exception it stands for); the public entry points throw them.
 class CoreRuntime {
  public:
   static absl::StatusOr<std::unique_ptr<CoreRuntime>> Connect(
       const RuntimeOptions& options);
   virtual ~CoreRuntime() = default;
 
-  virtual std::shared_ptr<RefHandle> Submit(const std::string& function_name,
-                                            std::vector<TaskArg> args,
-                                            const TaskOptions& options) = 0;
+  virtual absl::StatusOr<std::shared_ptr<RefHandle>> Submit(
+      const std::string& function_name, std::vector<TaskArg> args,
+      const TaskOptions& options) = 0;
   // Registers an actor with the head (its ref arguments resolved first);
-  // returns its id. Throws shoal::Error (a name in use, bad options).
-  virtual std::string CreateActor(const std::string& factory,
-                                  const std::string& class_name,
-                                  std::vector<TaskArg> args,
-                                  const ActorOptions& options) = 0;
+  // returns its id. Fails on a name in use or bad options.
+  virtual absl::StatusOr<std::string> CreateActor(
+      const std::string& factory, const std::string& class_name,
+      std::vector<TaskArg> args, const ActorOptions& options) = 0;
   // A call of `method` of the actor; its result is owned here.
-  virtual std::shared_ptr<RefHandle> SubmitActorTask(
+  virtual absl::StatusOr<std::shared_ptr<RefHandle>> SubmitActorTask(
       const std::string& actor_id, const std::string& method,
       std::vector<TaskArg> args) = 0;
-  virtual std::shared_ptr<RefHandle> Put(
+  virtual absl::StatusOr<std::shared_ptr<RefHandle>> Put(
       ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained) = 0;
-  // The live handle of an object this process references; throws Error.
-  virtual std::shared_ptr<RefHandle> HandleFor(const std::string& id) = 0;
-  virtual ObjectValue Get(const RefHandle& ref, int64_t timeout_ms) = 0;
+  // The live handle of an object this process references.
+  virtual absl::StatusOr<std::shared_ptr<RefHandle>> HandleFor(
+      const std::string& id) = 0;
+  virtual absl::StatusOr<ObjectValue> Get(const RefHandle& ref,
+                                          int64_t timeout_ms) = 0;
   virtual std::vector<size_t> Wait(const std::vector<const RefHandle*>& refs,
                                    size_t num_ready, int64_t timeout_ms) = 0;
   virtual void Release(const std::string& object_id) = 0;

@@ -26,7 +26,7 @@
 #include "accel/fake_host.h"
 #include "agent/agent.h"
 #include "api/local_cluster.h"
-#include "cli/status_format.h"
+#include "api/status_format.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/session.h"
@@ -764,9 +764,9 @@ int Status(std::string address, std::string token, const std::string& temp_dir,
                              address, ": ", status.status().message()));
   }
   if (format == "json") {
-    std::cout << FormatStatusJson(*status);
+    std::cout << internal::FormatStatusJson(*status);
   } else {
-    std::cout << FormatStatusText(*status, verbose);
+    std::cout << internal::FormatStatusText(*status, verbose);
   }
   return 0;
 }

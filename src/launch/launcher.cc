@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/cluster_status.h"
-#include "cli/status_format.h"
+#include "api/status_format.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/session.h"
@@ -546,7 +546,7 @@ int RunLaunch(const LaunchOptions& options) {
       // Say who holds what the gang waited for.
       auto status = internal::FetchClusterStatus();
       std::string holders =
-          status.ok() ? cli::DescribeHolders(*status) : std::string();
+          status.ok() ? internal::DescribeHolders(*status) : std::string();
       absl::StrAppend(&why, holders.empty() ? "" : "; held by: ", holders,
                       " (`shoal status --verbose` shows more)");
     }

@@ -131,6 +131,13 @@ absl::StatusOr<proto::PlacementGroupInfo> HeadClient::CreatePlacementGroup(
                                                 spec, timeout_ms);
 }
 
+void HeadClient::GetPlacementGroup(
+    const proto::GetPlacementGroupRequest& request,
+    Callback<proto::PlacementGroupInfo> done, int64_t timeout_ms) {
+  Call<proto::PlacementGroupInfo>(proto::GET_PLACEMENT_GROUP, request,
+                                  std::move(done), timeout_ms);
+}
+
 absl::StatusOr<proto::PlacementGroupInfo> HeadClient::GetPlacementGroup(
     const proto::GetPlacementGroupRequest& request, int64_t timeout_ms) {
   return CallAndWait<proto::PlacementGroupInfo>(proto::GET_PLACEMENT_GROUP,

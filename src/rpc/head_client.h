@@ -102,6 +102,9 @@ class HeadClient {
   absl::StatusOr<proto::PlacementGroupInfo> CreatePlacementGroup(
       const proto::PlacementGroupSpec& spec,
       int64_t timeout_ms = kDefaultTimeoutMs);
+  void GetPlacementGroup(const proto::GetPlacementGroupRequest& request,
+                         Callback<proto::PlacementGroupInfo> done,
+                         int64_t timeout_ms = kDefaultTimeoutMs);
   absl::StatusOr<proto::PlacementGroupInfo> GetPlacementGroup(
       const proto::GetPlacementGroupRequest& request,
       int64_t timeout_ms = kDefaultTimeoutMs);

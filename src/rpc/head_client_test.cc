@@ -183,6 +183,87 @@ TEST_F(HeadClientTest, PlacementGroups) {
   EXPECT_TRUE(client_->RemovePlacementGroup(by_name).ok());
 }
 
+TEST_F(HeadClientTest, PlacementGroupAsynchronously) {
+  proto::GetPlacementGroupRequest unknown;
+  unknown.set_pg_id("no-such-group");
+  absl::StatusOr<proto::PlacementGroupInfo> missing =
+      OnLoop<proto::PlacementGroupInfo>([&](auto done) {
+        client_->GetPlacementGroup(unknown, std::move(done), 5000);
+      });
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound)
+      << missing.status();
+  EXPECT_THAT(missing.status().message(), HasSubstr("no-such-group"));
+
+  proto::PlacementGroupSpec spec;
+  absl::StatusOr<ResourceSet> bundle = ResourceSet::FromDoubles({{"CPU", 1}});
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  bundle->ToProto(spec.add_bundles());
+  absl::StatusOr<proto::PlacementGroupInfo> created =
+      client_->CreatePlacementGroup(spec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  proto::GetPlacementGroupRequest by_id;
+  by_id.set_pg_id(created->pg_id());
+  absl::StatusOr<proto::PlacementGroupInfo> found =
+      OnLoop<proto::PlacementGroupInfo>([&](auto done) {
+        client_->GetPlacementGroup(by_id, std::move(done));
+      });
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->pg_id(), created->pg_id());
+}
+
+// What a node agent does over its life: register, heartbeat, unregister.
+TEST_F(HeadClientTest, NodeRegistersHeartbeatsAndUnregisters) {
+  proto::HeartbeatRequest beat;
+  beat.set_node_id("node-1");
+  absl::StatusOr<ResourceSet> total = ResourceSet::FromDoubles({{"CPU", 2}});
+  ASSERT_TRUE(total.ok()) << total.status();
+  total->ToProto(beat.mutable_total());
+  total->ToProto(beat.mutable_available());
+  auto heartbeat = [&] {
+    return OnLoop<proto::HeartbeatReply>(
+        [&](auto done) { client_->Heartbeat(beat, std::move(done), 5000); });
+  };
+  absl::StatusOr<proto::HeartbeatReply> before = heartbeat();
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_TRUE(before->unknown_node());
+
+  proto::RegisterNodeRequest join;
+  join.mutable_node()->set_node_id("node-1");
+  // Never dialed: the head calls an agent only to place bundles.
+  join.mutable_node()->set_address("127.0.0.1:1");
+  total->ToProto(join.mutable_node()->mutable_total());
+  absl::StatusOr<proto::RegisterNodeReply> joined =
+      OnLoop<proto::RegisterNodeReply>([&](auto done) {
+        client_->RegisterNode(join, std::move(done), 5000);
+      });
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->node_id(), "node-1");
+  EXPECT_GT(joined->heartbeat_interval_ms(), 0);
+
+  absl::StatusOr<proto::HeartbeatReply> known = heartbeat();
+  ASSERT_TRUE(known.ok()) << known.status();
+  EXPECT_FALSE(known->unknown_node());
+  ASSERT_EQ(known->nodes_size(), 1);
+  EXPECT_EQ(known->nodes(0).node_id(), "node-1");
+
+  proto::UnregisterNodeRequest leave;
+  leave.set_node_id("node-1");
+  leave.set_reason("stopped by the test");
+  absl::StatusOr<proto::Empty> left = OnLoop<proto::Empty>([&](auto done) {
+    client_->UnregisterNode(leave, std::move(done), 1000);
+  });
+  ASSERT_TRUE(left.ok()) << left.status();
+  absl::StatusOr<proto::ClusterStatus> status = client_->ClusterStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->nodes_size(), 1);
+  EXPECT_FALSE(status->nodes(0).alive());
+  EXPECT_EQ(status->nodes(0).death_reason(), "stopped by the test");
+  // A node the head declared dead is told to register again.
+  absl::StatusOr<proto::HeartbeatReply> after = heartbeat();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->unknown_node());
+}
+
 TEST_F(HeadClientTest, UnknownActorIsNotFoundInBothForms) {
   proto::GetActorRequest req;
   req.set_actor_id("no-such-actor");

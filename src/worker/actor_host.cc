@@ -1,6 +1,14 @@
 #include "worker/actor_host.h"
 
 #include <atomic>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "api/core_runtime.h"
+#include "rpc/head_client.h"
+#include "shoal/actor.h"
+#include "shoal/errors.h"
+#include "shoal/shoal.pb.h"
 
 namespace shoal::internal {
 namespace {
@@ -58,3 +66,35 @@ void ActorHost::Loop() {
 }
 
 }  // namespace shoal::internal
+
+// The parts of the public actor API (shoal/actor.h) that only a process
+// holding an actor can answer.
+namespace shoal {
+
+void ExitActor() {
+  internal::ActorHost* host = internal::ActorHost::Current();
+  if (host == nullptr) {
+    throw Error(
+        "shoal::ExitActor() is for an actor's methods; this process "
+        "holds no actor");
+  }
+  // The head hears it first, so that the process's end is not taken for a
+  // crash to restart from.
+  proto::ActorExitingRequest req;
+  req.set_actor_id(host->actor_id());
+  const char* worker = getenv("SHOAL_WORKER_ID");
+  req.set_worker_id(worker != nullptr ? worker : "");
+  absl::Status st = internal::RequireRuntime()->head().ActorExiting(req);
+  if (!st.ok()) {
+    throw Error(absl::StrCat("shoal::ExitActor(): the head did not hear it: ",
+                             st.message()));
+  }
+  throw internal::ActorExitRequested();
+}
+
+bool WasCurrentActorRestarted() {
+  internal::ActorHost* host = internal::ActorHost::Current();
+  return host != nullptr && host->restarted();
+}
+
+}  // namespace shoal

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/object_client.h"
+#include "api/task_context.h"
 #include "common/logging.h"
 #include "common/util.h"
 #include "rpc/rpc.h"
@@ -20,21 +21,6 @@
 #include "worker/function_registry.h"
 
 namespace shoal::internal {
-
-namespace {
-// The depth of the task running on this thread; of the last one started in
-// the process for threads a task made itself.
-thread_local int t_task_depth = -1;
-std::atomic<int> g_task_depth{0};
-}  // namespace
-
-void SetCurrentTaskDepth(int depth) {
-  t_task_depth = depth;
-  g_task_depth.store(depth);
-}
-int CurrentTaskDepth() {
-  return t_task_depth >= 0 ? t_task_depth : g_task_depth.load();
-}
 
 namespace {
 

@@ -10,11 +10,6 @@ namespace shoal::internal {
 // the environment. Returns the process's exit code.
 int RunWorker();
 
-// How deeply the task this worker runs is nested (a driver's tasks: 0); a
-// runtime started inside it submits at one more.
-void SetCurrentTaskDepth(int depth);
-int CurrentTaskDepth();
-
 }  // namespace shoal::internal
 
 #endif  // SHOAL_WORKER_WORKER_MAIN_H_

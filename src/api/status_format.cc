@@ -1,4 +1,4 @@
-#include "cli/status_format.h"
+#include "api/status_format.h"
 
 #include <algorithm>
 #include <ctime>
@@ -14,7 +14,7 @@
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
-namespace shoal::cli {
+namespace shoal::internal {
 namespace {
 
 struct Usage {
@@ -475,4 +475,4 @@ std::string DescribeHolders(const proto::ClusterStatus& status) {
   return absl::StrJoin(parts, "; ");
 }
 
-}  // namespace shoal::cli
+}  // namespace shoal::internal

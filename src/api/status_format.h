@@ -1,6 +1,6 @@
 // `shoal status` output: Ray-style text, or JSON.
-#ifndef SHOAL_CLI_STATUS_FORMAT_H_
-#define SHOAL_CLI_STATUS_FORMAT_H_
+#ifndef SHOAL_API_STATUS_FORMAT_H_
+#define SHOAL_API_STATUS_FORMAT_H_
 
 #include <string>
 
@@ -8,7 +8,7 @@ namespace shoal::proto {
 class ClusterStatus;
 }
 
-namespace shoal::cli {
+namespace shoal::internal {
 
 std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose);
 // Who holds the cluster's resources, for a "busy" error: its placement
@@ -19,6 +19,6 @@ std::string DescribeHolders(const proto::ClusterStatus& status);
 
 std::string FormatStatusJson(const proto::ClusterStatus& status);
 
-}  // namespace shoal::cli
+}  // namespace shoal::internal
 
-#endif  // SHOAL_CLI_STATUS_FORMAT_H_
+#endif  // SHOAL_API_STATUS_FORMAT_H_

@@ -1,4 +1,4 @@
-#include "cli/status_format.h"
+#include "api/status_format.h"
 
 #include <cstdint>
 #include <map>
@@ -11,7 +11,7 @@
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
-namespace shoal::cli {
+namespace shoal::internal {
 namespace {
 
 using ::testing::HasSubstr;
@@ -486,4 +486,4 @@ TEST(FormatStatusJsonTest, EmptyClusterHasEmptyCollections) {
 }
 
 }  // namespace
-}  // namespace shoal::cli
+}  // namespace shoal::internal

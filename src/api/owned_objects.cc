@@ -1,0 +1,330 @@
+#include "api/owned_objects.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "api/task_error.h"
+
+namespace shoal::internal {
+
+OwnedObjects::OwnedObjects(ForgetFn on_forget)
+    : on_forget_(std::move(on_forget)) {}
+
+void OwnedObjects::SetLocalNode(const std::string& node_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  local_node_ = node_id;
+}
+
+void OwnedObjects::AddPending(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_[id];
+}
+
+void OwnedObjects::AddValue(const std::string& id,
+                            std::shared_ptr<const std::string> value) {
+  Entry e;
+  e.state = State::kReady;
+  e.value = std::move(value);
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_[id] = std::move(e);
+}
+
+void OwnedObjects::AddStored(const std::string& id,
+                             proto::StoredObject object) {
+  Entry e;
+  e.state = State::kReady;
+  e.stored = true;
+  for (const auto& source : object.sources()) {
+    e.copy_nodes.insert(source.node_id());
+  }
+  e.stored_object = std::move(object);
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_[id] = std::move(e);
+}
+
+std::shared_ptr<RefHandle> OwnedObjects::NewHandle(const std::string& id) {
+  auto handle = std::make_shared<RefHandle>(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  handles_[id] = handle;
+  return handle;
+}
+
+absl::StatusOr<std::shared_ptr<RefHandle>> OwnedObjects::HandleFor(
+    const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = handles_.find(id);
+  std::shared_ptr<RefHandle> handle =
+      it == handles_.end() ? nullptr : it->second.lock();
+  if (handle == nullptr) {
+    return TaskError(
+        ErrorKind::kOther,
+        absl::StrCat("a value refers to object ", id,
+                     ", which this process does not reference: refs inside "
+                     "values can be read back only by the process that owns "
+                     "the objects"));
+  }
+  return handle;
+}
+
+void OwnedObjects::Release(const std::string& id) {
+  std::vector<Forgotten> forgotten;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handles_.erase(id);
+    auto it = objects_.find(id);
+    if (it == objects_.end()) return;
+    if (it->second.state == State::kPending) {
+      it->second.released = true;
+    } else {
+      forgotten.push_back(EraseLocked(it));
+    }
+  }
+  Told(std::move(forgotten));
+}
+
+OwnedObjects::Ready OwnedObjects::ReadyOf(const Entry& e) const {
+  Ready ready;
+  ready.stored = e.stored;
+  if (e.stored) {
+    ready.stored_object = e.stored_object;
+    ready.local_copy =
+        !local_node_.empty() && e.copy_nodes.count(local_node_) > 0;
+  } else {
+    ready.value = e.value;
+  }
+  return ready;
+}
+
+absl::StatusOr<OwnedObjects::Ready> OwnedObjects::WaitReady(
+    const std::string& id, int64_t timeout_ms, const BlockedFn& blocked) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) {
+    return TaskError(ErrorKind::kOther,
+                     absl::StrCat("object ", id,
+                                  " is not known to this process (it was made "
+                                  "by another driver or before a Shutdown)"));
+  }
+  auto done = [&] {
+    it = objects_.find(id);
+    return it == objects_.end() || it->second.state != State::kPending;
+  };
+  if (!done()) {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+    // Told outside the lock: it may send a message.
+    lock.unlock();
+    if (blocked) blocked(true);
+    lock.lock();
+    ++waiters_;
+    bool in_time = true;
+    if (timeout_ms < 0) {
+      cv_.wait(lock, done);
+    } else {
+      in_time = cv_.wait_until(lock, deadline, done);
+    }
+    --waiters_;
+    lock.unlock();
+    if (blocked) blocked(false);
+    lock.lock();
+    // Looked up again: the table may have changed while unlocked.
+    if (!done() && !in_time) {
+      return TaskError(ErrorKind::kTimeout,
+                       absl::StrCat("object ", id, " was not ready within ",
+                                    timeout_ms, " ms"));
+    }
+    if (!done()) {  // made pending again (a rebuild) while unlocked
+      lock.unlock();
+      return WaitReady(id, timeout_ms, blocked);
+    }
+  }
+  if (it == objects_.end()) {
+    return TaskError(
+        ErrorKind::kOther,
+        absl::StrCat("object ", id, " was released while waiting"));
+  }
+  if (it->second.state == State::kFailed) return it->second.error;
+  return ReadyOf(it->second);
+}
+
+std::vector<size_t> OwnedObjects::WaitAny(const std::vector<std::string>& ids,
+                                          size_t num_ready, int64_t timeout_ms,
+                                          const BlockedFn& blocked) {
+  num_ready = std::min(num_ready, ids.size());
+  std::vector<size_t> ready;
+  auto check = [&] {
+    ready.clear();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = objects_.find(ids[i]);
+      if (it == objects_.end() || it->second.state != State::kPending) {
+        ready.push_back(i);
+      }
+    }
+    return ready.size() >= num_ready;
+  };
+  std::unique_lock<std::mutex> lock(mu_);
+  if (check()) return ready;
+  lock.unlock();
+  if (blocked) blocked(true);
+  lock.lock();
+  ++waiters_;
+  if (timeout_ms < 0) {
+    cv_.wait(lock, check);
+  } else {
+    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), check);
+  }
+  --waiters_;
+  check();
+  lock.unlock();
+  if (blocked) blocked(false);
+  return ready;
+}
+
+OwnedObjects::State OwnedObjects::Peek(const std::string& id, Ready* ready,
+                                       absl::Status* error) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return State::kUnknown;
+  const Entry& e = it->second;
+  if (e.state == State::kReady && ready != nullptr) *ready = ReadyOf(e);
+  if (e.state == State::kFailed && error != nullptr) *error = e.error;
+  return e.state;
+}
+
+bool OwnedObjects::Complete(const std::string& id, proto::TaskResult* result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return false;
+  Entry& e = it->second;
+  if (result->has_stored()) {
+    e.stored = true;
+    e.stored_object = std::move(*result->mutable_stored());
+    for (const auto& source : e.stored_object.sources()) {
+      e.copy_nodes.insert(source.node_id());
+    }
+  } else {
+    e.stored = false;
+    e.value = std::make_shared<const std::string>(
+        std::move(*result->mutable_value()));
+  }
+  e.state = State::kReady;
+  Notify();
+  return e.stored && !e.released;
+}
+
+void OwnedObjects::Fail(const std::string& id, absl::Status error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  it->second.state = State::kFailed;
+  it->second.error = std::move(error);
+  Notify();
+}
+
+void OwnedObjects::ForgetIfReleased(const std::string& id) {
+  std::vector<Forgotten> forgotten;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = objects_.find(id);
+    if (it == objects_.end() || !it->second.released ||
+        it->second.state == State::kPending) {
+      return;
+    }
+    forgotten.push_back(EraseLocked(it));
+  }
+  Told(std::move(forgotten));
+}
+
+void OwnedObjects::AddCopy(const std::string& id, const std::string& node,
+                           const std::string& transfer_address) {
+  if (node.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  it->second.copy_nodes.insert(node);
+  if (transfer_address.empty()) return;
+  proto::StoredObject& object = it->second.stored_object;
+  for (const auto& s : object.sources()) {
+    if (s.node_id() == node) return;
+  }
+  proto::ObjectSource* source = object.add_sources();
+  source->set_node_id(node);
+  source->set_address(transfer_address);
+}
+
+OwnedObjects::Rebuild OwnedObjects::NeedsRebuild(
+    const std::string& id, const proto::StoredObject& failed) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return Rebuild::kGone;
+  const Entry& e = it->second;
+  if (e.state == State::kPending) return Rebuild::kUnderway;
+  if (e.stored &&
+      e.stored_object.SerializeAsString() != failed.SerializeAsString()) {
+    return Rebuild::kUnderway;  // rebuilt, or copied elsewhere, since
+  }
+  return Rebuild::kNeeded;
+}
+
+void OwnedObjects::MarkPending(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = objects_[id];
+  e.state = State::kPending;
+  e.stored = false;
+  e.stored_object.Clear();
+  e.copy_nodes.clear();
+  e.error = absl::OkStatus();
+}
+
+proto::StoredObject OwnedObjects::StoredObjectOf(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end() || !it->second.stored) return {};
+  return it->second.stored_object;
+}
+
+std::vector<std::pair<std::string, std::set<std::string>>>
+OwnedObjects::StoredCopies() const {
+  std::vector<std::pair<std::string, std::set<std::string>>> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, e] : objects_) {
+    if (e.stored) out.emplace_back(id, e.copy_nodes);
+  }
+  return out;
+}
+
+void OwnedObjects::Clear() {
+  Table objects;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    objects.swap(objects_);
+    Notify();
+  }
+}
+
+size_t OwnedObjects::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return objects_.size();
+}
+
+OwnedObjects::Forgotten OwnedObjects::EraseLocked(Table::iterator it) {
+  Forgotten f;
+  f.id = it->first;
+  f.stored = it->second.stored;
+  f.copy_nodes = std::move(it->second.copy_nodes);
+  objects_.erase(it);
+  return f;
+}
+
+void OwnedObjects::Notify() {
+  if (waiters_ > 0) cv_.notify_all();
+}
+
+void OwnedObjects::Told(std::vector<Forgotten> forgotten) {
+  if (!on_forget_) return;
+  for (Forgotten& f : forgotten) {
+    on_forget_(f.id, f.stored, std::move(f.copy_nodes));
+  }
+}
+
+}  // namespace shoal::internal

@@ -1,0 +1,22 @@
+#include "api/task_context.h"
+
+#include <atomic>
+
+namespace shoal::internal {
+namespace {
+
+thread_local int t_task_depth = -1;
+std::atomic<int> g_task_depth{0};
+
+}  // namespace
+
+void SetCurrentTaskDepth(int depth) {
+  t_task_depth = depth;
+  g_task_depth.store(depth);
+}
+
+int CurrentTaskDepth() {
+  return t_task_depth >= 0 ? t_task_depth : g_task_depth.load();
+}
+
+}  // namespace shoal::internal

@@ -1,0 +1,17 @@
+// What a worker tells the runtime about the task it is running: how deeply
+// it is nested, so that what the task submits goes one level deeper (agents
+// grant the deepest requests first, which keeps nested trees moving).
+#ifndef SHOAL_API_TASK_CONTEXT_H_
+#define SHOAL_API_TASK_CONTEXT_H_
+
+namespace shoal::internal {
+
+// How deeply the task running now is nested (a driver's tasks: 0): the one
+// on this thread, else the last one started in the process (for threads a
+// task made itself). A runtime started inside it submits at one more.
+void SetCurrentTaskDepth(int depth);
+int CurrentTaskDepth();
+
+}  // namespace shoal::internal
+
+#endif  // SHOAL_API_TASK_CONTEXT_H_

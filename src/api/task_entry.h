@@ -1,0 +1,41 @@
+// A task (or actor call) the driver has submitted and not yet finished,
+// shared by the parts of the driver side: the dependency resolver fills its
+// arguments, the task submitter leases workers for its shape, object
+// recovery keeps it to run again.
+#ifndef SHOAL_API_TASK_ENTRY_H_
+#define SHOAL_API_TASK_ENTRY_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scheduling/resource_set.h"
+#include "shoal/internal/runtime.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::internal {
+
+// A task's arguments as they resolve: each is a value, or a ref that
+// becomes a value (inline objects) or a stored object (in node stores).
+struct TaskArgs {
+  std::vector<TaskArg> args;
+  std::vector<std::string> values;            // resolved arguments (msgpack)
+  std::map<int, proto::StoredObject> stored;  // or resolved to stored objects
+  int pending = 0;                            // refs not ready yet
+};
+
+struct TaskEntry {
+  std::string id;  // also the id of its result object
+  std::string function;
+  TaskArgs args;
+  ResourceSet shape;
+  std::string shape_key;
+  int retries_left = 3;
+  int attempt = 0;
+  std::string actor_id;  // a call of this actor's method
+  int depth = 0;         // how deeply it is nested (a driver's: 0)
+};
+
+}  // namespace shoal::internal
+
+#endif  // SHOAL_API_TASK_ENTRY_H_

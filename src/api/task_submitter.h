@@ -1,0 +1,137 @@
+// Sends ready tasks to leased workers. Tasks wait in one queue per resource
+// shape; each queue leases workers from node agents (following their
+// spillbacks to other nodes), pushes tasks straight to the workers,
+// pipelines short tasks, returns idle leases, and notices lost workers.
+// What a reply means for the task (done, failed, retried) is the
+// delegate's call. Runs on the runtime's loop thread only.
+#ifndef SHOAL_API_TASK_SUBMITTER_H_
+#define SHOAL_API_TASK_SUBMITTER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "api/node_view.h"
+#include "rpc/rpc.h"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::internal {
+
+class TaskSubmitter {
+ public:
+  class Delegate {
+   public:
+    virtual ~Delegate() = default;
+    // Fills the spec of `task_id` for a worker on `node_id`; false when the
+    // task is gone (it is then skipped).
+    virtual bool BuildSpec(const std::string& task_id,
+                           const std::string& node_id,
+                           proto::TaskSpec* spec) = 0;
+    // The worker answered: its result, or why there is none (never
+    // Unavailable: a lost worker comes to WorkerDied).
+    virtual void TaskReplied(const std::string& task_id,
+                             const std::string& node_id,
+                             absl::StatusOr<proto::TaskResult> result) = 0;
+    // The worker running `task_id` died; `how` says why, as its agent
+    // tells it. The delegate retries it (Enqueue, front) or fails it.
+    virtual void WorkerDied(const std::string& task_id,
+                            const std::string& how) = 0;
+    // No worker can be had for the task: infeasible, invalid, refused, or
+    // workers keep failing to start.
+    virtual void TaskFailed(const std::string& task_id, absl::Status error) = 0;
+    // Asks the head for the cluster's nodes.
+    virtual void FetchNodes(
+        std::function<void(absl::StatusOr<proto::ClusterStatus>)> done) = 0;
+  };
+
+  struct Options {
+    std::string job_id;  // the job whose workers are leased
+    std::string binary_path;
+    std::string binary_hash;
+    std::string token;
+    std::string peer_name;
+    // How long a lease with no work is kept for further tasks of its shape.
+    int64_t lease_idle_ms = 500;
+  };
+
+  TaskSubmitter(rpc::EventLoop* loop, NodeView* nodes, Delegate* delegate,
+                Options options);
+  TaskSubmitter(const TaskSubmitter&) = delete;
+  TaskSubmitter& operator=(const TaskSubmitter&) = delete;
+
+  // Queues `task_id` for a worker of `shape` (`shape_key`: its
+  // DebugString(), computed once per task); `front` puts it ahead of the
+  // others (a retry). `depth` is how deeply it is nested (agents grant the
+  // deepest first).
+  void Enqueue(const std::string& task_id, const ResourceSet& shape,
+               const std::string& shape_key, int depth, bool front = false);
+  // Every 100 ms: returns idle leases; every second asks for the nodes.
+  void Tick();
+  // Asks the head for the nodes now; workers on dead nodes are lost.
+  void RefreshNodes();
+  // Returns every lease; `done` once the agents answered (1 s at most).
+  void ReturnAll(std::function<void()> done);
+  void Clear() { shapes_.clear(); }
+
+  // For tests and status.
+  size_t queued() const;
+  size_t leased_workers() const;
+
+ private:
+  struct Queued {
+    std::string task_id;
+    int depth = 0;
+  };
+  struct LeasedWorker {
+    std::string lease_id;
+    std::string worker_id;
+    std::string node_id;
+    std::string agent;
+    std::unique_ptr<rpc::Channel> channel;
+    std::deque<Queued> in_flight;  // in push order
+    int64_t idle_since_us = 0;
+  };
+  struct ShapeQueue {
+    std::string key;  // shape.DebugString()
+    ResourceSet shape;
+    std::deque<Queued> queue;
+    std::vector<std::unique_ptr<LeasedWorker>> workers;
+    int pending_lease_requests = 0;
+    int consecutive_failures = 0;
+    double avg_exec_us = -1;  // moving average of the tasks' run time
+    size_t MaxInFlight() const;
+  };
+
+  void Pump(ShapeQueue& q);
+  void Push(ShapeQueue& q, LeasedWorker& w, const Queued& task);
+  void OnReply(const std::string& key, const std::string& lease_id,
+               const std::string& task_id, absl::StatusOr<std::string> reply);
+  void OnWorkerLost(ShapeQueue& q, const std::string& lease_id,
+                    const absl::Status& why,
+                    const std::string& never_sent = "");
+  void LoseWorkersOnDeadNodes();
+  void RequestLease(ShapeQueue& q, const std::string& agent, bool no_spillback);
+  void AddWorker(ShapeQueue& q, const std::string& agent,
+                 const proto::RequestLeaseReply& reply);
+  void ReturnLease(const std::string& agent, const std::string& lease_id);
+  void ReturnIdleLeases();
+  void FailQueue(ShapeQueue& q, const absl::Status& error);
+
+  rpc::EventLoop* const loop_;
+  NodeView* const nodes_;
+  Delegate* const delegate_;
+  const Options options_;
+  std::map<std::string, ShapeQueue> shapes_;  // by shape's DebugString()
+  int64_t ticks_ = 0;
+};
+
+}  // namespace shoal::internal
+
+#endif  // SHOAL_API_TASK_SUBMITTER_H_

@@ -1,0 +1,830 @@
+// TaskSubmitter against a fake runtime (the delegate), fake node agents and
+// fake workers: real rpc::Servers on loopback that answer REQUEST_LEASE,
+// RETURN_LEASE, GET_WORKER_EXIT and PUSH_TASK as the real ones would. The
+// NodeView is real, fed the fake agents' addresses.
+#include "api/task_submitter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "api/fake_worker_testing.h"
+#include "api/node_view.h"
+#include "api/task_error.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/event_loop.h"
+#include "rpc/rpc.h"
+#include "scheduling/resource_set.h"
+
+namespace shoal::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr char kToken[] = "test-token";
+
+// A node agent: answers lease requests from `script` in order, then by
+// granting a lease on `grant_to` (when set), else keeps them unanswered in
+// `held`. Records what it was asked.
+class FakeAgent {
+ public:
+  FakeAgent(rpc::EventLoop* loop, std::string node_id)
+      : node_id_(std::move(node_id)) {
+    auto server = rpc::Server::Create(loop, "127.0.0.1", 0, kToken);
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    rpc::RegisterProto<proto::RequestLeaseRequest>(
+        server_.get(), proto::REQUEST_LEASE,
+        [this](const proto::RequestLeaseRequest& request, rpc::Responder r) {
+          lease_requests.push_back(request);
+          if (!script.empty()) {
+            proto::RequestLeaseReply reply = std::move(script.front());
+            script.pop_front();
+            if (reply.outcome() == proto::RequestLeaseReply::GRANTED) {
+              granted.push_back(reply.lease_id());
+            }
+            r.Reply(reply);
+            return;
+          }
+          if (!grant_to.empty()) {
+            r.Reply(Grant(grant_to));
+            return;
+          }
+          held.push_back(r);
+        });
+    rpc::RegisterProto<proto::ReturnLeaseRequest>(
+        server_.get(), proto::RETURN_LEASE,
+        [this](const proto::ReturnLeaseRequest& request, rpc::Responder r) {
+          returned.push_back(request.lease_id());
+          if (!hold_returns) r.Reply(proto::Empty());
+        });
+    rpc::RegisterProto<proto::GetWorkerExitRequest>(
+        server_.get(), proto::GET_WORKER_EXIT,
+        [this](const proto::GetWorkerExitRequest& request, rpc::Responder r) {
+          exit_requests.push_back(request.worker_id());
+          r.Reply(exit_reply);
+        });
+  }
+
+  std::string address() const {
+    return absl::StrCat("127.0.0.1:", server_->port());
+  }
+  const std::string& node_id() const { return node_id_; }
+  // A new lease on the worker at `worker_address` (recorded in `granted`).
+  proto::RequestLeaseReply Grant(const std::string& worker_address) {
+    int n = ++grants_;
+    proto::RequestLeaseReply reply;
+    reply.set_outcome(proto::RequestLeaseReply::GRANTED);
+    reply.set_lease_id(absl::StrCat(node_id_, "-lease-", n));
+    reply.set_worker_id(absl::StrCat(node_id_, "-worker-", n));
+    reply.set_worker_address(worker_address);
+    reply.set_worker_pid(1000 + n);
+    reply.set_node_id(node_id_);
+    granted.push_back(reply.lease_id());
+    return reply;
+  }
+  // Ends the process: its connections close, its port refuses.
+  void Die() { server_.reset(); }
+
+  std::deque<proto::RequestLeaseReply> script;
+  std::string grant_to;
+  bool hold_returns = false;
+  proto::GetWorkerExitReply exit_reply;
+
+  std::vector<proto::RequestLeaseRequest> lease_requests;
+  std::vector<rpc::Responder> held;
+  std::vector<std::string> granted;  // lease ids
+  std::vector<std::string> returned;
+  std::vector<std::string> exit_requests;  // worker ids
+
+ private:
+  const std::string node_id_;
+  int grants_ = 0;
+  std::unique_ptr<rpc::Server> server_;
+};
+
+proto::RequestLeaseReply LeaseReply(proto::RequestLeaseReply::Outcome outcome,
+                                    const std::string& error) {
+  proto::RequestLeaseReply reply;
+  reply.set_outcome(outcome);
+  reply.set_error(error);
+  return reply;
+}
+
+class FakeDelegate : public TaskSubmitter::Delegate {
+ public:
+  bool BuildSpec(const std::string& task_id, const std::string& node_id,
+                 proto::TaskSpec* spec) override {
+    built.push_back(task_id);
+    if (gone.count(task_id)) return false;
+    spec->set_task_id(task_id);
+    spec->set_function_name("f");
+    return true;
+  }
+  void TaskReplied(const std::string& task_id, const std::string& node_id,
+                   absl::StatusOr<proto::TaskResult> result) override {
+    outcomes[task_id] =
+        result.ok()
+            ? absl::StrCat("ok:", node_id, ":", result->value())
+            : absl::StrCat("error:", node_id, ":", result.status().ToString());
+  }
+  void WorkerDied(const std::string& task_id, const std::string& how) override {
+    outcomes[task_id] = absl::StrCat("died:", how);
+  }
+  void TaskFailed(const std::string& task_id, absl::Status error) override {
+    outcomes[task_id] = absl::StrCat("failed:", error.message());
+    failures[task_id] = error;
+  }
+  void FetchNodes(
+      std::function<void(absl::StatusOr<proto::ClusterStatus>)> done) override {
+    ++fetches;
+    done(status);
+  }
+
+  std::set<std::string> gone;                   // BuildSpec says these are gone
+  absl::StatusOr<proto::ClusterStatus> status;  // what FetchNodes answers
+
+  std::vector<std::string> built;  // BuildSpec calls, in order
+  std::map<std::string, std::string> outcomes;
+  std::map<std::string, absl::Status> failures;
+  int fetches = 0;
+};
+
+proto::NodeInfo Node(const FakeAgent& agent, bool alive = true,
+                     const std::string& ip = "127.0.0.1") {
+  proto::NodeInfo node;
+  node.set_node_id(agent.node_id());
+  node.set_address(agent.address());
+  node.set_node_ip(ip);
+  node.set_alive(alive);
+  node.set_object_transfer_address("127.0.0.1:1");
+  return node;
+}
+
+class TaskSubmitterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto loop = rpc::EventLoop::Create("task_submitter_test");
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    loop_ = std::move(*loop);
+    Run([&] {
+      delegate_ = std::make_unique<FakeDelegate>();
+      agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-a");
+      worker_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
+      nodes_ = std::make_unique<NodeView>(
+          loop_.get(),
+          NodeView::Options{
+              .token = kToken,
+              .peer_name = "task_submitter_test",
+              .bad_agent_retry_us = 2000000,
+              .now_us = [this] { return now_us_; },
+              .is_local =
+                  [](const std::string& ip) { return ip == "127.0.0.1"; },
+          });
+      SetNodes({Node(*agent_)});
+    });
+    Restart(/*lease_idle_ms=*/60000);
+  }
+  void TearDown() override {
+    Run([&] {
+      submitter_.reset();
+      nodes_.reset();
+      worker_.reset();
+      second_worker_.reset();
+      agent_.reset();
+      second_agent_.reset();
+      delegate_.reset();
+    });
+    loop_->Stop();
+  }
+
+  // A new submitter (leases of the old one are dropped unreturned).
+  void Restart(int64_t lease_idle_ms) {
+    Run([&] {
+      submitter_ = std::make_unique<TaskSubmitter>(
+          loop_.get(), nodes_.get(), delegate_.get(),
+          TaskSubmitter::Options{.job_id = "job-7",
+                                 .binary_path = "/opt/app/bin/app",
+                                 .binary_hash = "hash-1",
+                                 .token = kToken,
+                                 .peer_name = "driver",
+                                 .lease_idle_ms = lease_idle_ms});
+    });
+  }
+  // The head's list of nodes: fed to the view now, and what FetchNodes
+  // answers from now on. Loop thread only.
+  void SetNodes(const std::vector<proto::NodeInfo>& nodes) {
+    proto::ClusterStatus status;
+    for (const auto& node : nodes) *status.add_nodes() = node;
+    delegate_->status = status;
+    nodes_->Update(status);
+  }
+
+  void Run(const std::function<void()>& fn) { loop_->RunSync(fn); }
+  // Runs `check` on the loop until it holds (10 s at most).
+  bool Eventually(const std::function<bool()>& check) {
+    for (int i = 0; i < 1000; ++i) {
+      bool ok = false;
+      Run([&] { ok = check(); });
+      if (ok) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  static ResourceSet Shape(double cpus) {
+    auto shape = ResourceSet::FromDoubles({{"CPU", cpus}});
+    EXPECT_TRUE(shape.ok()) << shape.status();
+    return *shape;
+  }
+  // Enqueues on the loop thread; call inside Run().
+  void Enqueue(const std::string& task, int depth = 0, bool front = false,
+               double cpus = 1) {
+    ResourceSet shape = Shape(cpus);
+    submitter_->Enqueue(task, shape, shape.DebugString(), depth, front);
+  }
+  void Submit(const std::string& task, int depth = 0, double cpus = 1) {
+    Run([&] { Enqueue(task, depth, /*front=*/false, cpus); });
+  }
+  std::string Outcome(const std::string& task) {
+    std::string out;
+    Run([&] {
+      auto it = delegate_->outcomes.find(task);
+      if (it != delegate_->outcomes.end()) out = it->second;
+    });
+    return out;
+  }
+
+  std::unique_ptr<rpc::EventLoop> loop_;
+  int64_t now_us_ = 1000000000;  // the view's clock; loop thread only
+  std::unique_ptr<FakeDelegate> delegate_;
+  std::unique_ptr<FakeAgent> agent_;
+  std::unique_ptr<FakeAgent> second_agent_;
+  std::unique_ptr<FakeWorker> worker_;
+  std::unique_ptr<FakeWorker> second_worker_;
+  std::unique_ptr<NodeView> nodes_;
+  std::unique_ptr<TaskSubmitter> submitter_;
+};
+
+TEST_F(TaskSubmitterTest, TasksRunOnALeasedWorkerAndRepliesNameTheNode) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t1");
+  Submit("t2");
+  Submit("t3");
+  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 3; }));
+  EXPECT_EQ(Outcome("t1"), "ok:node-a:t1");
+  EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
+  EXPECT_EQ(Outcome("t3"), "ok:node-a:t3");
+  Run([&] {
+    EXPECT_THAT(worker_->seen, UnorderedElementsAre("t1", "t2", "t3"));
+    EXPECT_EQ(submitter_->queued(), 0u);
+    EXPECT_GE(submitter_->leased_workers(), 1u);
+    // The lease named its node.
+    EXPECT_EQ(nodes_->AgentOf("node-a"), agent_->address());
+  });
+}
+
+TEST_F(TaskSubmitterTest, WorkerErrorReachesTaskReplied) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("err-1");
+  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 1; }));
+  EXPECT_THAT(Outcome("err-1"), HasSubstr("error:node-a:"));
+  EXPECT_THAT(Outcome("err-1"), HasSubstr("task err-1 failed"));
+  EXPECT_THAT(Outcome("err-1"), HasSubstr("no function named nope"));
+  // The worker stays leased and takes the next task.
+  Submit("t2");
+  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
+  EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
+}
+
+TEST_F(TaskSubmitterTest, LeaseRequestCarriesJobShapeAndFrontTaskDepth) {
+  // The agent keeps every request unanswered.
+  Run([&] { Enqueue("t1", /*depth=*/1); });
+  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 1; }));
+  // A retry goes in front: the next request carries its depth.
+  Run([&] { Enqueue("t2", /*depth=*/4, /*front=*/true); });
+  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 2; }));
+  // Behind it, a shallower one: the front is still the deep one.
+  Run([&] { Enqueue("t3", /*depth=*/2); });
+  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 3; }));
+  Run([&] {
+    const auto& requests = agent_->lease_requests;
+    for (const auto& request : requests) {
+      EXPECT_EQ(request.job_id(), "job-7");
+      EXPECT_EQ(request.binary_path(), "/opt/app/bin/app");
+      EXPECT_EQ(request.binary_hash(), "hash-1");
+      EXPECT_EQ(ResourceSet::FromProto(request.shape()), Shape(1));
+      EXPECT_FALSE(request.no_spillback());
+      EXPECT_TRUE(request.actor_id().empty());
+    }
+    EXPECT_EQ(requests[0].depth(), 1);
+    EXPECT_EQ(requests[1].depth(), 4);
+    EXPECT_EQ(requests[2].depth(), 4);
+    EXPECT_EQ(submitter_->queued(), 3u);
+  });
+}
+
+TEST_F(TaskSubmitterTest, ShapesQueueAndLeaseSeparately) {
+  Run([&] {
+    Enqueue("small", 0, false, /*cpus=*/1);
+    Enqueue("big", 0, false, /*cpus=*/4);
+  });
+  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 2; }));
+  Run([&] {
+    std::vector<ResourceSet> shapes;
+    for (const auto& r : agent_->lease_requests) {
+      shapes.push_back(ResourceSet::FromProto(r.shape()));
+    }
+    EXPECT_THAT(shapes, UnorderedElementsAre(Shape(1), Shape(4)));
+  });
+}
+
+TEST_F(TaskSubmitterTest, SpillbackIsFollowedWithNoSpillback) {
+  Run([&] {
+    second_agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-b");
+    second_agent_->grant_to = worker_->address();
+    proto::RequestLeaseReply spill =
+        LeaseReply(proto::RequestLeaseReply::SPILLBACK, "");
+    spill.set_spillback_address(second_agent_->address());
+    spill.set_spillback_node_id("node-b");
+    agent_->script.push_back(spill);
+  });
+  Submit("t1", /*depth=*/2);
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  EXPECT_EQ(Outcome("t1"), "ok:node-b:t1");
+  Run([&] {
+    ASSERT_EQ(agent_->lease_requests.size(), 1u);
+    EXPECT_FALSE(agent_->lease_requests[0].no_spillback());
+    ASSERT_EQ(second_agent_->lease_requests.size(), 1u);
+    const auto& spilled = second_agent_->lease_requests[0];
+    EXPECT_TRUE(spilled.no_spillback());
+    EXPECT_EQ(spilled.job_id(), "job-7");
+    EXPECT_EQ(spilled.depth(), 2);
+    EXPECT_EQ(ResourceSet::FromProto(spilled.shape()), Shape(1));
+    // The lease's node is now known by its agent.
+    EXPECT_EQ(nodes_->AgentOf("node-b"), second_agent_->address());
+  });
+}
+
+TEST_F(TaskSubmitterTest, InfeasibleFailsEveryQueuedTask) {
+  Run([&] {
+    for (int i = 0; i < 3; ++i) {
+      agent_->script.push_back(LeaseReply(proto::RequestLeaseReply::INFEASIBLE,
+                                          "no node has 1 accel_x"));
+    }
+    Enqueue("t1");
+    Enqueue("t2");
+  });
+  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 2; }));
+  Run([&] {
+    for (const char* task : {"t1", "t2"}) {
+      const absl::Status& error = delegate_->failures[task];
+      EXPECT_EQ(KindOf(error), ErrorKind::kInfeasible) << error;
+      EXPECT_THAT(error.message(), HasSubstr("no node has 1 accel_x"));
+    }
+    EXPECT_THAT(worker_->seen, IsEmpty());
+    EXPECT_EQ(submitter_->queued(), 0u);
+  });
+  // A later task of the shape asks again and fails the same way.
+  Submit("t3");
+  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 3; }));
+  EXPECT_THAT(Outcome("t3"), HasSubstr("no node has 1 accel_x"));
+}
+
+TEST_F(TaskSubmitterTest, InvalidFailsTheQueue) {
+  Run([&] {
+    agent_->script.push_back(LeaseReply(proto::RequestLeaseReply::INVALID,
+                                        "3 TPU chips cannot be allocated"));
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  Run([&] {
+    const absl::Status& error = delegate_->failures["t1"];
+    EXPECT_EQ(KindOf(error), ErrorKind::kOther) << error;
+    EXPECT_THAT(error.message(), HasSubstr("3 TPU chips"));
+  });
+}
+
+TEST_F(TaskSubmitterTest, RepeatedWorkerStartFailuresFailTheQueueAfterThree) {
+  Run([&] {
+    for (int i = 0; i < 3; ++i) {
+      agent_->script.push_back(LeaseReply(proto::RequestLeaseReply::FAILED,
+                                          "worker exited during startup"));
+    }
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  Run([&] {
+    const absl::Status& error = delegate_->failures["t1"];
+    EXPECT_EQ(KindOf(error), ErrorKind::kOther) << error;
+    EXPECT_THAT(error.message(), HasSubstr("cannot start a worker"));
+    EXPECT_THAT(error.message(), HasSubstr("worker exited during startup"));
+    EXPECT_EQ(agent_->lease_requests.size(), 3u);
+    EXPECT_EQ(submitter_->queued(), 0u);
+  });
+  // The count starts over: two more failures, then a grant, run the task.
+  Run([&] {
+    for (int i = 0; i < 2; ++i) {
+      agent_->script.push_back(LeaseReply(proto::RequestLeaseReply::FAILED,
+                                          "worker exited during startup"));
+    }
+    agent_->grant_to = worker_->address();
+  });
+  Submit("t2");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
+  Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 6u); });
+}
+
+TEST_F(TaskSubmitterTest, FailuresBelowTheLimitAreRetried) {
+  Run([&] {
+    for (int i = 0; i < 2; ++i) {
+      agent_->script.push_back(
+          LeaseReply(proto::RequestLeaseReply::FAILED, "worker timed out"));
+    }
+    agent_->grant_to = worker_->address();
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  EXPECT_EQ(Outcome("t1"), "ok:node-a:t1");
+  Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 3u); });
+  // A success resets the count: two more failures do not fail a task.
+  Run([&] {
+    agent_->grant_to.clear();
+    for (int i = 0; i < 2; ++i) {
+      agent_->script.push_back(
+          LeaseReply(proto::RequestLeaseReply::FAILED, "worker timed out"));
+    }
+  });
+  // The idle lease takes hold-2 and keeps it: t3 must lease.
+  Submit("hold-2");
+  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 2; }));
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t3");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t3").empty(); }));
+  EXPECT_EQ(Outcome("t3"), "ok:node-a:t3");
+  Run([&] { EXPECT_TRUE(delegate_->failures.empty()); });
+}
+
+TEST_F(TaskSubmitterTest, IdleLeaseIsReturnedAfterLeaseIdleMs) {
+  Restart(/*lease_idle_ms=*/50);
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  Run([&] {
+    EXPECT_EQ(submitter_->leased_workers(), 1u);
+    ASSERT_EQ(agent_->granted.size(), 1u);
+  });
+  ASSERT_TRUE(Eventually([&] {
+    submitter_->Tick();
+    return !agent_->returned.empty();
+  }));
+  Run([&] {
+    EXPECT_THAT(agent_->returned, ElementsAre(agent_->granted[0]));
+    EXPECT_EQ(submitter_->leased_workers(), 0u);
+  });
+  // The next task leases anew.
+  Submit("t2");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 2u); });
+}
+
+TEST_F(TaskSubmitterTest, RecentlyUsedLeaseIsKeptAndReused) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  for (int i = 0; i < 5; ++i) Run([&] { submitter_->Tick(); });
+  Run([&] {
+    EXPECT_THAT(agent_->returned, IsEmpty());
+    EXPECT_EQ(submitter_->leased_workers(), 1u);
+  });
+  Submit("t2");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  Run([&] {
+    EXPECT_EQ(agent_->lease_requests.size(), 1u);
+    EXPECT_THAT(worker_->seen, ElementsAre("t1", "t2"));
+  });
+}
+
+TEST_F(TaskSubmitterTest, BusyLeaseIsNotReturned) {
+  Restart(/*lease_idle_ms=*/0);
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("hold-1");
+  ASSERT_TRUE(Eventually([&] { return worker_->held.size() == 1; }));
+  for (int i = 0; i < 3; ++i) Run([&] { submitter_->Tick(); });
+  Run([&] {
+    EXPECT_THAT(agent_->returned, IsEmpty());
+    proto::TaskResult result;
+    result.set_ok(true);
+    result.set_value("done");
+    worker_->held[0].Reply(result);
+  });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  EXPECT_EQ(Outcome("hold-1"), "ok:node-a:done");
+  ASSERT_TRUE(Eventually([&] {
+    submitter_->Tick();
+    return agent_->returned.size() == 1;
+  }));
+}
+
+TEST_F(TaskSubmitterTest, IdleLeaseIsReturnedAtOnceWhenAnotherShapeWaits) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  // Another shape waits for a lease (the agent keeps its request).
+  Run([&] { agent_->grant_to.clear(); });
+  Submit("big", 0, /*cpus=*/4);
+  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 2; }));
+  // The idle lease may hold what it needs: returned despite 60 s idle time.
+  Run([&] { submitter_->Tick(); });
+  ASSERT_TRUE(Eventually([&] { return agent_->returned.size() == 1; }));
+  Run([&] {
+    EXPECT_EQ(agent_->returned[0], agent_->granted[0]);
+    EXPECT_EQ(submitter_->leased_workers(), 0u);
+    EXPECT_EQ(submitter_->queued(), 1u);
+  });
+}
+
+TEST_F(TaskSubmitterTest, LeaseGrantedAfterTheQueueEmptiedIsReturned) {
+  // Two requests for two tasks; the first lease runs both.
+  Run([&] {
+    Enqueue("t1");
+    Enqueue("t2");
+  });
+  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 2; }));
+  Run([&] { agent_->held[0].Reply(agent_->Grant(worker_->address())); });
+  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
+  Run([&] { agent_->held[1].Reply(agent_->Grant(worker_->address())); });
+  ASSERT_TRUE(Eventually([&] { return agent_->returned.size() == 1; }));
+  Run([&] {
+    EXPECT_EQ(agent_->returned[0], agent_->granted[1]);
+    EXPECT_EQ(submitter_->leased_workers(), 1u);
+  });
+}
+
+TEST_F(TaskSubmitterTest, WorkerDeathFailsTheRunningTaskAndRequeuesTheRest) {
+  Run([&] {
+    agent_->grant_to = worker_->address();
+    agent_->exit_reply.set_exited(true);
+    agent_->exit_reply.set_description("killed by signal 9 (Killed)");
+  });
+  // A first task measures the shape's run time (100 us): short enough to
+  // pipeline.
+  Submit("warm");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("warm").empty(); }));
+  // No agent is usable for more leases: the tasks pipeline on the worker.
+  Run([&] {
+    nodes_->MarkBad(agent_->address());
+    ASSERT_EQ(nodes_->lease_agent(), "");
+    Enqueue("hold-1");
+    Enqueue("hold-2");
+    Enqueue("hold-3");
+  });
+  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 4; }));
+  Run([&] {
+    EXPECT_THAT(worker_->seen,
+                ElementsAre("warm", "hold-1", "hold-2", "hold-3"));
+    EXPECT_EQ(agent_->lease_requests.size(), 1u);
+    second_worker_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    agent_->grant_to = second_worker_->address();
+    delegate_->built.clear();
+    worker_->Die();
+  });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  EXPECT_EQ(Outcome("hold-1"), "died:killed by signal 9 (Killed)");
+  Run([&] {
+    EXPECT_THAT(agent_->exit_requests, ElementsAre("node-a-worker-1"));
+    EXPECT_EQ(delegate_->outcomes.count("hold-2"), 0u);
+    EXPECT_EQ(delegate_->outcomes.count("hold-3"), 0u);
+    EXPECT_EQ(submitter_->queued(), 2u);
+    EXPECT_EQ(submitter_->leased_workers(), 0u);
+  });
+  // The agent is usable again: the others go to a new worker, in order.
+  Run([&] {
+    now_us_ += 3000000;
+    submitter_->RefreshNodes();
+  });
+  ASSERT_TRUE(Eventually([&] { return second_worker_->seen.size() == 2; }));
+  Run([&] {
+    EXPECT_THAT(delegate_->built, ElementsAre("hold-2", "hold-3"));
+    EXPECT_THAT(second_worker_->seen, UnorderedElementsAre("hold-2", "hold-3"));
+    EXPECT_EQ(delegate_->outcomes.count("hold-2"), 0u);
+    EXPECT_EQ(submitter_->queued(), 0u);
+  });
+}
+
+TEST_F(TaskSubmitterTest, WorkerDeathTheAgentCannotExplain) {
+  Run([&] {
+    agent_->grant_to = worker_->address();
+    agent_->exit_reply.set_exited(false);
+    agent_->exit_reply.set_description("still running");
+  });
+  Submit("hold-1");
+  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 1; }));
+  Run([&] { worker_->Die(); });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  EXPECT_THAT(Outcome("hold-1"), HasSubstr("died:connection lost ("));
+  EXPECT_THAT(Outcome("hold-1"), HasSubstr("agent says: still running"));
+}
+
+TEST_F(TaskSubmitterTest, WorkerAndAgentBothGoneMeansTheNodeDied) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("hold-1");
+  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 1; }));
+  std::string agent_address;
+  Run([&] {
+    agent_address = agent_->address();
+    agent_->Die();
+    worker_->Die();
+  });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  EXPECT_THAT(Outcome("hold-1"),
+              HasSubstr("is unreachable too: the node died"));
+  EXPECT_THAT(Outcome("hold-1"), HasSubstr(agent_address));
+  Run([&] { EXPECT_EQ(nodes_->lease_agent(), ""); });
+}
+
+TEST_F(TaskSubmitterTest, WorkersOnANodeDeclaredDeadAreLost) {
+  Run([&] {
+    agent_->grant_to = worker_->address();
+    agent_->exit_reply.set_exited(true);
+    agent_->exit_reply.set_description("node lost");
+    second_agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-b");
+    second_worker_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    second_agent_->grant_to = second_worker_->address();
+    SetNodes({Node(*agent_), Node(*second_agent_, true, "127.0.0.2")});
+  });
+  Submit("hold-1");
+  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 1; }));
+  // The head stops hearing from node-a, though its connections stay open.
+  Run([&] {
+    proto::ClusterStatus status;
+    *status.add_nodes() = Node(*agent_, /*alive=*/false);
+    *status.add_nodes() = Node(*second_agent_, true, "127.0.0.2");
+    delegate_->status = status;
+    submitter_->RefreshNodes();
+  });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  EXPECT_EQ(Outcome("hold-1"), "died:node lost");
+  Run([&] {
+    EXPECT_EQ(delegate_->fetches, 1);
+    EXPECT_EQ(submitter_->leased_workers(), 0u);
+    EXPECT_EQ(nodes_->lease_agent(), second_agent_->address());
+  });
+  Submit("t2");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  EXPECT_EQ(Outcome("t2"), "ok:node-b:t2");
+}
+
+TEST_F(TaskSubmitterTest, UnreachableAgentIsMarkedBadAndLeasingMovesOn) {
+  std::string gone;
+  Run([&] {
+    // An agent whose port refuses.
+    auto dead = std::make_unique<FakeAgent>(loop_.get(), "node-gone");
+    gone = dead->address();
+    proto::NodeInfo gone_node = Node(*dead);
+    dead.reset();
+    second_agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-b");
+    second_agent_->grant_to = worker_->address();
+    SetNodes({gone_node, Node(*second_agent_, true, "127.0.0.2")});
+    ASSERT_EQ(nodes_->lease_agent(), gone);
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  EXPECT_EQ(Outcome("t1"), "ok:node-b:t1");
+  Run([&] {
+    EXPECT_EQ(nodes_->lease_agent(), second_agent_->address());
+    // It asked the head for the nodes again before retrying.
+    EXPECT_GE(delegate_->fetches, 1);
+    EXPECT_EQ(second_agent_->lease_requests.size(), 1u);
+  });
+}
+
+TEST_F(TaskSubmitterTest, ReturnAllReturnsEveryLeaseAndCallsDone) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t1", 0, /*cpus=*/1);
+  Submit("t2", 0, /*cpus=*/2);
+  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
+  Submit("hold-3", 0, /*cpus=*/1);
+  ASSERT_TRUE(Eventually([&] { return worker_->held.size() == 1; }));
+  bool done = false;
+  Run([&] {
+    ASSERT_EQ(submitter_->leased_workers(), 2u);
+    submitter_->ReturnAll([&] { done = true; });
+    EXPECT_EQ(submitter_->leased_workers(), 0u);
+  });
+  ASSERT_TRUE(Eventually([&] { return done; }));
+  Run([&] {
+    EXPECT_THAT(agent_->returned, UnorderedElementsAreArray(agent_->granted));
+    EXPECT_EQ(agent_->returned.size(), 2u);
+  });
+}
+
+TEST_F(TaskSubmitterTest, ReturnAllWithNoLeasesIsDoneAtOnce) {
+  bool done = false;
+  Run([&] { submitter_->ReturnAll([&] { done = true; }); });
+  EXPECT_TRUE(done);
+}
+
+TEST_F(TaskSubmitterTest, ReturnAllIsDoneEvenWhenTheAgentIsSilent) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  bool done = false;
+  Run([&] {
+    agent_->hold_returns = true;
+    submitter_->ReturnAll([&] { done = true; });
+  });
+  // Within its 1 s deadline (waiting up to 10 s).
+  ASSERT_TRUE(Eventually([&] { return done; }));
+  Run([&] { EXPECT_EQ(agent_->returned.size(), 1u); });
+}
+
+TEST_F(TaskSubmitterTest, TaskGoneBeforeItsPushIsSkipped) {
+  Run([&] {
+    agent_->grant_to = worker_->address();
+    delegate_->gone.insert("gone");
+    Enqueue("gone");
+    Enqueue("t2");
+  });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
+  Run([&] {
+    EXPECT_THAT(worker_->seen, ElementsAre("t2"));
+    EXPECT_EQ(delegate_->outcomes.count("gone"), 0u);
+    EXPECT_EQ(submitter_->queued(), 0u);
+    // It was asked for, once.
+    EXPECT_EQ(
+        std::count(delegate_->built.begin(), delegate_->built.end(), "gone"),
+        1);
+  });
+}
+
+TEST_F(TaskSubmitterTest, PushNeverSentIsNoWorkerDeath) {
+  // The lease names a worker that is already gone: the push is never
+  // written, so the task ran nowhere and goes to the next worker for free.
+  std::string dead_worker;
+  Run([&] {
+    auto w = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    dead_worker = w->address();
+    w.reset();
+    agent_->script.push_back(agent_->Grant(dead_worker));
+    agent_->grant_to = worker_->address();
+    agent_->exit_reply.set_exited(true);
+    agent_->exit_reply.set_description("exited with code 1");
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  EXPECT_EQ(Outcome("t1"), "ok:node-a:t1");
+}
+
+TEST_F(TaskSubmitterTest, SkippedTaskLeavesNoWorkerIdleWhileTasksWait) {
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("hold-1");
+  ASSERT_TRUE(Eventually([&] { return worker_->held.size() == 1; }));
+  Run([&] {
+    agent_->grant_to.clear();  // further lease requests wait
+    delegate_->gone.insert("gone");
+    Enqueue("gone");
+    Enqueue("t2");
+  });
+  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 2; }));
+  Run([&] {
+    proto::TaskResult r;
+    r.set_ok(true);
+    worker_->held[0].Reply(r);
+  });
+  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  // The worker skips the gone task and takes t2.
+  EXPECT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+}
+
+TEST_F(TaskSubmitterTest, GrantAfterClearIsReturnedAndLeavesNoTrace) {
+  Run([&] { Enqueue("t1"); });
+  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 1; }));
+  Run([&] {
+    submitter_->Clear();
+    agent_->held[0].Reply(agent_->Grant(worker_->address()));
+  });
+  ASSERT_TRUE(Eventually([&] { return agent_->returned.size() == 1; }));
+  Run([&] { Enqueue("t2"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 2u); });
+}
+
+}  // namespace
+}  // namespace shoal::internal
