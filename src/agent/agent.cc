@@ -77,8 +77,7 @@ class AgentImpl : public NodeAgent {
         loop_(std::move(loop)),
         node_id_(options_.node_id.empty() ? RandomHex(6) : options_.node_id),
         node_{options_.resources, options_.resources},
-        leases_(&node_, options_.max_blocked_workers.value_or(
-                            agent::DefaultMaxBlockedWorkers(node_.total))),
+        leases_(&node_),
         bundles_(node_id_, &node_),
         devices_(DeviceCounts(options_.accelerators)),
         binaries_(
@@ -114,10 +113,11 @@ class AgentImpl : public NodeAgent {
     return absl::OkStatus();
   }
 
-  // What the node has free; object_store_memory is what the store has not
-  // used, so that `shoal status` shows its use.
+  // What the node has free (CPU that blocked workers lend serves only their
+  // nested tasks and is not counted); object_store_memory is what the store
+  // has not used, so that `shoal status` shows its use.
   void AvailableToProto(proto::ResourceMap* map) const {
-    ResourceSet available = node_.available;
+    ResourceSet available = node_.Unlent();
     if (objects_ != nullptr) {
       int64_t total = node_.total.Get("object_store_memory");
       int64_t used = static_cast<int64_t>(objects_->used_bytes());
@@ -250,7 +250,7 @@ class AgentImpl : public NodeAgent {
         });
     rpc::RegisterProto<proto::WorkerBlockedRequest>(
         s, proto::WORKER_BLOCKED, [this](const auto& r, rpc::Responder resp) {
-          WorkerBlocked(r.worker_id());
+          WorkerBlocked(r.worker_id(), r.depth());
           resp.Reply(proto::Empty());
         });
     rpc::RegisterProto<proto::WorkerBlockedRequest>(
@@ -450,7 +450,7 @@ class AgentImpl : public NodeAgent {
       info->set_owner(lease.owner);
       info->set_age_ms((now - lease.granted_us) / 1000);
       info->set_actor_id(lease.actor_id);
-      info->set_blocked(agent::LentBack(lease));
+      info->set_blocked(lease.blocked);
       lease.shape.ToProto(info->mutable_shape());
       if (const Worker* w = workers_->Find(lease.worker_id)) {
         info->set_worker_pid(w->pid);
@@ -501,7 +501,8 @@ class AgentImpl : public NodeAgent {
                           node_,
                           view_,
                           /*can_ask_head=*/head_ != nullptr,
-                          options_.infeasible_grace_ms * 1000};
+                          options_.infeasible_grace_ms * 1000,
+                          leases_.Withheld(p.request.depth())};
     LeaseDecision d = agent::DecideLease(p.ask, here, now);
     switch (d.kind) {
       case LeaseDecision::Kind::kGrant:
@@ -737,24 +738,15 @@ class AgentImpl : public NodeAgent {
     return lease;
   }
 
-  // The worker waits in Get or Wait: its CPU goes to waiting requests.
-  void WorkerBlocked(const std::string& worker_id) {
+  // The worker waits in Get or Wait, in a task nested `depth` deep: its CPU
+  // goes to deeper requests (agent/lease_table.h).
+  void WorkerBlocked(const std::string& worker_id, int depth) {
     const Lease* lease = LeaseOfWorker(worker_id);
     if (lease == nullptr) return;
-    switch (leases_.Block(lease->id)) {
+    switch (leases_.Block(lease->id, depth)) {
       case BlockResult::kLent:
         ReportSoon();
         Dispatch();
-        break;
-      case BlockResult::kCapReached:
-        if (!blocked_cap_logged_) {
-          SHOAL_LOG(INFO) << leases_.lending()
-                          << " blocked workers lend their CPU on node "
-                          << node_id_
-                          << " (max_blocked_workers); further blocked "
-                             "workers keep theirs until others stop lending";
-          blocked_cap_logged_ = true;
-        }
         break;
       case BlockResult::kNothingToLend:
         ReportSoon();
@@ -772,7 +764,6 @@ class AgentImpl : public NodeAgent {
     if (lease == nullptr) return;
     if (!leases_.Unblock(lease->id)) return;
     ReportSoon();
-    Dispatch();  // a worker that waited for room to lend may lend now
   }
 
   void OnDisconnect(uint64_t conn) {
@@ -925,7 +916,6 @@ class AgentImpl : public NodeAgent {
   bool registered_ = false;
   bool head_warned_ = false;
   bool report_scheduled_ = false;
-  bool blocked_cap_logged_ = false;
   int64_t heartbeat_ms_ = 500;
 
   NodeResources node_;

@@ -15,7 +15,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,11 +41,6 @@ struct AgentOptions {
   // How long an infeasible lease request waits for a node that fits to join.
   int64_t infeasible_grace_ms = 5000;
   int64_t worker_idle_timeout_ms = 10000;
-  // How many blocked workers may lend their CPU back at once (see
-  // docs/design/actors.md); beyond it a blocked worker keeps its CPU until
-  // one of them stops lending.
-  // Unset: max(32, 8 x the node's CPUs).
-  std::optional<int> max_blocked_workers;
 };
 
 class NodeAgent {

@@ -13,7 +13,7 @@ absl::Status BundleReservations::Prepare(const std::string& pg,
   Reservation res;
   res.bundles = bundles;
   for (const auto& [index, shape] : bundles) res.held.Add(shape);
-  if (!node_->available.Contains(res.held)) {
+  if (!node_->Unlent().Contains(res.held)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node ", node_id_, " no longer has ", res.held.DebugString(), " free"));
   }

@@ -34,7 +34,8 @@ class BundleReservations {
   BundleReservations(std::string node_id, NodeResources* node);
 
   // Takes the bundles' resources from the node's available resources.
-  // FailedPrecondition, naming what is missing, when they are not all free.
+  // FailedPrecondition, naming what is missing, when they are not all free
+  // (CPU that blocked workers lend is not free for bundles).
   absl::Status Prepare(const std::string& pg,
                        const std::vector<Bundle>& bundles);
 

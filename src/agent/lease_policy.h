@@ -10,7 +10,8 @@
 // Order of preference:
 //   1. A request the accelerators reject is invalid (e.g. 3 TPU chips).
 //   2. A request that fits this node's total is granted when it fits what
-//      is free (and the node is not over-committed); else it spills to a
+//      is free to it (lent CPU only to requests deeper than its lender) and
+//      the node is not over-committed; else it spills to a
 //      node that has it free now (unless no_spillback), else it waits here.
 //   3. A request that does not fit here spills to a node that has it free
 //      now, else to one whose total fits.
@@ -66,6 +67,9 @@ struct LocalNode {
   const std::vector<proto::NodeInfo>& view;
   bool can_ask_head = true;  // false while the agent stops
   int64_t infeasible_grace_us = 0;
+  // The CPU that blocked workers lend which this request may not use (it is
+  // not deeper than they are: LeaseTable::Withheld).
+  ResourceSet withheld = {};
 };
 
 struct LeaseDecision {

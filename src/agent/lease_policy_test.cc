@@ -36,6 +36,8 @@ struct Case {
   ResourceSet shape;
   NodeResources here;
   std::vector<proto::NodeInfo> view;
+  // Lent CPU this request may not use (it is not deeper than its lenders).
+  ResourceSet withheld = {};
   // The request.
   std::vector<std::string> excluded = {};
   bool no_spillback = false;
@@ -61,6 +63,8 @@ TEST(DecideLeaseTest, Table) {
       R({{"CPU", 4}, {"CPU_group_0_" + pg, 1}, {"CPU_group_" + pg, 1}});
   NodeResources idle{four, four};
   NodeResources busy{four, none};
+  // A blocked worker lends its CPU back.
+  NodeResources lent_one{four, R({{"CPU", 1}}), R({{"CPU", 1}})};
   // A blocked worker took its CPU back after it was granted again.
   NodeResources over{four, R({{"CPU", 1}})};
   over.available.Set("CPU", -kResourceUnit);
@@ -78,6 +82,24 @@ TEST(DecideLeaseTest, Table) {
        .here = busy,
        .view = {},
        .want = Kind::kGrant},
+      {.name = "lent CPU not withheld from it: granted",
+       .shape = R({{"CPU", 1}}),
+       .here = lent_one,
+       .view = {},
+       .want = Kind::kGrant},
+      {.name = "lent CPU withheld from it, free elsewhere: spills",
+       .shape = R({{"CPU", 1}}),
+       .here = lent_one,
+       .view = {Node("b", four, four)},
+       .withheld = R({{"CPU", 1}}),
+       .want = Kind::kSpillback,
+       .want_node = "b"},
+      {.name = "lent CPU withheld from it, nowhere else: waits",
+       .shape = R({{"CPU", 1}}),
+       .here = lent_one,
+       .view = {},
+       .withheld = R({{"CPU", 1}}),
+       .want = Kind::kWait},
       {.name = "fits here later, elsewhere now",
        .shape = R({{"CPU", 1}}),
        .here = busy,
@@ -247,7 +269,8 @@ TEST(DecideLeaseTest, Table) {
     ask.group_checked_us = kNow - c.since_group_check_us;
     const std::string id = "here";
     const std::string address = "here:1";
-    LocalNode node{id, address, c.here, c.view, c.can_ask_head, kGraceUs};
+    LocalNode node{id,       address,   c.here, c.view, c.can_ask_head,
+                   kGraceUs, c.withheld};
     LeaseDecision d = DecideLease(ask, node, kNow);
     EXPECT_EQ(d.kind, c.want);
     if (c.want == Kind::kSpillback) {

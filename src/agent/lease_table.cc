@@ -17,18 +17,7 @@ ResourceSet LendableCpu(const ResourceSet& shape) {
   return cpu;
 }
 
-bool LentBack(const Lease& lease) {
-  return lease.blocked &&
-         (!lease.lent.empty() || LendableCpu(lease.shape).empty());
-}
-
-int DefaultMaxBlockedWorkers(const ResourceSet& total) {
-  int64_t cpus = total.Get("CPU") / kResourceUnit;
-  return static_cast<int>(std::clamp<int64_t>(8 * cpus, 32, 1 << 20));
-}
-
-LeaseTable::LeaseTable(NodeResources* node, int max_blocked_workers)
-    : node_(node), max_blocked_workers_(max_blocked_workers) {}
+LeaseTable::LeaseTable(NodeResources* node) : node_(node) {}
 
 const Lease& LeaseTable::Add(Lease lease) {
   lease.blocked = false;
@@ -43,29 +32,29 @@ std::optional<Lease> LeaseTable::Remove(const std::string& lease_id) {
   if (it == leases_.end()) return std::nullopt;
   Lease lease = std::move(it->second);
   leases_.erase(it);
-  std::erase(waiting_to_lend_, lease_id);
   // What it lends is on the node already.
   node_->available.Add(lease.shape);
   node_->available.Subtract(lease.lent);
-  if (!lease.lent.empty()) {
-    --lending_;
-    LendWaiting();
-  }
+  node_->lent.Subtract(lease.lent);
   return lease;
 }
 
-BlockResult LeaseTable::Block(const std::string& lease_id) {
+BlockResult LeaseTable::Block(const std::string& lease_id, int depth) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return BlockResult::kUnknownLease;
   Lease& lease = it->second;
-  if (lease.blocked) return BlockResult::kAlreadyBlocked;
-  lease.blocked = true;
-  if (LendableCpu(lease.shape).empty()) return BlockResult::kNothingToLend;
-  if (lending_ >= max_blocked_workers_) {
-    waiting_to_lend_.push_back(lease_id);
-    return BlockResult::kCapReached;
+  if (lease.blocked) {
+    if (lease.blocked_depth == depth) return BlockResult::kAlreadyBlocked;
+    lease.blocked_depth = depth;
+    return lease.lent.empty() ? BlockResult::kAlreadyBlocked
+                              : BlockResult::kLent;
   }
-  Lend(lease);
+  lease.blocked = true;
+  lease.blocked_depth = depth;
+  lease.lent = LendableCpu(lease.shape);
+  if (lease.lent.empty()) return BlockResult::kNothingToLend;
+  node_->available.Add(lease.lent);
+  node_->lent.Add(lease.lent);
   return BlockResult::kLent;
 }
 
@@ -74,34 +63,25 @@ bool LeaseTable::Unblock(const std::string& lease_id) {
   if (it == leases_.end() || !it->second.blocked) return false;
   Lease& lease = it->second;
   lease.blocked = false;
-  std::erase(waiting_to_lend_, lease_id);
-  if (!lease.lent.empty()) {
-    StopLending(lease);
-    LendWaiting();
-  }
+  StopLending(lease);
   return true;
-}
-
-void LeaseTable::Lend(Lease& lease) {
-  lease.lent = LendableCpu(lease.shape);
-  node_->available.Add(lease.lent);
-  ++lending_;
 }
 
 void LeaseTable::StopLending(Lease& lease) {
   node_->available.Subtract(lease.lent);
+  node_->lent.Subtract(lease.lent);
   lease.lent = ResourceSet();
-  --lending_;
 }
 
-void LeaseTable::LendWaiting() {
-  while (lending_ < max_blocked_workers_ && !waiting_to_lend_.empty()) {
-    auto it = leases_.find(waiting_to_lend_.front());
-    waiting_to_lend_.pop_front();
-    if (it != leases_.end() && it->second.blocked && it->second.lent.empty()) {
-      Lend(it->second);
+ResourceSet LeaseTable::Withheld(int depth) const {
+  ResourceSet withheld;
+  if (node_->lent.empty()) return withheld;
+  for (const auto& [id, lease] : leases_) {
+    if (!lease.lent.empty() && lease.blocked_depth >= depth) {
+      withheld.Add(lease.lent);
     }
   }
+  return withheld;
 }
 
 const Lease* LeaseTable::Find(const std::string& lease_id) const {

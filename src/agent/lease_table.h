@@ -3,18 +3,22 @@
 //
 // A lease takes its shape from the node's available resources while it
 // lives. When its worker blocks (WORKER_BLOCKED: it waits in Get or Wait),
-// the CPU the lease holds is lent back to the node, so that waiting requests
-// may run on it; every resource of the shape whose base name is "CPU" is
-// lent ("CPU", or "CPU_group_<i>_<pg>" for a task in a placement group's
-// bundle); accelerators and memory never are. When the worker unblocks it
-// takes the CPU back even if that leaves the node over-committed (see
-// NodeResources). Blocking and unblocking are idempotent, and a lease that
-// ends gives back exactly what it still holds, lent or not.
+// the CPU the lease holds is lent back to the node: every resource of the
+// shape whose base name is "CPU" ("CPU", or "CPU_group_<i>_<pg>" for a task
+// in a placement group's bundle); accelerators and memory never are. When
+// the worker unblocks it takes the CPU back even if that leaves the node
+// over-committed (see NodeResources). Blocking and unblocking are
+// idempotent, and a lease that ends gives back exactly what it still holds,
+// lent or not.
 //
-// At most `max_blocked_workers` leases lend their CPU at once; beyond that a
-// blocked worker keeps its CPU, so that a deep tree of nested tasks cannot
-// start workers without bound. It waits for room: when a lending lease
-// unblocks or ends, the longest-blocked worker that kept its CPU lends it.
+// Lent CPU serves only deeper requests. A blocked worker says how deeply
+// the task it waits in is nested (its depth d; the shallowest, when several
+// of its threads wait), and what it lends may be granted only to requests
+// of depth > d (Withheld). What a task waits for is deeper than it, so the
+// wait can always be served and a tree of nested tasks never stalls; and a
+// CPU passes only down a chain of strictly deeper tasks, so at most
+// CPUs x (levels of nesting) workers hold CPU on the node at once
+// (docs/design/actors.md, "Blocked workers").
 //
 // Threading: lives on the agent's event loop with the NodeResources it
 // changes; not thread-safe.
@@ -22,7 +26,6 @@
 #define SHOAL_AGENT_LEASE_TABLE_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,32 +49,25 @@ struct Lease {
   std::string job_id;
   std::string actor_id;
   int64_t granted_us = 0;
-  // Its worker waits in Get or Wait.
+  // Its worker waits in Get or Wait, in a task nested `blocked_depth` deep.
   bool blocked = false;
-  // What it lends now: empty when not blocked, when it holds no CPU, or
-  // while max_blocked_workers others lend.
+  int blocked_depth = 0;
+  // What it lends now: empty when not blocked or when it holds no CPU.
   ResourceSet lent;
 };
 
-// True when `lease`'s worker is blocked and its CPU is lent back (or it holds
-// none): what `shoal status` shows as blocked (LeaseInfo.blocked).
-bool LentBack(const Lease& lease);
-
 // What Block did.
 enum class BlockResult {
-  kLent,            // the lease's CPU is lent to the node now
+  kLent,            // the lease's CPU is lent now, or to other depths
   kAlreadyBlocked,  // nothing changed
   kNothingToLend,   // the lease holds no CPU; it is marked blocked
-  kCapReached,      // max_blocked_workers leases lend already: it is
-                    // marked blocked and keeps its CPU until one of them
-                    // stops lending
   kUnknownLease,
 };
 
 class LeaseTable {
  public:
-  // REQUIRES: `node` outlives this; max_blocked_workers >= 0.
-  LeaseTable(NodeResources* node, int max_blocked_workers);
+  // REQUIRES: `node` outlives this.
+  explicit LeaseTable(NodeResources* node);
 
   // Records a granted lease and takes its shape from the node's available
   // resources. REQUIRES: no lease has its id.
@@ -81,11 +77,17 @@ class LeaseTable {
   // lends); the lease as it was, or nullopt when there is none.
   std::optional<Lease> Remove(const std::string& lease_id);
 
-  BlockResult Block(const std::string& lease_id);
-  // Takes back what the lease lent (the node may be over-committed after),
-  // letting a lease that waits for room lend instead; true when the lease
-  // was blocked.
+  // The lease's worker waits in a task nested `depth` deep: its CPU is lent
+  // to requests deeper than that. Blocking a blocked lease again moves what
+  // it lends to the new depth.
+  BlockResult Block(const std::string& lease_id, int depth);
+  // Takes back what the lease lent (the node may be over-committed after);
+  // true when the lease was blocked.
   bool Unblock(const std::string& lease_id);
+
+  // The lent CPU a request nested `depth` deep may not use: what leases
+  // blocked at that depth or deeper lend.
+  ResourceSet Withheld(int depth) const;
 
   const Lease* Find(const std::string& lease_id) const;
   // The leases granted to the requester on connection `conn_id`.
@@ -95,31 +97,17 @@ class LeaseTable {
 
   const std::map<std::string, Lease>& leases() const { return leases_; }
   size_t size() const { return leases_.size(); }
-  // How many leases lend CPU now.
-  int lending() const { return lending_; }
-  int max_blocked_workers() const { return max_blocked_workers_; }
 
  private:
-  // Lends the CPU of blocked leases that kept it, oldest first, while there
-  // is room.
-  void LendWaiting();
-  void Lend(Lease& lease);
   void StopLending(Lease& lease);
 
   NodeResources* const node_;
-  const int max_blocked_workers_;
   std::map<std::string, Lease> leases_;
-  int lending_ = 0;
-  // Blocked leases that keep their CPU for want of room, in blocking order.
-  std::deque<std::string> waiting_to_lend_;
 };
 
 // The part of `shape` a blocked worker lends: the resources whose base name
 // is "CPU".
 ResourceSet LendableCpu(const ResourceSet& shape);
-
-// max(32, 8 x the node's CPUs): the default cap on lending workers.
-int DefaultMaxBlockedWorkers(const ResourceSet& total);
 
 }  // namespace shoal::agent
 

@@ -1,5 +1,6 @@
 #include "agent/lease_table.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,337 +15,143 @@ ResourceSet R(const std::map<std::string, double>& amounts) {
   return *ResourceSet::FromDoubles(amounts);
 }
 
-// One step of a script run against a table on a node with `total`.
+ResourceSet Minus(const std::string& name, double amount) {
+  ResourceSet set;
+  set.Set(name, static_cast<int64_t>(-amount * kResourceUnit));
+  return set;
+}
+
+constexpr int kNever = -1;
+constexpr int kDeepest = 16;
+
+// The shallowest depth at which a request for one CPU may be granted now
+// (lent CPU serves only requests deeper than its lender); kNever when none.
+int OneCpuFromDepth(const NodeResources& node, const LeaseTable& table) {
+  for (int depth = 0; depth <= kDeepest; ++depth) {
+    if (node.CanGrant(R({{"CPU", 1}}), table.Withheld(depth))) return depth;
+  }
+  return kNever;
+}
+
+// One step of a script run against a table on a node with `total`, and what
+// the node looks like after it.
 struct Step {
   enum class Op { kGrant, kBlock, kUnblock, kRemove };
   Op op;
   std::string lease;
-  ResourceSet shape = {};  // kGrant
-  // Expected after the step.
-  BlockResult block = BlockResult::kLent;  // kBlock
-  bool unblocked = false;                  // kUnblock
+  ResourceSet shape;  // kGrant
+  int depth = 0;      // kBlock
+  BlockResult block = BlockResult::kLent;
+  bool unblocked = true;
   ResourceSet available;
-  bool can_grant_one_cpu = false;
+  int one_cpu_from_depth = kNever;
 };
+using Op = Step::Op;
+
+Step Grant(std::string lease, ResourceSet shape, ResourceSet available,
+           int one_cpu_from_depth) {
+  return {.op = Op::kGrant,
+          .lease = std::move(lease),
+          .shape = std::move(shape),
+          .available = std::move(available),
+          .one_cpu_from_depth = one_cpu_from_depth};
+}
+Step Block(std::string lease, int depth, ResourceSet available,
+           int one_cpu_from_depth, BlockResult result = BlockResult::kLent) {
+  return {.op = Op::kBlock,
+          .lease = std::move(lease),
+          .depth = depth,
+          .block = result,
+          .available = std::move(available),
+          .one_cpu_from_depth = one_cpu_from_depth};
+}
+Step Unblock(std::string lease, ResourceSet available, int one_cpu_from_depth,
+             bool unblocked = true) {
+  return {.op = Op::kUnblock,
+          .lease = std::move(lease),
+          .unblocked = unblocked,
+          .available = std::move(available),
+          .one_cpu_from_depth = one_cpu_from_depth};
+}
+Step Remove(std::string lease, ResourceSet available, int one_cpu_from_depth) {
+  return {.op = Op::kRemove,
+          .lease = std::move(lease),
+          .available = std::move(available),
+          .one_cpu_from_depth = one_cpu_from_depth};
+}
 
 struct Script {
   std::string name;
   ResourceSet total;
-  int max_blocked_workers;
   std::vector<Step> steps;
 };
 
-using Op = Step::Op;
-
 TEST(LeaseTableTest, Lending) {
-  const std::string pg = "d04157891339";
-  const std::string cpu_in_bundle = "CPU_group_0_" + pg;
+  const std::string bundle_cpu = "CPU_group_0_d04157891339";
+  const ResourceSet none;
   const ResourceSet one = R({{"CPU", 1}});
   const ResourceSet two = R({{"CPU", 2}});
-  auto minus = [](const std::string& name, double amount) {
-    ResourceSet set;
-    set.Set(name, static_cast<int64_t>(-amount * kResourceUnit));
-    return set;
-  };
+  const ResourceSet four = R({{"CPU", 4}});
+  ResourceSet four_less_bundle_cpu = four;
+  four_less_bundle_cpu.Add(Minus(bundle_cpu, 1));
   std::vector<Script> scripts = {
-      {"block lends the CPU, unblock takes it back",
+      {"block lends the CPU to deeper requests, unblock takes it back",
        two,
-       32,
-       {
-           {.op = Op::kGrant, .lease = "a", .shape = two, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .block = BlockResult::kLent,
-            .available = two,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = true,
-            .available = {}},
-       }},
-      {"double block lends once, double unblock takes back once",
+       {Grant("a", two, none, kNever), Block("a", 0, two, 1),
+        Unblock("a", none, kNever)}},
+      {"free CPU serves any depth; double block and unblock count once",
        two,
-       32,
-       {
-           {.op = Op::kGrant,
-            .lease = "a",
-            .shape = one,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = two,
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .block = BlockResult::kAlreadyBlocked,
-            .available = two,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = true,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = false,
-            .available = one,
-            .can_grant_one_cpu = true},
-       }},
+       {Grant("a", one, one, 0), Block("a", 0, two, 0),
+        Block("a", 0, two, 0, BlockResult::kAlreadyBlocked),
+        Unblock("a", one, 0), Unblock("a", one, 0, /*unblocked=*/false)}},
+      {"blocking again at another depth moves what it lends",
+       one,
+       {Grant("a", one, none, kNever), Block("a", 2, one, 3),
+        Block("a", 0, one, 1),
+        Block("a", 0, one, 1, BlockResult::kAlreadyBlocked),
+        Block("a", 5, one, 6)}},
+      {"a chain of nested tasks: each lent CPU serves the next level only",
+       one,
+       {Grant("a", one, none, kNever), Block("a", 0, one, 1),
+        Grant("b", one, none, kNever), Block("b", 1, one, 2),
+        Grant("c", one, none, kNever), Remove("c", one, 2),
+        Unblock("b", none, kNever), Remove("b", one, 1),
+        Unblock("a", none, kNever), Remove("a", one, 0)}},
       {"lent CPU granted again: unblock over-commits until a lease ends",
        one,
-       32,
-       {
-           {.op = Op::kGrant, .lease = "a", .shape = one, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant, .lease = "b", .shape = one, .available = {}},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = true,
-            .available = minus("CPU", 1)},
-           {.op = Op::kRemove, .lease = "b", .available = {}},
-           {.op = Op::kRemove,
-            .lease = "a",
-            .available = one,
-            .can_grant_one_cpu = true},
-       }},
+       {Grant("a", one, none, kNever), Block("a", 0, one, 1),
+        Grant("b", one, none, kNever), Unblock("a", Minus("CPU", 1), kNever),
+        Remove("b", none, kNever), Remove("a", one, 0)}},
       {"release while blocked gives back only what it still holds",
        two,
-       32,
-       {
-           {.op = Op::kGrant, .lease = "a", .shape = two, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = two,
-            .can_grant_one_cpu = true},
-           {.op = Op::kRemove,
-            .lease = "a",
-            .available = two,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = false,
-            .available = two,
-            .can_grant_one_cpu = true},
-       }},
+       {Grant("a", two, none, kNever), Block("a", 0, two, 1),
+        Remove("a", two, 0), Unblock("a", two, 0, /*unblocked=*/false)}},
       {"release while blocked after the CPU was granted again",
        one,
-       32,
-       {
-           {.op = Op::kGrant, .lease = "a", .shape = one, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant, .lease = "b", .shape = one, .available = {}},
-           {.op = Op::kRemove, .lease = "a", .available = {}},
-           {.op = Op::kRemove,
-            .lease = "b",
-            .available = one,
-            .can_grant_one_cpu = true},
-       }},
-      {"cap reached: a blocked worker keeps its CPU until there is room",
-       two,
-       1,
-       {
-           {.op = Op::kGrant,
-            .lease = "a",
-            .shape = one,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant, .lease = "b", .shape = one, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "b",
-            .block = BlockResult::kCapReached,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "b",
-            .block = BlockResult::kAlreadyBlocked,
-            .available = one,
-            .can_grant_one_cpu = true},
-           // Room again: b lends instead of a.
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = true,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "b",
-            .unblocked = true,
-            .available = {}},
-       }},
-      {"cap reached: a waiting worker that unblocks lends nothing later",
-       two,
-       1,
-       {
-           {.op = Op::kGrant,
-            .lease = "a",
-            .shape = one,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant, .lease = "b", .shape = one, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "b",
-            .block = BlockResult::kCapReached,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "b",
-            .unblocked = true,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = true,
-            .available = {}},
-       }},
-      {"cap reached: a lender that ends makes room, oldest waiting first",
-       R({{"CPU", 3}}),
-       1,
-       {
-           {.op = Op::kGrant,
-            .lease = "a",
-            .shape = one,
-            .available = two,
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant,
-            .lease = "b",
-            .shape = one,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant, .lease = "c", .shape = one, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "c",
-            .block = BlockResult::kCapReached,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "b",
-            .block = BlockResult::kCapReached,
-            .available = one,
-            .can_grant_one_cpu = true},
-           // a's CPU was lent, so ending it frees nothing; c lends now.
-           {.op = Op::kRemove,
-            .lease = "a",
-            .available = two,
-            .can_grant_one_cpu = true},
-           {.op = Op::kRemove,
-            .lease = "b",
-            .available = R({{"CPU", 3}}),
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "c",
-            .unblocked = true,
-            .available = two,
-            .can_grant_one_cpu = true},
-       }},
-      {"a cap of zero lends nothing",
-       one,
-       0,
-       {
-           {.op = Op::kGrant, .lease = "a", .shape = one, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .block = BlockResult::kCapReached,
-            .available = {}},
-       }},
+       {Grant("a", one, none, kNever), Block("a", 0, one, 1),
+        Grant("b", one, none, kNever), Remove("a", none, kNever),
+        Remove("b", one, 0)}},
       {"placement-group CPU is lent; accelerators and memory never are",
-       R({{"CPU", 4}, {"GPU", 1}, {cpu_in_bundle, 1}, {"memory", 100}}),
-       32,
-       {
-           {.op = Op::kGrant,
-            .lease = "a",
-            .shape = R({{cpu_in_bundle, 1}, {"GPU", 1}, {"memory", 100}}),
-            .available = R({{"CPU", 4}}),
-            .can_grant_one_cpu = true},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .available = R({{"CPU", 4}, {cpu_in_bundle, 1}}),
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant,
-            .lease = "b",
-            .shape = R({{cpu_in_bundle, 1}}),
-            .available = R({{"CPU", 4}}),
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = true,
-            .available =
-                [&] {
-                  ResourceSet s = R({{"CPU", 4}});
-                  s.Add(minus(cpu_in_bundle, 1));
-                  return s;
-                }()},
-           {.op = Op::kRemove,
-            .lease = "a",
-            .available = R({{"CPU", 4}, {"GPU", 1}, {"memory", 100}}),
-            .can_grant_one_cpu = true},
-       }},
-      {"a lease without CPU blocks without lending or counting",
+       R({{"CPU", 4}, {"GPU", 1}, {bundle_cpu, 1}, {"memory", 100}}),
+       {Grant("a", R({{bundle_cpu, 1}, {"GPU", 1}, {"memory", 100}}), four, 0),
+        Block("a", 0, R({{"CPU", 4}, {bundle_cpu, 1}}), 0),
+        Grant("b", R({{bundle_cpu, 1}}), four, 0),
+        Unblock("a", four_less_bundle_cpu, kNever),
+        Remove("a", R({{"CPU", 4}, {"GPU", 1}, {"memory", 100}}), 0)}},
+      {"a lease without CPU blocks without lending",
        R({{"CPU", 1}, {"GPU", 1}}),
-       1,
-       {
-           {.op = Op::kGrant,
-            .lease = "a",
-            .shape = R({{"GPU", 1}}),
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kGrant, .lease = "b", .shape = one, .available = {}},
-           {.op = Op::kBlock,
-            .lease = "a",
-            .block = BlockResult::kNothingToLend,
-            .available = {}},
-           {.op = Op::kBlock,
-            .lease = "b",
-            .block = BlockResult::kLent,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "a",
-            .unblocked = true,
-            .available = one,
-            .can_grant_one_cpu = true},
-       }},
+       {Grant("a", R({{"GPU", 1}}), one, 0), Grant("b", one, none, kNever),
+        Block("a", 0, none, kNever, BlockResult::kNothingToLend),
+        Block("b", 0, one, 1), Unblock("a", one, 1)}},
       {"unknown lease",
        one,
-       32,
-       {
-           {.op = Op::kBlock,
-            .lease = "x",
-            .block = BlockResult::kUnknownLease,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kUnblock,
-            .lease = "x",
-            .unblocked = false,
-            .available = one,
-            .can_grant_one_cpu = true},
-           {.op = Op::kRemove,
-            .lease = "x",
-            .available = one,
-            .can_grant_one_cpu = true},
-       }},
+       {Block("x", 0, one, 0, BlockResult::kUnknownLease),
+        Unblock("x", one, 0, /*unblocked=*/false), Remove("x", one, 0)}},
   };
   for (const Script& script : scripts) {
     SCOPED_TRACE(script.name);
     NodeResources node{script.total, script.total};
-    LeaseTable table(&node, script.max_blocked_workers);
+    LeaseTable table(&node);
     for (size_t i = 0; i < script.steps.size(); ++i) {
       const Step& step = script.steps[i];
       SCOPED_TRACE(absl::StrCat("step ", i, " (lease ", step.lease, ")"));
@@ -357,7 +164,7 @@ TEST(LeaseTableTest, Lending) {
           break;
         }
         case Op::kBlock:
-          EXPECT_EQ(table.Block(step.lease), step.block);
+          EXPECT_EQ(table.Block(step.lease, step.depth), step.block);
           break;
         case Op::kUnblock:
           EXPECT_EQ(table.Unblock(step.lease), step.unblocked);
@@ -369,37 +176,121 @@ TEST(LeaseTableTest, Lending) {
       EXPECT_EQ(node.available, step.available)
           << node.available.DebugString() << " vs "
           << step.available.DebugString();
-      EXPECT_EQ(node.CanGrant(one), step.can_grant_one_cpu);
-      int lending = 0;
+      EXPECT_EQ(OneCpuFromDepth(node, table), step.one_cpu_from_depth);
+      ResourceSet lent;
       for (const auto& [id, lease] : table.leases()) {
-        lending += lease.lent.empty() ? 0 : 1;
+        lent.Add(lease.lent);
         EXPECT_TRUE(lease.lent.empty() || lease.blocked) << id;
       }
-      EXPECT_EQ(table.lending(), lending);
-      EXPECT_LE(table.lending(), script.max_blocked_workers);
+      EXPECT_EQ(node.lent, lent);
     }
     // Whatever happened, ending every lease restores the node.
     std::vector<std::string> ids;
     for (const auto& [id, lease] : table.leases()) ids.push_back(id);
     for (const auto& id : ids) table.Remove(id);
     EXPECT_EQ(node.available, script.total);
-    EXPECT_EQ(table.lending(), 0);
+    EXPECT_TRUE(node.lent.empty());
+  }
+}
+
+// Runs a tree of nested one-CPU tasks on a node of `cpus` CPUs the way the
+// agent does: requests tried deepest first, each granted when the node can
+// grant it at its depth. A task above `depth` submits `fanout` children and
+// blocks until they finish; a leaf finishes at once. Children's requests
+// arrive late (only when nothing else can be granted), so that a blocked
+// worker's CPU is offered to its waiting siblings first. Returns the most
+// leases held at once, or -1 when the tree stalls.
+int RunTree(int cpus, int depth, int fanout) {
+  NodeResources node{R({{"CPU", static_cast<double>(cpus)}}),
+                     R({{"CPU", static_cast<double>(cpus)}})};
+  LeaseTable table(&node);
+  struct Task {
+    int depth;
+    int parent;
+    int running_children = 0;
+  };
+  std::vector<Task> tasks = {{0, -1}};
+  std::vector<int> pending = {0};
+  std::vector<int> arriving;
+  int most = 0;
+  // Ends task `t` and, with it, every parent that waited only for it.
+  auto finish = [&](int t) {
+    while (t >= 0) {
+      table.Remove(absl::StrCat(t));
+      int parent = tasks[t].parent;
+      if (parent < 0 || --tasks[parent].running_children > 0) return;
+      table.Unblock(absl::StrCat(parent));
+      t = parent;
+    }
+  };
+  while (!pending.empty() || !arriving.empty()) {
+    std::stable_sort(pending.begin(), pending.end(), [&](int a, int b) {
+      return tasks[a].depth > tasks[b].depth;
+    });
+    auto it = std::find_if(pending.begin(), pending.end(), [&](int t) {
+      return node.CanGrant(R({{"CPU", 1}}), table.Withheld(tasks[t].depth));
+    });
+    if (it == pending.end()) {
+      if (arriving.empty()) return -1;
+      pending.insert(pending.end(), arriving.begin(), arriving.end());
+      arriving.clear();
+      continue;
+    }
+    int t = *it;
+    pending.erase(it);
+    Lease lease;
+    lease.id = absl::StrCat(t);
+    lease.shape = R({{"CPU", 1}});
+    table.Add(lease);
+    most = std::max(most, static_cast<int>(table.size()));
+    if (tasks[t].depth == depth) {
+      finish(t);
+      continue;
+    }
+    for (int c = 0; c < fanout; ++c) {
+      arriving.push_back(static_cast<int>(tasks.size()));
+      tasks.push_back({tasks[t].depth + 1, t});
+    }
+    tasks[t].running_children = fanout;
+    table.Block(lease.id, tasks[t].depth);
+  }
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(node.available, node.total);
+  return most;
+}
+
+TEST(LeaseTableTest, NestedTasksNeverStallAndHoldAtMostCpusTimesLevels) {
+  struct Tree {
+    int cpus, depth, fanout;
+  };
+  for (const Tree& t : std::vector<Tree>{{1, 12, 1},
+                                         {1, 40, 1},
+                                         {1, 6, 2},
+                                         {2, 8, 2},
+                                         {2, 4, 5},
+                                         {4, 5, 3}}) {
+    SCOPED_TRACE(
+        absl::StrCat(t.cpus, " CPUs, depth ", t.depth, ", fanout ", t.fanout));
+    int most = RunTree(t.cpus, t.depth, t.fanout);
+    EXPECT_NE(most, -1) << "stalled";
+    EXPECT_LE(most, t.cpus * (t.depth + 1));
   }
 }
 
 TEST(LeaseTableTest, RemoveReturnsTheLeaseAsItWas) {
   NodeResources node{R({{"CPU", 2}}), R({{"CPU", 2}})};
-  LeaseTable table(&node, 32);
+  LeaseTable table(&node);
   Lease lease;
   lease.id = "a";
   lease.worker_id = "w";
   lease.shape = R({{"CPU", 1}});
   lease.actor_id = "actor";
   table.Add(lease);
-  ASSERT_EQ(table.Block("a"), BlockResult::kLent);
+  ASSERT_EQ(table.Block("a", 3), BlockResult::kLent);
   std::optional<Lease> removed = table.Remove("a");
   ASSERT_TRUE(removed.has_value());
   EXPECT_TRUE(removed->blocked);
+  EXPECT_EQ(removed->blocked_depth, 3);
   EXPECT_EQ(removed->lent, R({{"CPU", 1}}));
   EXPECT_EQ(removed->actor_id, "actor");
   EXPECT_FALSE(table.Remove("a").has_value());
@@ -408,7 +299,7 @@ TEST(LeaseTableTest, RemoveReturnsTheLeaseAsItWas) {
 TEST(LeaseTableTest, FindsLeasesByRequesterAndGroup) {
   NodeResources node{R({{"CPU", 8}, {"CPU_group_0_pg1", 2}}),
                      R({{"CPU", 8}, {"CPU_group_0_pg1", 2}})};
-  LeaseTable table(&node, 32);
+  LeaseTable table(&node);
   Lease a;
   a.id = "a";
   a.conn_id = 1;
@@ -425,10 +316,7 @@ TEST(LeaseTableTest, FindsLeasesByRequesterAndGroup) {
   EXPECT_EQ(table.InGroup("pg2"), std::vector<std::string>{});
 }
 
-TEST(LeaseTableTest, DefaultCapAndLendableCpu) {
-  EXPECT_EQ(DefaultMaxBlockedWorkers(R({{"CPU", 2}})), 32);
-  EXPECT_EQ(DefaultMaxBlockedWorkers(R({{"CPU", 16}})), 128);
-  EXPECT_EQ(DefaultMaxBlockedWorkers(ResourceSet()), 32);
+TEST(LeaseTableTest, LendableCpu) {
   EXPECT_EQ(LendableCpu(R({{"CPU", 1.5},
                            {"CPU_group_pg1", 1},
                            {"TPU", 4},
@@ -437,29 +325,26 @@ TEST(LeaseTableTest, DefaultCapAndLendableCpu) {
             R({{"CPU", 1.5}, {"CPU_group_pg1", 1}}));
 }
 
-TEST(LeaseTableTest, StatusShowsBlockedOnlyWhenTheCpuIsLentBack) {
-  NodeResources node{R({{"CPU", 2}, {"GPU", 1}}), R({{"CPU", 2}, {"GPU", 1}})};
-  LeaseTable table(&node, 1);
-  for (const auto& [id, shape] :
-       std::vector<std::pair<std::string, ResourceSet>>{
-           {"lends", R({{"CPU", 1}})},
-           {"waits", R({{"CPU", 1}})},
-           {"gpu", R({{"GPU", 1}})},
-           {"runs", ResourceSet()}}) {
-    Lease lease;
-    lease.id = id;
-    lease.shape = shape;
-    table.Add(lease);
+TEST(NodeResourcesTest, UnlentIsWhatIsFreeForAnythingButNestedTasks) {
+  const ResourceSet total = R({{"CPU", 2}, {"GPU", 1}});
+  struct Case {
+    std::string name;
+    ResourceSet available, lent, unlent;
+  };
+  ResourceSet over = R({{"GPU", 1}});
+  over.Add(Minus("CPU", 1));
+  for (const Case& c : std::vector<Case>{
+           {"nothing lent", total, {}, total},
+           {"lent and free", total, R({{"CPU", 1}}),
+            R({{"CPU", 1}, {"GPU", 1}})},
+           {"lent and granted again", R({{"GPU", 1}}), R({{"CPU", 1}}),
+            R({{"GPU", 1}})},
+           {"over-committed", over, {}, over},
+       }) {
+    SCOPED_TRACE(c.name);
+    NodeResources node{total, c.available, c.lent};
+    EXPECT_EQ(node.Unlent(), c.unlent) << node.Unlent().DebugString();
   }
-  ASSERT_EQ(table.Block("lends"), BlockResult::kLent);
-  ASSERT_EQ(table.Block("waits"), BlockResult::kCapReached);
-  ASSERT_EQ(table.Block("gpu"), BlockResult::kNothingToLend);
-  EXPECT_TRUE(LentBack(*table.Find("lends")));
-  EXPECT_FALSE(LentBack(*table.Find("waits")));
-  EXPECT_TRUE(LentBack(*table.Find("gpu")));
-  EXPECT_FALSE(LentBack(*table.Find("runs")));
-  ASSERT_TRUE(table.Unblock("lends"));
-  EXPECT_TRUE(LentBack(*table.Find("waits")));
 }
 
 }  // namespace

@@ -515,20 +515,37 @@ class CoreRuntimeImpl : public CoreRuntime,
   }
 
   // While a thread of a worker waits in Get or Wait, its node may give the
-  // worker's CPU to other work (nested tasks that the wait is for).
+  // worker's CPU to deeper requests (the nested tasks the wait is for). The
+  // node hears the depth of the shallowest waiting task whenever it changes,
+  // and hears when no thread waits any more. Called on the waiting thread
+  // before and after its wait.
   void SetBlocked(bool blocked) {
     if (options_.worker_id.empty() || options_.worker_agent_address.empty()) {
       return;
     }
-    int before =
-        blocked ? blocked_threads_.fetch_add(1) : blocked_threads_.fetch_sub(1);
-    if (blocked ? before != 0 : before != 1) return;
-    loop_->Post([this, blocked] {
+    // The depth the wait began at (a thread a task started reads the depth
+    // of the latest task, which may change while it waits).
+    thread_local int waiting_at = 0;
+    if (blocked) waiting_at = CurrentTaskDepth();
+    int depth = waiting_at;
+    std::lock_guard<std::mutex> lock(blocked_mu_);
+    int before = blocked_depths_.empty() ? -1 : *blocked_depths_.begin();
+    if (blocked) {
+      blocked_depths_.insert(depth);
+    } else if (auto it = blocked_depths_.find(depth);
+               it != blocked_depths_.end()) {
+      blocked_depths_.erase(it);
+    }
+    int after = blocked_depths_.empty() ? -1 : *blocked_depths_.begin();
+    if (after == before) return;
+    // Posted under the lock so that the node hears the changes in order.
+    loop_->Post([this, after] {
       proto::WorkerBlockedRequest req;
       req.set_worker_id(options_.worker_id);
+      if (after >= 0) req.set_depth(after);
       rpc::CallProto<proto::Empty>(
           nodes_->Channel(options_.worker_agent_address),
-          blocked ? proto::WORKER_BLOCKED : proto::WORKER_UNBLOCKED, req,
+          after >= 0 ? proto::WORKER_BLOCKED : proto::WORKER_UNBLOCKED, req,
           [](absl::StatusOr<proto::Empty>) {}, 5000);
     });
   }
@@ -835,7 +852,9 @@ class CoreRuntimeImpl : public CoreRuntime,
   const OwnedObjects::BlockedFn blocked_fn_ = [this](bool blocked) {
     SetBlocked(blocked);
   };
-  std::atomic<int> blocked_threads_{0};
+  std::mutex blocked_mu_;
+  // The task depths of the threads that wait in Get or Wait.
+  std::multiset<int> blocked_depths_ ABSL_GUARDED_BY(blocked_mu_);
   std::mutex actor_args_mu_;
   // Constructor arguments of the actors this process made, kept for their
   // restarts.

@@ -40,15 +40,17 @@ void TaskSubmitter::Enqueue(const std::string& task_id,
                             const ResourceSet& shape,
                             const std::string& shape_key, int depth,
                             bool front) {
-  ShapeQueue& q = shapes_[shape_key];
+  std::string key = absl::StrCat(shape_key, "@", depth);
+  ShapeQueue& q = shapes_[key];
   if (q.key.empty()) {
-    q.key = shape_key;
+    q.key = std::move(key);
     q.shape = shape;
+    q.depth = depth;
   }
   if (front) {
-    q.queue.push_front({task_id, depth});
+    q.queue.push_front({task_id});
   } else {
-    q.queue.push_back({task_id, depth});
+    q.queue.push_back({task_id});
   }
   Pump(q);
 }
@@ -241,9 +243,7 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
   req.set_binary_path(options_.binary_path);
   req.set_binary_hash(options_.binary_hash);
   req.set_no_spillback(no_spillback);
-  // The queue's first task says how deep its tasks are nested (a worker
-  // runs tasks of any depth over its life).
-  req.set_depth(q.queue.empty() ? 0 : q.queue.front().depth);
+  req.set_depth(q.depth);
   rpc::CallProto<proto::RequestLeaseReply>(
       nodes_->Channel(agent), proto::REQUEST_LEASE, req,
       [this, key = q.key,

@@ -68,8 +68,10 @@ class TaskSubmitter {
 
   // Queues `task_id` for a worker of `shape` (`shape_key`: its
   // DebugString(), computed once per task); `front` puts it ahead of the
-  // others (a retry). `depth` is how deeply it is nested (agents grant the
-  // deepest first).
+  // others (a retry). `depth` is how deeply it is nested: agents grant the
+  // deepest first, and lend a blocked worker's CPU only to requests deeper
+  // than its task, so tasks of each depth have a queue and leases of their
+  // own (a lease asked for at one depth never runs a task of another).
   void Enqueue(const std::string& task_id, const ResourceSet& shape,
                const std::string& shape_key, int depth, bool front = false);
   // Every 100 ms: returns idle leases; every second asks for the nodes.
@@ -87,7 +89,6 @@ class TaskSubmitter {
  private:
   struct Queued {
     std::string task_id;
-    int depth = 0;
   };
   struct LeasedWorker {
     std::string lease_id;
@@ -99,8 +100,9 @@ class TaskSubmitter {
     int64_t idle_since_us = 0;
   };
   struct ShapeQueue {
-    std::string key;  // shape.DebugString()
+    std::string key;  // shape.DebugString() and depth
     ResourceSet shape;
+    int depth = 0;
     std::deque<Queued> queue;
     std::vector<std::unique_ptr<LeasedWorker>> workers;
     int pending_lease_requests = 0;

@@ -311,14 +311,13 @@ TEST_F(TaskSubmitterTest, WorkerErrorReachesTaskReplied) {
   EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
 }
 
-TEST_F(TaskSubmitterTest, LeaseRequestCarriesJobShapeAndFrontTaskDepth) {
-  // The agent keeps every request unanswered.
+TEST_F(TaskSubmitterTest, LeaseRequestCarriesJobShapeAndItsTasksDepth) {
+  // The agent keeps every request unanswered. Each depth asks for its own
+  // lease, even in front of another depth's queue.
   Run([&] { Enqueue("t1", /*depth=*/1); });
   ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 1; }));
-  // A retry goes in front: the next request carries its depth.
   Run([&] { Enqueue("t2", /*depth=*/4, /*front=*/true); });
   ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 2; }));
-  // Behind it, a shallower one: the front is still the deep one.
   Run([&] { Enqueue("t3", /*depth=*/2); });
   ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 3; }));
   Run([&] {
@@ -333,7 +332,7 @@ TEST_F(TaskSubmitterTest, LeaseRequestCarriesJobShapeAndFrontTaskDepth) {
     }
     EXPECT_EQ(requests[0].depth(), 1);
     EXPECT_EQ(requests[1].depth(), 4);
-    EXPECT_EQ(requests[2].depth(), 4);
+    EXPECT_EQ(requests[2].depth(), 2);
     EXPECT_EQ(submitter_->queued(), 3u);
   });
 }

@@ -405,7 +405,6 @@ struct AgentFlags {
   std::string node_id;
   int64_t infeasible_grace_ms = 5000;
   int64_t worker_idle_timeout_ms = 10000;
-  std::optional<int> max_blocked_workers;
 };
 
 absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
@@ -418,7 +417,6 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
   o.is_head_node = f.head_node;
   o.infeasible_grace_ms = f.infeasible_grace_ms;
   o.worker_idle_timeout_ms = f.worker_idle_timeout_ms;
-  o.max_blocked_workers = f.max_blocked_workers;
   accel::DetectOptions detect;
   detect.device_root = EnvOr("SHOAL_DEVICE_ROOT", "/");
   detect.env = accel::EnvironmentSnapshot();
@@ -509,7 +507,6 @@ struct StartFlags {
   int64_t health_timeout_ms = 5000;
   int64_t infeasible_grace_ms = 5000;
   std::string node_id;
-  std::optional<int> max_blocked_workers;
 };
 
 std::vector<std::string> AgentArgs(const StartFlags& f,
@@ -534,9 +531,6 @@ std::vector<std::string> AgentArgs(const StartFlags& f,
   if (!a.labels_json.empty()) add("--labels", a.labels_json);
   if (!f.node_id.empty()) add("--node-id", f.node_id);
   add("--infeasible-grace-ms", std::to_string(f.infeasible_grace_ms));
-  if (f.max_blocked_workers) {
-    add("--max-blocked-workers", std::to_string(*f.max_blocked_workers));
-  }
   if (f.head) argv.push_back("--head-node");
   return argv;
 }
@@ -880,12 +874,6 @@ int Dispatch(int argc, char** argv) {
       ->add_option("--infeasible-grace-ms", start.infeasible_grace_ms,
                    "How long an impossible request waits for a node")
       ->check(AtLeast(0));
-  start_cmd
-      ->add_option("--max-blocked-workers", start.max_blocked_workers,
-                   "Workers blocked in Get that may lend their CPU at once "
-                   "(default max(32, 8 x CPUs)): bounds the extra worker "
-                   "processes nested tasks start")
-      ->check(AtLeast(0));
   start_cmd->add_flag("--block", start.block,
                       "Stay in the foreground; stop everything on Ctrl-C");
 
@@ -945,8 +933,6 @@ int Dispatch(int argc, char** argv) {
   agent_cmd->add_option("--infeasible-grace-ms", agent.infeasible_grace_ms);
   agent_cmd->add_option("--worker-idle-timeout-ms",
                         agent.worker_idle_timeout_ms);
-  agent_cmd->add_option("--max-blocked-workers", agent.max_blocked_workers)
-      ->check(AtLeast(0));
 
   launch::LaunchOptions launch_opts;
   std::string no_restart_on;

@@ -185,8 +185,6 @@ TEST(CliTest, BadValuesFailBeforeAnythingStarts) {
        {"--health-timeout-ms", "1 or more"}},
       {start_head({"--infeasible-grace-ms", "-1"}),
        {"--infeasible-grace-ms", "0 or more"}},
-      {start_head({"--max-blocked-workers", "-3"}),
-       {"--max-blocked-workers", "0 or more"}},
       {start_head({"--address", "127.0.0.1:6379"}), {"--head", "not both"}},
       {{"start", "--num-cpus", "1"}, {"--head", "--address HOST:PORT"}},
       {{"start", "--address", "10.0.0.1", "--token", "t"},

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "shoal/api.h"
+#include "tests/testing/agent_info.h"
 #include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
@@ -36,7 +37,13 @@ int64_t Tree(int64_t n) {
   for (int64_t c : shoal::Get(children)) total += c;
   return total;
 }
-SHOAL_REMOTE(Fib, Tree);
+// A chain of `n` tasks, each waiting for the next: n - 1 workers wait at
+// once, one level of nesting each.
+int64_t Chain(int64_t n) {
+  if (n <= 1) return 1;
+  return 1 + shoal::Get(shoal::Task(Chain).Remote(n - 1));
+}
+SHOAL_REMOTE(Fib, Tree, Chain);
 
 class NestedTest : public ClusterTest {
  protected:
@@ -48,6 +55,16 @@ class NestedTest : public ClusterTest {
     cluster_ = std::move(*cluster);
     cluster_->Connect();
   }
+  // How many worker processes the node has started and kept (idle ones
+  // stay for the idle timeout, longer than these tests).
+  int64_t Workers() {
+    std::vector<shoal::NodeInfo> nodes = shoal::Nodes();
+    if (nodes.size() != 1) return -1;
+    auto info =
+        shoal::testing::FetchAgentInfo(nodes[0].address, cluster_->token());
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->num_workers() : -1;
+  }
   void TearDown() override {
     shoal::Shutdown();
     ClusterTest::TearDown();
@@ -57,6 +74,10 @@ class NestedTest : public ClusterTest {
 TEST_F(NestedTest, RecursiveFibFinishesOnOneCpu) {
   StartNode(1);
   EXPECT_EQ(shoal::Get(shoal::Task(Fib).Remote(12), 300000), 144);
+  // The bound (docs/design/actors.md): CPUs x levels of nesting, 1 x 12.
+  int64_t workers = Workers();
+  EXPECT_GE(workers, 1);
+  EXPECT_LE(workers, 12);
 }
 
 TEST_F(NestedTest, TreeOfAHundredNestedTasksFinishesOnOneCpu) {
@@ -64,9 +85,20 @@ TEST_F(NestedTest, TreeOfAHundredNestedTasksFinishesOnOneCpu) {
   EXPECT_EQ(shoal::Get(shoal::Task(Tree).Remote(100), 300000), 100);
 }
 
+// Every level waits at once: each blocked worker's CPU passes to the next
+// level, however deep the chain.
+TEST_F(NestedTest, ChainFortyDeepFinishesOnOneCpu) {
+  StartNode(1);
+  EXPECT_EQ(shoal::Get(shoal::Task(Chain).Remote(40), 300000), 40);
+}
+
 TEST_F(NestedTest, TreeOfAThousandNestedTasksFinishesOnTwoCpus) {
   StartNode(2);
   EXPECT_EQ(shoal::Get(shoal::Task(Tree).Remote(1000), 600000), 1000);
+  // 1000, 500, 250, ... 3, 1: ten levels, so at most 2 x 10 workers.
+  int64_t workers = Workers();
+  EXPECT_GE(workers, 1);
+  EXPECT_LE(workers, 20);
 }
 
 }  // namespace
