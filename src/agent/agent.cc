@@ -238,6 +238,11 @@ class AgentImpl : public NodeAgent {
     rpc::RegisterProto<proto::RequestLeaseRequest>(
         s, proto::REQUEST_LEASE,
         [this](const auto& r, rpc::Responder resp) { RequestLease(r, resp); });
+    rpc::RegisterProto<proto::CancelLease>(
+        s, proto::CANCEL_LEASE_REQUEST,
+        [this](const auto& r, rpc::Responder resp) {
+          CancelLeaseRequest(r.request_id(), resp);
+        });
     rpc::RegisterProto<proto::ReturnLeaseRequest>(
         s, proto::RETURN_LEASE, [this](const auto& r, rpc::Responder resp) {
           ReleaseLease(r.lease_id(), r.kill_worker(),
@@ -489,6 +494,24 @@ class AgentImpl : public NodeAgent {
     p.seq = ++next_request_seq_;
     if (!TryPlace(p)) pending_.Push(std::move(p));
     ReportSoon();
+  }
+
+  // The requester withdraws a request that waits here: it is answered
+  // CANCELED (before the cancel itself is answered), and no longer counts
+  // as demand.
+  void CancelLeaseRequest(const std::string& request_id, rpc::Responder resp) {
+    std::optional<PendingLease> p =
+        pending_.Take(resp.connection_id(), request_id);
+    proto::CancelLeaseReply reply;
+    if (p.has_value()) {
+      proto::RequestLeaseReply canceled;
+      canceled.set_outcome(proto::RequestLeaseReply::CANCELED);
+      canceled.set_error("the requester withdrew it");
+      p->responder.Reply(canceled);
+      reply.set_canceled(true);
+      ReportSoon();
+    }
+    resp.Reply(reply);
   }
 
   // Grants, spills back or fails `p`; false when it must wait.

@@ -33,6 +33,20 @@ void LeaseQueue::Erase(uint64_t seq) {
   if (it != queue_.end()) queue_.erase(it);
 }
 
+std::optional<PendingLease> LeaseQueue::Take(uint64_t conn_id,
+                                             const std::string& request_id) {
+  if (request_id.empty()) return std::nullopt;
+  auto it =
+      std::find_if(queue_.begin(), queue_.end(), [&](const PendingLease& p) {
+        return p.responder.connection_id() == conn_id &&
+               p.request.request_id() == request_id;
+      });
+  if (it == queue_.end()) return std::nullopt;
+  PendingLease p = std::move(*it);
+  queue_.erase(it);
+  return p;
+}
+
 size_t LeaseQueue::DropConnection(uint64_t conn_id) {
   auto kept = std::stable_partition(
       queue_.begin(), queue_.end(), [conn_id](const PendingLease& p) {

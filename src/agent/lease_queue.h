@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <string>
 
 #include "agent/lease_policy.h"
 #include "rpc/rpc.h"
@@ -38,6 +40,11 @@ class LeaseQueue {
   // The queued request numbered `seq`; null when it is not queued.
   PendingLease* Find(uint64_t seq);
   void Erase(uint64_t seq);
+
+  // Takes out the request named `request_id` by the requester on connection
+  // `conn_id`; nullopt when none waits (an empty id names none).
+  std::optional<PendingLease> Take(uint64_t conn_id,
+                                   const std::string& request_id);
 
   // Drops the requests of the requester on connection `conn_id`; how many.
   size_t DropConnection(uint64_t conn_id);

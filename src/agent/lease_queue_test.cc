@@ -1,6 +1,8 @@
 #include "agent/lease_queue.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -72,6 +74,25 @@ TEST(LeaseQueueTest, FindEraseAndDrop) {
   EXPECT_EQ(queue.DropConnection(0), 1u);
   EXPECT_EQ(queue.size(), 0u);
   EXPECT_TRUE(queue.TakeAll().empty());
+}
+
+TEST(LeaseQueueTest, TakesARequestByItsRequestersName) {
+  LeaseQueue queue;
+  for (auto [seq, id] : std::vector<std::pair<uint64_t, std::string>>{
+           {1, "a1/1"}, {2, ""}, {3, "a1/2"}}) {
+    PendingLease p = Request(seq, 0);
+    p.request.set_request_id(id);
+    queue.Push(std::move(p));
+  }
+  // Requests without a live connection answer to connection 0.
+  EXPECT_FALSE(queue.Take(1, "a1/2").has_value());  // another requester's
+  EXPECT_FALSE(queue.Take(0, "a1/9").has_value());
+  EXPECT_FALSE(queue.Take(0, "").has_value());  // an empty name names none
+  std::optional<PendingLease> taken = queue.Take(0, "a1/2");
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->seq, 3u);
+  EXPECT_FALSE(queue.Take(0, "a1/2").has_value());
+  EXPECT_EQ(Order(queue.requests()), (std::vector<uint64_t>{1, 2}));
 }
 
 }  // namespace

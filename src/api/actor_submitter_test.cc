@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/fake_worker_testing.h"
+#include "api/loop_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/event_loop.h"
@@ -94,12 +95,10 @@ proto::ActorInfo Info(proto::ActorInfo::State state, const std::string& address,
   return info;
 }
 
-class ActorSubmitterTest : public ::testing::Test {
+class ActorSubmitterTest : public LoopTest {
  protected:
   void SetUp() override {
-    auto loop = rpc::EventLoop::Create("actor_submitter_test");
-    ASSERT_TRUE(loop.ok());
-    loop_ = std::move(*loop);
+    ASSERT_NO_FATAL_FAILURE(StartLoop("actor_submitter_test"));
     Run([&] {
       runtime_ = std::make_unique<FakeRuntime>(loop_.get());
       submitter_ =
@@ -116,17 +115,6 @@ class ActorSubmitterTest : public ::testing::Test {
     });
     loop_->Stop();
   }
-  void Run(const std::function<void()>& fn) { loop_->RunSync(fn); }
-  // Runs `check` on the loop until it holds (10 s at most).
-  bool Eventually(const std::function<bool()>& check) {
-    for (int i = 0; i < 1000; ++i) {
-      bool ok = false;
-      Run([&] { ok = check(); });
-      if (ok) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
   void Submit(const std::string& task, bool ready = true) {
     Run([&] {
       submitter_->Add("a1", task);
@@ -142,7 +130,6 @@ class ActorSubmitterTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<rpc::EventLoop> loop_;
   std::unique_ptr<FakeRuntime> runtime_;
   std::unique_ptr<ActorSubmitter> submitter_;
   std::unique_ptr<FakeWorker> actor_;

@@ -65,7 +65,8 @@ void TaskSubmitter::Enqueue(const std::string& task_id,
 //     behind running ones, on the least busy workers, as deep as the
 //     shape's measured run time makes worthwhile. A long queue of short
 //     tasks is pipelined at once; a task never waits behind another while
-//     a lease for it may still come.
+//     a lease for it may still come;
+//  4. a queue that ran dry withdraws the lease requests still out.
 void TaskSubmitter::Pump(ShapeQueue& q) {
   for (auto& w : q.workers) {
     // A task that is gone is skipped: the worker takes the next one.
@@ -94,6 +95,20 @@ void TaskSubmitter::Pump(ShapeQueue& q) {
     Queued task = std::move(q.queue.front());
     q.queue.pop_front();
     Push(q, *best, task);
+  }
+  if (q.queue.empty() && q.pending_lease_requests > 0) WithdrawRequests(q);
+}
+
+void TaskSubmitter::WithdrawRequests(ShapeQueue& q) {
+  for (auto& [number, out] : q.requests_out) {
+    if (out.canceling) continue;
+    out.canceling = true;
+    --q.pending_lease_requests;
+    proto::CancelLease req;
+    req.set_request_id(absl::StrCat(number));
+    rpc::CallProto<proto::CancelLeaseReply>(
+        nodes_->Channel(out.agent), proto::CANCEL_LEASE_REQUEST, req,
+        [](absl::StatusOr<proto::CancelLeaseReply>) {});
   }
 }
 
@@ -236,8 +251,11 @@ void TaskSubmitter::Tick() {
 
 void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
                                  bool no_spillback) {
+  uint64_t number = ++next_request_;
+  q.requests_out[number] = {agent};
   ++q.pending_lease_requests;
   proto::RequestLeaseRequest req;
+  req.set_request_id(absl::StrCat(number));
   req.set_job_id(options_.job_id);
   q.shape.ToProto(req.mutable_shape());
   req.set_binary_path(options_.binary_path);
@@ -246,8 +264,8 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
   req.set_depth(q.depth);
   rpc::CallProto<proto::RequestLeaseReply>(
       nodes_->Channel(agent), proto::REQUEST_LEASE, req,
-      [this, key = q.key,
-       agent](absl::StatusOr<proto::RequestLeaseReply> reply) {
+      [this, key = q.key, agent,
+       number](absl::StatusOr<proto::RequestLeaseReply> reply) {
         auto shape = shapes_.find(key);
         if (shape == shapes_.end()) {  // cleared: give back what came
           if (reply.ok() &&
@@ -257,7 +275,11 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
           return;
         }
         ShapeQueue& q = shape->second;
-        --q.pending_lease_requests;
+        if (auto out = q.requests_out.find(number);
+            out != q.requests_out.end()) {
+          if (!out->second.canceling) --q.pending_lease_requests;
+          q.requests_out.erase(out);
+        }
         if (!reply.ok()) {
           if (reply.status().code() == absl::StatusCode::kPermissionDenied) {
             return FailQueue(
@@ -282,6 +304,8 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
           case proto::RequestLeaseReply::SPILLBACK:
             RequestLease(q, reply->spillback_address(), /*no_spillback=*/true);
             break;
+          case proto::RequestLeaseReply::CANCELED:
+            break;  // withdrawn (WithdrawRequests)
           case proto::RequestLeaseReply::INFEASIBLE:
             FailQueue(q, TaskError(ErrorKind::kInfeasible, reply->error()));
             break;

@@ -105,7 +105,14 @@ class TaskSubmitter {
     int depth = 0;
     std::deque<Queued> queue;
     std::vector<std::unique_ptr<LeasedWorker>> workers;
-    int pending_lease_requests = 0;
+    // Lease requests that wait for an answer, by number: their agent, and
+    // whether they are being withdrawn (the queue ran dry first).
+    struct RequestOut {
+      std::string agent;
+      bool canceling = false;
+    };
+    std::map<uint64_t, RequestOut> requests_out;
+    int pending_lease_requests = 0;  // those not being withdrawn
     int consecutive_failures = 0;
     double avg_exec_us = -1;  // moving average of the tasks' run time
     size_t MaxInFlight() const;
@@ -120,6 +127,10 @@ class TaskSubmitter {
                     const std::string& never_sent = "");
   void LoseWorkersOnDeadNodes();
   void RequestLease(ShapeQueue& q, const std::string& agent, bool no_spillback);
+  // Withdraws the queue's lease requests (CANCEL_LEASE_REQUEST): it has no
+  // task left for them, and a grant would only start a worker to be
+  // returned.
+  void WithdrawRequests(ShapeQueue& q);
   void AddWorker(ShapeQueue& q, const std::string& agent,
                  const proto::RequestLeaseReply& reply);
   void ReturnLease(const std::string& agent, const std::string& lease_id);
@@ -132,6 +143,7 @@ class TaskSubmitter {
   const Options options_;
   std::map<std::string, ShapeQueue> shapes_;  // by shape's DebugString()
   int64_t ticks_ = 0;
+  uint64_t next_request_ = 0;  // names lease requests (request_id)
 };
 
 }  // namespace shoal::internal

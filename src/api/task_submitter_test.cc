@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/fake_worker_testing.h"
+#include "api/loop_testing.h"
 #include "api/node_view.h"
 #include "api/task_error.h"
 #include "gmock/gmock.h"
@@ -38,9 +39,18 @@ using ::testing::UnorderedElementsAreArray;
 
 constexpr char kToken[] = "test-token";
 
+proto::RequestLeaseReply LeaseReply(proto::RequestLeaseReply::Outcome outcome,
+                                    const std::string& error) {
+  proto::RequestLeaseReply reply;
+  reply.set_outcome(outcome);
+  reply.set_error(error);
+  return reply;
+}
+
 // A node agent: answers lease requests from `script` in order, then by
 // granting a lease on `grant_to` (when set), else keeps them unanswered in
-// `held`. Records what it was asked.
+// `held` (withdrawn by a cancel when `honor_cancels`). Records what it was
+// asked.
 class FakeAgent {
  public:
   FakeAgent(rpc::EventLoop* loop, std::string node_id)
@@ -66,6 +76,23 @@ class FakeAgent {
             return;
           }
           held.push_back(r);
+          held_ids.push_back(request.request_id());
+        });
+    rpc::RegisterProto<proto::CancelLease>(
+        server_.get(), proto::CANCEL_LEASE_REQUEST,
+        [this](const proto::CancelLease& request, rpc::Responder r) {
+          cancels.push_back(request.request_id());
+          proto::CancelLeaseReply reply;
+          auto it =
+              std::find(held_ids.begin(), held_ids.end(), request.request_id());
+          if (honor_cancels && it != held_ids.end()) {
+            size_t i = static_cast<size_t>(it - held_ids.begin());
+            held[i].Reply(LeaseReply(proto::RequestLeaseReply::CANCELED, ""));
+            held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+            held_ids.erase(it);
+            reply.set_canceled(true);
+          }
+          r.Reply(reply);
         });
     rpc::RegisterProto<proto::ReturnLeaseRequest>(
         server_.get(), proto::RETURN_LEASE,
@@ -108,6 +135,11 @@ class FakeAgent {
 
   std::vector<proto::RequestLeaseRequest> lease_requests;
   std::vector<rpc::Responder> held;
+  std::vector<std::string> held_ids;  // their request ids
+  // Cancels answer held requests CANCELED; unset, a cancel finds nothing
+  // (as when it crosses the grant).
+  bool honor_cancels = false;
+  std::vector<std::string> cancels;  // request ids
   std::vector<std::string> granted;  // lease ids
   std::vector<std::string> returned;
   std::vector<std::string> exit_requests;  // worker ids
@@ -117,14 +149,6 @@ class FakeAgent {
   int grants_ = 0;
   std::unique_ptr<rpc::Server> server_;
 };
-
-proto::RequestLeaseReply LeaseReply(proto::RequestLeaseReply::Outcome outcome,
-                                    const std::string& error) {
-  proto::RequestLeaseReply reply;
-  reply.set_outcome(outcome);
-  reply.set_error(error);
-  return reply;
-}
 
 class FakeDelegate : public TaskSubmitter::Delegate {
  public:
@@ -176,12 +200,10 @@ proto::NodeInfo Node(const FakeAgent& agent, bool alive = true,
   return node;
 }
 
-class TaskSubmitterTest : public ::testing::Test {
+class TaskSubmitterTest : public LoopTest {
  protected:
   void SetUp() override {
-    auto loop = rpc::EventLoop::Create("task_submitter_test");
-    ASSERT_TRUE(loop.ok()) << loop.status();
-    loop_ = std::move(*loop);
+    ASSERT_NO_FATAL_FAILURE(StartLoop("task_submitter_test"));
     Run([&] {
       delegate_ = std::make_unique<FakeDelegate>();
       agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-a");
@@ -235,17 +257,6 @@ class TaskSubmitterTest : public ::testing::Test {
     nodes_->Update(status);
   }
 
-  void Run(const std::function<void()>& fn) { loop_->RunSync(fn); }
-  // Runs `check` on the loop until it holds (10 s at most).
-  bool Eventually(const std::function<bool()>& check) {
-    for (int i = 0; i < 1000; ++i) {
-      bool ok = false;
-      Run([&] { ok = check(); });
-      if (ok) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
   static ResourceSet Shape(double cpus) {
     auto shape = ResourceSet::FromDoubles({{"CPU", cpus}});
     EXPECT_TRUE(shape.ok()) << shape.status();
@@ -269,7 +280,6 @@ class TaskSubmitterTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<rpc::EventLoop> loop_;
   int64_t now_us_ = 1000000000;  // the view's clock; loop thread only
   std::unique_ptr<FakeDelegate> delegate_;
   std::unique_ptr<FakeAgent> agent_;
@@ -573,6 +583,37 @@ TEST_F(TaskSubmitterTest, LeaseGrantedAfterTheQueueEmptiedIsReturned) {
     EXPECT_EQ(agent_->returned[0], agent_->granted[1]);
     EXPECT_EQ(submitter_->leased_workers(), 1u);
   });
+}
+
+TEST_F(TaskSubmitterTest, AQueueThatRunsDryWithdrawsItsLeaseRequests) {
+  Run([&] {
+    agent_->honor_cancels = true;
+    Enqueue("t1");
+    Enqueue("t2");
+  });
+  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 2; }));
+  // The first lease runs both; the second request has nothing left to run.
+  Run([&] { agent_->held[0].Reply(agent_->Grant(worker_->address())); });
+  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return agent_->held_ids.size() == 1; }));
+  Run([&] {
+    ASSERT_EQ(agent_->lease_requests.size(), 2u);
+    EXPECT_NE(agent_->lease_requests[0].request_id(),
+              agent_->lease_requests[1].request_id());
+    EXPECT_THAT(agent_->cancels,
+                ElementsAre(agent_->lease_requests[1].request_id()));
+    EXPECT_EQ(agent_->granted.size(), 1u);
+  });
+  // The next task runs on the kept lease; a later shortage asks anew.
+  Submit("t3");
+  ASSERT_TRUE(Eventually([&] { return !Outcome("t3").empty(); }));
+  Run([&] {
+    Enqueue("t4");
+    Enqueue("t5");
+    Enqueue("t6");
+  });
+  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 4; }));
+  EXPECT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 6; }));
 }
 
 TEST_F(TaskSubmitterTest, WorkerDeathFailsTheRunningTaskAndRequeuesTheRest) {

@@ -211,6 +211,7 @@ void ActorManager::Apply(const ActorAction& action) {
   const ActorTable::Entry* e = table_.FindEntry(id);
   if (e == nullptr || e->info.state() == proto::ActorInfo::DEAD) {
     if (auto it = attempts_.find(id); it != attempts_.end()) {
+      WithdrawRequest(id, it->second);
       DropChannel(it->second);
       attempts_.erase(it);
     }
@@ -247,6 +248,8 @@ void ActorManager::Apply(const ActorAction& action) {
 
 void ActorManager::StartLease(const std::string& actor_id) {
   Attempt& a = attempts_[actor_id];
+  WithdrawRequest(actor_id, a);
+  a.request_out = false;
   ++a.number;
   if (!a.lease_id.empty()) ReturnLease(a.agent, a.lease_id);
   DropChannel(a);
@@ -265,6 +268,14 @@ void ActorManager::Place(const std::string& actor_id, uint64_t attempt) {
   a->agent.clear();
   a->node_id.clear();
   std::vector<ActorNode> nodes = CandidateNodes();
+  if (!a->withdrawn_from.empty()) {
+    std::vector<ActorNode> others;
+    for (ActorNode& n : nodes) {
+      if (n.node_id != a->withdrawn_from) others.push_back(std::move(n));
+    }
+    if (!others.empty()) nodes.swap(others);
+    a->withdrawn_from.clear();
+  }
   std::optional<size_t> pick =
       ChooseActorNode(ResourceSet::FromProto(e->info.spec().shape()), nodes);
   if (!pick) {
@@ -322,13 +333,25 @@ void ActorManager::CheckWaiting(const std::string& actor_id, uint64_t attempt,
     });
     return;
   }
-  // The request stays queued there; if it is granted after all, the lease
-  // comes back to an older attempt and is returned.
+  // Its CANCELED answer places the actor again (OnLeaseReply). A cancel
+  // that comes too late (the node granted or spilled the request meanwhile)
+  // changes nothing: that answer is followed as usual.
   SHOAL_LOG(INFO) << "actor " << actor_id << ": still waiting at node "
                   << a->node_id << " while node " << roomy[*pick].node_id
-                  << " has room; asking there";
-  RequestLease(actor_id, ++a->number, roomy[*pick].address,
-               roomy[*pick].node_id, /*no_spillback=*/false);
+                  << " has room; withdrawing the request";
+  a->withdrawn_from = a->node_id;
+  WithdrawRequest(actor_id, *a);
+}
+
+void ActorManager::WithdrawRequest(const std::string& actor_id,
+                                   const Attempt& a) {
+  if (!a.request_out || a.agent.empty()) return;
+  proto::CancelLease req;
+  req.set_request_id(absl::StrCat(actor_id, "/", a.request));
+  rpc::CallProto<proto::CancelLeaseReply>(
+      options_.agent_channel(a.agent), proto::CANCEL_LEASE_REQUEST, req,
+      [](absl::StatusOr<proto::CancelLeaseReply>) {},
+      options_.worker_exit_timeout_ms);
 }
 
 void ActorManager::RequestLease(const std::string& actor_id, uint64_t attempt,
@@ -349,6 +372,8 @@ void ActorManager::RequestLease(const std::string& actor_id, uint64_t attempt,
   req.set_actor_id(actor_id);
   req.set_depth(spec.depth());
   uint64_t request = ++a->request;
+  a->request_out = true;
+  req.set_request_id(absl::StrCat(actor_id, "/", request));
   After(options_.waiting_check_ms, [this, actor_id, attempt, request] {
     CheckWaiting(actor_id, attempt, request);
   });
@@ -374,6 +399,7 @@ void ActorManager::OnLeaseReply(
     }
     return;
   }
+  a->request_out = false;
   if (!reply.ok()) {
     if (reply.status().code() == absl::StatusCode::kPermissionDenied) {
       return Apply(table_.CannotStart(
@@ -395,6 +421,9 @@ void ActorManager::OnLeaseReply(
                       << reply->spillback_node_id();
       return RequestLease(actor_id, attempt, reply->spillback_address(),
                           reply->spillback_node_id(), /*no_spillback=*/true);
+    case proto::RequestLeaseReply::CANCELED:
+      // Withdrawn from a node that kept it waiting (CheckWaiting).
+      return Place(actor_id, attempt);
     case proto::RequestLeaseReply::INFEASIBLE:
       return Apply(table_.Infeasible(actor_id, reply->error()));
     case proto::RequestLeaseReply::INVALID:
@@ -533,6 +562,8 @@ void ActorManager::ReleaseWorker(const std::string& actor_id) {
   auto it = attempts_.find(actor_id);
   if (it == attempts_.end()) return;
   Attempt& a = it->second;
+  WithdrawRequest(actor_id, a);
+  a.request_out = false;
   ++a.number;
   if (!a.lease_id.empty()) ReturnLease(a.agent, a.lease_id);
   DropChannel(a);

@@ -74,8 +74,9 @@ struct ActorManagerOptions {
   // moves before the head declares the node dead.
   int64_t avoid_unreachable_ms = 3000;
   // A lease request that has waited this long at a node that has not granted
-  // it, while another node has room for the actor, is made there instead
-  // (the node it waits at may have been chosen on a stale view).
+  // it, while another node has room for the actor, is withdrawn there
+  // (CANCEL_LEASE_REQUEST) and the actor placed again (the node it waits at
+  // may have been chosen on a stale view).
   int64_t waiting_check_ms = 1000;
 };
 
@@ -106,9 +107,13 @@ class ActorManager {
  private:
   // The IO side of one live actor.
   struct Attempt {
-    uint64_t number = 0;   // grows whenever older replies must be ignored
-    bool placing = false;  // a lease request is out (or waiting to retry)
-    uint64_t request = 0;  // grows with each lease request sent
+    uint64_t number = 0;       // grows whenever older replies must be ignored
+    bool placing = false;      // a lease request is out (or waiting to retry)
+    uint64_t request = 0;      // grows with each lease request sent
+    bool request_out = false;  // request `request` waits for its answer
+    // The node a request was withdrawn from for keeping it waiting: the
+    // next placement tries the other nodes first.
+    std::string withdrawn_from;
     std::string agent;     // the agent asked, or holding the lease
     std::string node_id;   // its node
     std::string lease_id;  // once granted
@@ -145,10 +150,16 @@ class ActorManager {
   void OnInstance(const std::string& actor_id, uint64_t attempt,
                   const absl::StatusOr<proto::TaskResult>& result);
   void RetryPlacement(const std::string& actor_id, uint64_t attempt);
-  // Asks another node when lease request `request` still waits and the
-  // node it waits at has not granted it.
+  // Withdraws lease request `request` when it still waits, the node it
+  // waits at has not granted it and another node has room.
   void CheckWaiting(const std::string& actor_id, uint64_t attempt,
                     uint64_t request);
+  // Withdraws the lease request the attempt waits for, if any: a request
+  // nobody wants must not hold a place in the agent's queue (and show as
+  // demand) or start a worker. Its CANCELED answer, or a grant that crossed
+  // the cancel, comes back to an attempt that then asks again, or to an
+  // older one, which returns the lease.
+  void WithdrawRequest(const std::string& actor_id, const Attempt& a);
   // The alive nodes, without those whose agent did not answer lately (unless
   // that leaves none), with their actor counts.
   std::vector<ActorNode> CandidateNodes() const;

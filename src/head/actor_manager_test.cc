@@ -4,11 +4,8 @@
 // the real ones do. No process is started.
 #include "head/actor_manager.h"
 
-#include <stdlib.h>
-
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "head/head.h"
+#include "head/head_testing.h"
 #include "rpc/blocking_channel.h"
 #include "rpc/event_loop.h"
 #include "rpc/rpc.h"
@@ -117,6 +115,22 @@ class FakeNode {
           }
           resp.Reply(Grant(r));
         });
+    rpc::RegisterProto<proto::CancelLease>(
+        s, proto::CANCEL_LEASE_REQUEST,
+        [this](const auto& r, rpc::Responder resp) {
+          cancels.push_back(r.request_id());
+          proto::CancelLeaseReply reply;
+          for (auto it = held_.begin(); it != held_.end(); ++it) {
+            if (it->first.request_id() != r.request_id()) continue;
+            proto::RequestLeaseReply canceled;
+            canceled.set_outcome(proto::RequestLeaseReply::CANCELED);
+            it->second.Reply(canceled);
+            held_.erase(it);
+            reply.set_canceled(true);
+            break;
+          }
+          resp.Reply(reply);
+        });
     rpc::RegisterProto<proto::ReturnLeaseRequest>(
         s, proto::RETURN_LEASE, [this](const auto& r, rpc::Responder resp) {
           returns.push_back(r);
@@ -173,6 +187,7 @@ class FakeNode {
   std::vector<proto::ActorCreation> creations;  // made in its workers
   std::vector<std::string> creation_workers;    // the worker of each
   std::vector<proto::ReturnLeaseRequest> returns;
+  std::vector<std::string> cancels;          // the request ids withdrawn
   std::map<std::string, std::string> exits;  // worker id -> how it ended
 
  private:
@@ -219,19 +234,12 @@ class FakeNode {
 class ActorManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string dir = ::testing::TempDir() + "/actor_manager_testXXXXXX";
-    ASSERT_NE(mkdtemp(dir.data()), nullptr);
-    session_dir_ = dir;
     HeadOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
     options.token = kToken;
-    options.session_dir = dir;
     options.health_timeout_ms = 600000;  // fake agents send no heartbeats
-    auto head = Head::Create(options);
+    auto head = testing::TestHead::Start("actor_manager_test", options);
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
-    head_address_ = absl::StrCat("127.0.0.1:", head_->port());
     auto loop = rpc::EventLoop::Create("fakes");
     ASSERT_TRUE(loop.ok()) << loop.status();
     fakes_ = std::move(*loop);
@@ -244,13 +252,11 @@ class ActorManagerTest : public ::testing::Test {
       fakes_->RunSync([&] { nodes_.clear(); });
       fakes_->Stop();
     }
-    std::error_code ignored;
-    if (!session_dir_.empty())
-      std::filesystem::remove_all(session_dir_, ignored);
   }
 
   std::unique_ptr<rpc::BlockingChannel> Connect(const std::string& name) {
-    auto channel = rpc::BlockingChannel::Connect(head_address_, kToken, name);
+    auto channel =
+        rpc::BlockingChannel::Connect(head_->address(), kToken, name);
     EXPECT_TRUE(channel.ok()) << channel.status();
     return channel.ok() ? std::move(*channel) : nullptr;
   }
@@ -285,13 +291,8 @@ class ActorManagerTest : public ::testing::Test {
 
   static proto::ActorSpec Spec(const std::string& id, int max_restarts = 0,
                                const std::string& name = "") {
-    proto::ActorSpec spec;
-    spec.set_actor_id(id);
-    spec.set_name(name);
-    spec.set_factory("CreateCounter");
-    spec.set_class_name("Counter");
-    spec.set_max_restarts(max_restarts);
-    spec.set_job_id("job-test");
+    proto::ActorSpec spec =
+        testing::CounterActorSpec(id, max_restarts, name, "job-test");
     spec.set_binary_path("/bin/counter");
     spec.set_binary_hash("abc123");
     spec.set_depth(2);
@@ -361,6 +362,14 @@ class ActorManagerTest : public ::testing::Test {
     }
   }
 
+  absl::Status Kill(const std::string& id, bool no_restart) {
+    proto::KillActorRequest kill;
+    kill.set_actor_id(id);
+    kill.set_no_restart(no_restart);
+    proto::Empty empty;
+    return cli_->CallProto(proto::KILL_ACTOR, kill, &empty);
+  }
+
   // The lease ids returned to `node` with their workers killed.
   std::vector<std::string> KilledLeases(FakeNode* node) {
     return OnFakes([node] {
@@ -372,9 +381,7 @@ class ActorManagerTest : public ::testing::Test {
     });
   }
 
-  std::string session_dir_;  // the head's
-  std::unique_ptr<Head> head_;
-  std::string head_address_;
+  std::unique_ptr<testing::TestHead> head_;
   std::unique_ptr<rpc::EventLoop> fakes_;
   std::vector<std::unique_ptr<FakeNode>> nodes_;  // fakes' loop
   std::unique_ptr<rpc::BlockingChannel> cli_;
@@ -526,11 +533,7 @@ TEST_F(ActorManagerTest, KillWithoutRestartEndsTheWorker) {
   FakeNode* node = AddNode("n1", 4);
   ASSERT_TRUE(Create(Spec("a1", /*max_restarts=*/-1)).ok());
   WaitForState("a1", proto::ActorInfo::ALIVE);
-  proto::KillActorRequest kill;
-  kill.set_actor_id("a1");
-  kill.set_no_restart(true);
-  proto::Empty empty;
-  ASSERT_TRUE(cli_->CallProto(proto::KILL_ACTOR, kill, &empty).ok());
+  ASSERT_TRUE(Kill("a1", /*no_restart=*/true).ok());
   absl::StatusOr<proto::ActorInfo> info = Get("a1");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->state(), proto::ActorInfo::DEAD);
@@ -541,8 +544,7 @@ TEST_F(ActorManagerTest, KillWithoutRestartEndsTheWorker) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(OnFakes([node] { return node->lease_requests.size(); }), 1u);
 
-  kill.set_actor_id("no-such-actor");
-  EXPECT_EQ(cli_->CallProto(proto::KILL_ACTOR, kill, &empty).code(),
+  EXPECT_EQ(Kill("no-such-actor", /*no_restart=*/true).code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -550,10 +552,7 @@ TEST_F(ActorManagerTest, KillWithRestartMakesANewInstance) {
   FakeNode* node = AddNode("n1", 4);
   ASSERT_TRUE(Create(Spec("a1", /*max_restarts=*/1)).ok());
   WaitForState("a1", proto::ActorInfo::ALIVE);
-  proto::KillActorRequest kill;
-  kill.set_actor_id("a1");
-  proto::Empty empty;
-  ASSERT_TRUE(cli_->CallProto(proto::KILL_ACTOR, kill, &empty).ok());
+  ASSERT_TRUE(Kill("a1", /*no_restart=*/false).ok());
   proto::ActorInfo info = WaitForState("a1", proto::ActorInfo::ALIVE, 1);
   EXPECT_EQ(info.death_cause(), "killed by shoal::Kill");
   EXPECT_THAT(KilledLeases(node), ElementsAre("n1-lease1"));
@@ -658,17 +657,33 @@ TEST_F(ActorManagerTest, AWaitingRequestMovesToANodeWithRoom) {
   ASSERT_TRUE(Create(spec).ok());
   proto::ActorInfo info = WaitForState("a1", proto::ActorInfo::ALIVE);
   EXPECT_EQ(info.node_id(), "roomy");
-  EXPECT_EQ(OnFakes([busy] { return busy->lease_requests.size(); }), 1u);
-
-  // The first request is granted after all: nobody wants that worker.
+  // The request that waited at the busy node was withdrawn there, not left
+  // behind: nothing is held there and no worker started.
+  auto requests = OnFakes([busy] { return busy->lease_requests; });
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_FALSE(requests[0].request_id().empty());
+  EXPECT_THAT(OnFakes([busy] { return busy->cancels; }),
+              ElementsAre(requests[0].request_id()));
   fakes_->RunSync([&] { busy->GrantHeld(); });
-  WaitUntil([&] { return !KilledLeases(busy).empty(); });
-  EXPECT_THAT(KilledLeases(busy), ElementsAre("busy-lease1"));
-  absl::StatusOr<proto::ActorInfo> still = Get("a1");
-  ASSERT_TRUE(still.ok()) << still.status();
-  EXPECT_EQ(still->node_id(), "roomy");
-  EXPECT_EQ(still->version(), info.version());
+  EXPECT_TRUE(OnFakes([busy] { return busy->creations.empty(); }));
+  EXPECT_TRUE(KilledLeases(busy).empty());
   EXPECT_EQ(OnFakes([roomy] { return roomy->creations.size(); }), 1u);
+}
+
+TEST_F(ActorManagerTest, AKilledWaitingActorWithdrawsItsRequest) {
+  FakeNode* node = AddNode("n1", 8);
+  fakes_->RunSync([&] { node->hold_leases = true; });
+  ASSERT_TRUE(Create(Spec("a1")).ok());
+  WaitUntil(
+      [&] { return OnFakes([node] { return node->lease_requests.size(); }); });
+  ASSERT_TRUE(Kill("a1", /*no_restart=*/true).ok());
+  WaitUntil([&] { return !OnFakes([node] { return node->cancels; }).empty(); });
+  auto requests = OnFakes([node] { return node->lease_requests; });
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_THAT(OnFakes([node] { return node->cancels; }),
+              ElementsAre(requests[0].request_id()));
+  EXPECT_EQ(WaitForState("a1", proto::ActorInfo::DEAD).state(),
+            proto::ActorInfo::DEAD);
 }
 
 TEST_F(ActorManagerTest, NodeDeathMovesTheActor) {

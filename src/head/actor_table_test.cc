@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "head/head_testing.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal {
@@ -21,13 +22,8 @@ constexpr char kSignal9[] = "killed by signal 9 (Killed)";
 proto::ActorSpec Spec(const std::string& id, int max_restarts = 0,
                       const std::string& name = "",
                       const std::string& job = "job1", bool detached = false) {
-  proto::ActorSpec spec;
-  spec.set_actor_id(id);
-  spec.set_name(name);
-  spec.set_factory("CreateCounter");
-  spec.set_class_name("Counter");
-  spec.set_max_restarts(max_restarts);
-  spec.set_job_id(job);
+  proto::ActorSpec spec =
+      testing::CounterActorSpec(id, max_restarts, name, job);
   spec.set_detached(detached);
   return spec;
 }
@@ -154,8 +150,8 @@ TEST(ActorTableTest, RestartsUntilTheyAreUsedUp) {
       {-1, 7, proto::ActorInfo::ALIVE, 7, kSignal9},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "max_restarts=" << c.max_restarts
-                                    << " deaths=" << c.deaths);
+    SCOPED_TRACE(::testing::Message() << "max_restarts=" << c.max_restarts
+                                      << " deaths=" << c.deaths);
     ActorTable table;
     CreateAlive(table, Spec("a1", c.max_restarts));
     int64_t version = table.Find("a1")->version();

@@ -3,10 +3,7 @@
 // which was closed.
 #include "rpc/head_client.h"
 
-#include <stdlib.h>
-
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -20,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "head/head.h"
+#include "head/head_testing.h"
 #include "rpc/event_loop.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
@@ -34,33 +32,22 @@ constexpr char kToken[] = "head-client-test-token";
 class HeadClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string dir = ::testing::TempDir() + "/head_client_testXXXXXX";
-    ASSERT_NE(mkdtemp(dir.data()), nullptr);
-    session_dir_ = dir;
     HeadOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
     options.token = kToken;
-    options.session_dir = dir;
-    auto head = Head::Create(options);
+    auto head = testing::TestHead::Start("head_client_test", options);
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
     auto loop = EventLoop::Create("head-client");
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
-    client_ = std::make_unique<HeadClient>(
-        loop_.get(), absl::StrCat("127.0.0.1:", head_->port()), kToken,
-        "head client test");
+    client_ = std::make_unique<HeadClient>(loop_.get(), head_->address(),
+                                           kToken, "head client test");
   }
 
   void TearDown() override {
     client_.reset();
     if (loop_ != nullptr) loop_->Stop();
     head_.reset();
-    std::error_code ignored;
-    if (!session_dir_.empty()) {
-      std::filesystem::remove_all(session_dir_, ignored);
-    }
   }
 
   // Starts `call` on the client's loop and waits for the reply it gets.
@@ -72,8 +59,7 @@ class HeadClientTest : public ::testing::Test {
         [&](HeadClient::Callback<Reply> done) { call(std::move(done)); });
   }
 
-  std::string session_dir_;
-  std::unique_ptr<Head> head_;
+  std::unique_ptr<testing::TestHead> head_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<HeadClient> client_;
 };
@@ -116,7 +102,7 @@ TEST_F(HeadClientTest, ClusterStatusInBothForms) {
 }
 
 TEST_F(HeadClientTest, BlobUploadAndDownload) {
-  std::string path = session_dir_ + "/payload";
+  std::string path = head_->session_dir() + "/payload";
   const std::string data = "the bytes of a driver's binary";
   std::ofstream(path, std::ios::binary) << data;
   absl::StatusOr<std::string> hash = Sha256File(path);
@@ -305,7 +291,7 @@ TEST_F(HeadClientTest, BlockingCallsFromManyUserThreads) {
 
 TEST_F(HeadClientTest, FailsCleanlyWhenTheHeadIsGone) {
   ASSERT_TRUE(client_->ClusterStatus().ok());
-  head_.reset();
+  head_->Stop();
   auto start = std::chrono::steady_clock::now();
   proto::KvGetRequest get;
   get.set_key("anything");

@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -29,7 +31,7 @@
 namespace {
 
 using ::shoal::testing::ClusterSpec;
-using ::shoal::testing::ClusterTest;
+using ::shoal::testing::DriverClusterTest;
 using ::shoal::testing::FakeTpuSliceTest;
 using ::shoal::testing::RunCli;
 using ::shoal::testing::TestCluster;
@@ -143,18 +145,9 @@ bool ProcessGone(int64_t pid, int64_t within_ms) {
   return kill(static_cast<pid_t>(pid), 0) != 0;
 }
 
-class ActorTest : public ClusterTest {
+class ActorTest : public DriverClusterTest {
  protected:
-  void StartNodes(ClusterSpec spec = ThreeNodes()) {
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-    cluster_->Connect();
-  }
-  void TearDown() override {
-    shoal::Shutdown();
-    ClusterTest::TearDown();
-  }
+  void StartNodes(ClusterSpec spec = ThreeNodes()) { StartAndConnect(spec); }
 };
 
 TEST_F(ActorTest, TenThousandCallsRunInOrderAndKeepState) {
@@ -426,6 +419,44 @@ TEST_F(ActorTest, WaitingActorIsADemandAndStatusCountsActors) {
   EXPECT_THAT(out, HasSubstr("remote"));  // the waiting actor's demand
   c1.Kill();
   EXPECT_EQ(shoal::Get(waiting.Task(&Counter::Value).Remote(), 30000), 1);
+}
+
+// An actor killed while it waits for room takes its lease request back from
+// the node that queued it: the demand goes at once, and no worker starts for
+// it when room comes.
+TEST_F(ActorTest, KillingAWaitingActorWithdrawsItsDemand) {
+  StartNodes();
+  auto c1 = shoal::Actor(CreateCounter).SetResource("remote", 1).Remote(1);
+  auto c2 = shoal::Actor(CreateCounter).SetResource("remote", 1).Remote(1);
+  shoal::Get(c1.Task(&Counter::Value).Remote(), 30000);
+  shoal::Get(c2.Task(&Counter::Value).Remote(), 30000);
+  auto waiting = shoal::Actor(CreateCounter).SetResource("remote", 1).Remote(1);
+  auto demands = [&] {
+    std::string out;
+    EXPECT_EQ(RunCli({"status", "--address", cluster_->address(), "--token",
+                      cluster_->token(), "--format", "json"},
+                     &out),
+              0)
+        << out;
+    return nlohmann::json::parse(out, nullptr, false)["demands"].size();
+  };
+  // True once `holds` does, polled for 5 s at most.
+  auto within_5s = [](const std::function<bool()>& holds) {
+    for (int i = 0; i < 50; ++i) {
+      if (holds()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  ASSERT_TRUE(within_5s([&] { return demands() == 1; }));
+  waiting.Kill();
+  EXPECT_TRUE(within_5s([&] { return demands() == 0; }));
+  // Room again: it stays free.
+  c1.Kill();
+  EXPECT_TRUE(
+      within_5s([] { return shoal::AvailableResources()["remote"] == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(shoal::AvailableResources()["remote"], 1);
 }
 
 class TpuActorTest : public FakeTpuSliceTest {

@@ -13,8 +13,7 @@
 namespace {
 
 using ::shoal::testing::ClusterSpec;
-using ::shoal::testing::ClusterTest;
-using ::shoal::testing::TestCluster;
+using ::shoal::testing::DriverClusterTest;
 
 int64_t Fib(int64_t n) {
   if (n < 2) return n;
@@ -45,15 +44,12 @@ int64_t Chain(int64_t n) {
 }
 SHOAL_REMOTE(Fib, Tree, Chain);
 
-class NestedTest : public ClusterTest {
+class NestedTest : public DriverClusterTest {
  protected:
   void StartNode(double cpus) {
     ClusterSpec spec;
     spec.nodes = {{"only", cpus, ""}};
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-    cluster_->Connect();
+    StartAndConnect(spec);
   }
   // How many worker processes the node has started and kept (idle ones
   // stay for the idle timeout, longer than these tests).
@@ -64,10 +60,6 @@ class NestedTest : public ClusterTest {
         shoal::testing::FetchAgentInfo(nodes[0].address, cluster_->token());
     EXPECT_TRUE(info.ok()) << info.status();
     return info.ok() ? info->num_workers() : -1;
-  }
-  void TearDown() override {
-    shoal::Shutdown();
-    ClusterTest::TearDown();
   }
 };
 

@@ -15,34 +15,25 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"
+#include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
 
 using ::shoal::PlacementStrategy;
 using ::shoal::testing::ClusterSpec;
-using ::shoal::testing::TestCluster;
+using ::shoal::testing::DriverClusterTest;
 using ::testing::HasSubstr;
 
 std::string Where() { return shoal::CurrentNodeId(); }
 SHOAL_REMOTE(Where);
 
-class PlacementGroupTest : public ::testing::Test {
+class PlacementGroupTest : public DriverClusterTest {
  protected:
   void SetUp() override {
     ClusterSpec spec;
     spec.nodes = {{"n0", 2, ""}, {"n1", 2, ""}, {"n2", 2, ""}};
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-    cluster_->Connect();
-  }
-  void TearDown() override {
-    shoal::Shutdown();
-    if (cluster_) {
-      cluster_->Stop();
-      EXPECT_EQ(cluster_->sanitizer_reports(), "");
-    }
+    StartAndConnect(spec);
   }
 
   // Waits until the head's view of free CPU is `cpu` (agents report changes
@@ -56,8 +47,6 @@ class PlacementGroupTest : public ::testing::Test {
     }
     EXPECT_EQ(seen, cpu);
   }
-
-  std::unique_ptr<TestCluster> cluster_;
 };
 
 TEST_F(PlacementGroupTest,

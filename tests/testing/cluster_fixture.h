@@ -9,9 +9,11 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "shoal/init.h"
 #include "tests/testing/test_cluster.h"
 
 namespace shoal::testing {
@@ -36,6 +38,23 @@ class ClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<TestCluster> cluster_;
+};
+
+// A cluster per test that this process joins as its driver: connected once
+// started, and shut down (shoal::Shutdown) before the cluster stops.
+class DriverClusterTest : public ClusterTest {
+ protected:
+  // Starts cluster_ from `spec` and connects this process to it.
+  void StartAndConnect(const ClusterSpec& spec) {
+    auto cluster = TestCluster::Start(spec);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    cluster_->Connect();
+  }
+  void TearDown() override {
+    shoal::Shutdown();
+    ClusterTest::TearDown();
+  }
 };
 
 // Two CPU hosts ("cpu-0", the head's, and "cpu-1"), 2 CPUs each, on
