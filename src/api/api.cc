@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "api/cluster_status.h"
 #include "api/core_runtime.h"
+#include "api/driver_init.h"
 #include "api/local_cluster.h"
 #include "api/task_error.h"
 #include "common/logging.h"
@@ -87,11 +88,17 @@ RemoteError::RemoteError(std::string function, std::string node,
 void Init() { Init(InitOptions()); }
 
 void Init(const InitOptions& options) {
+  internal::InitDriver(options, internal::DriverProgram());
+}
+
+void internal::InitDriver(const InitOptions& options,
+                          const DriverProgram& program) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_runtime != nullptr) return;
   internal::RuntimeOptions rt;
   rt.head_address = options.address;
   rt.token = options.token;
+  rt.workers_run_this_program = program.workers_run_this_program;
   if (const char* role = getenv("SHOAL_ROLE");
       role != nullptr && std::string(role) == "worker") {
     const char* worker = getenv("SHOAL_WORKER_ID");
@@ -112,6 +119,8 @@ void Init(const InitOptions& options) {
       ResolveClusterAddress(temp_dir, &rt.head_address, &rt.token);
   if (absl::IsNotFound(found)) {
     auto cluster = internal::LocalClusterProcesses::Start(
+        program.cluster_program.empty() ? SelfExecutable()
+                                        : program.cluster_program,
         temp_dir, options.num_cpus, options.resources);
     if (!cluster.ok()) {
       throw Error(absl::StrCat("cannot start a local cluster: ",

@@ -89,9 +89,11 @@ class CoreRuntimeImpl : public CoreRuntime,
   absl::Status Start() {
     head_ = std::make_unique<rpc::HeadClient>(
         loop_.get(), options_.head_address, options_.token, "driver");
-    binary_path_ = SelfExecutable();
-    // Read through /proc: the file may have been replaced or removed.
-    ASSIGN_OR_RETURN(binary_hash_, Sha256File("/proc/self/exe"));
+    if (options_.workers_run_this_program) {
+      binary_path_ = SelfExecutable();
+      // Read through /proc: the file may have been replaced or removed.
+      ASSIGN_OR_RETURN(binary_hash_, Sha256File("/proc/self/exe"));
+    }
     proto::RegisterJobRequest job;
     job.set_driver_host(Hostname());
     job.set_driver_pid(getpid());
@@ -101,7 +103,7 @@ class CoreRuntimeImpl : public CoreRuntime,
     job_id_ = reply.job_id();
     owner_ = absl::StrCat("driver of job ", job_id_, " (pid ", getpid(), ")");
     peer_name_ = "driver " + job_id_;
-    RETURN_IF_ERROR(UploadBinary());
+    if (options_.workers_run_this_program) RETURN_IF_ERROR(UploadBinary());
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
     std::string store_agent;
     RunOnLoop([&] {
@@ -145,9 +147,18 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   // ---- User threads ----
 
+  absl::Status CheckRunsTasks(const std::string& what) const {
+    if (options_.workers_run_this_program) return absl::OkStatus();
+    return OtherError(absl::StrCat(
+        "cannot run ", what,
+        ": this driver's program cannot be its workers "
+        "(a Python driver runs C++ functions only from a C++ program)"));
+  }
+
   absl::StatusOr<std::shared_ptr<RefHandle>> Submit(
       const std::string& function_name, std::vector<TaskArg> args,
       const TaskOptions& options) override {
+    RETURN_IF_ERROR(CheckRunsTasks(function_name));
     std::map<std::string, double> resources = options.resources;
     if (resources.count("CPU") == 0) resources["CPU"] = 1;
     auto shape =
@@ -204,6 +215,7 @@ class CoreRuntimeImpl : public CoreRuntime,
   absl::StatusOr<std::string> CreateActor(
       const std::string& factory, const std::string& class_type,
       std::vector<TaskArg> args, const ActorOptions& options) override {
+    RETURN_IF_ERROR(CheckRunsTasks(factory));
     if (options.max_concurrency < 1) {
       return OtherError(
           "SetMaxConcurrency: an actor runs at least 1 call at a time");

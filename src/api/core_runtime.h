@@ -37,6 +37,10 @@ struct RuntimeOptions {
   // nested tasks reuse the job's idle workers. This runtime still registers
   // a job of its own, which owns what it makes (groups, actors).
   std::string lease_job_id;
+  // False for a driver whose program cannot be its workers (the Python
+  // frontend): nothing is uploaded, and submitting a C++ task or actor fails
+  // saying so.
+  bool workers_run_this_program = true;
 };
 
 // Errors come back as Status (see api/task_error.h: the payload says which

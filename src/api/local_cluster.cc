@@ -46,14 +46,15 @@ absl::StatusOr<std::string> WaitForSessionFile(const std::string& session_dir,
 }
 
 absl::StatusOr<std::unique_ptr<LocalClusterProcesses>>
-LocalClusterProcesses::Start(const std::string& temp_dir, double num_cpus,
+LocalClusterProcesses::Start(const std::string& program,
+                             const std::string& temp_dir, double num_cpus,
                              const std::map<std::string, double>& resources) {
   std::unique_ptr<LocalClusterProcesses> c(new LocalClusterProcesses());
   ASSIGN_OR_RETURN(c->session_dir_, CreateSessionDir(temp_dir));
   MarkSessionEmbedded(c->session_dir_);
   c->token_ = RandomHex(16);
   RETURN_IF_ERROR(WriteFile(c->session_dir_ + "/token", c->token_, 0600));
-  std::string self = SelfExecutable();
+  const std::string& self = program;
   SpawnOptions head;
   head.argv = {self,     "_head", "--node-ip-address", "127.0.0.1",
                "--port", "0",     "--session-dir",     c->session_dir_};

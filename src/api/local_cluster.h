@@ -16,8 +16,11 @@ namespace shoal::internal {
 
 class LocalClusterProcesses {
  public:
+  // `program` is started as `program _head ...` and `program _agent ...`:
+  // the `shoal` CLI, or any program built with Shoal (its entry point runs
+  // them).
   static absl::StatusOr<std::unique_ptr<LocalClusterProcesses>> Start(
-      const std::string& temp_dir, double num_cpus,
+      const std::string& program, const std::string& temp_dir, double num_cpus,
       const std::map<std::string, double>& resources);
   ~LocalClusterProcesses();
 

@@ -13,6 +13,9 @@
 #             one-host cluster through the head's "SHOAL_ADDRESS=..." hint
 #   cmake     its CMakeLists.txt (`find_package(shoal)` with
 #             -Dshoal_DIR=<shoal-build-dir>)
+#   python    the Python example, typed in the source folder (its build/
+#             becomes <shoal-build-dir>/) with no cluster to find: it starts
+#             its own and leaves nothing running
 # Every line of one-host must be one this script knows how to check, and
 # every step it checks must have its line, so README and tier cannot drift.
 #
@@ -55,7 +58,8 @@ t2="$work/t2"          # SHOAL_TEMP_DIR while the temp-dir head runs
 cluster_b="$work/b"    # the temp-dir head's --temp-dir (/tmp/shoal-b)
 cluster_b2="$work/b2"  # a node joining the temp-dir head without a token
 app="$work/app"        # the C++ example, out of tree
-temp_dirs=("$node3" "$node2" "$t1" "$cluster_b2" "$cluster_b" "$t2")
+t3="$work/t3"          # SHOAL_TEMP_DIR of the Python example
+temp_dirs=("$node3" "$node2" "$t1" "$cluster_b2" "$cluster_b" "$t2" "$t3")
 mkdir -p "$t1" "$t2" "$app"
 
 passed=0
@@ -275,7 +279,7 @@ echo "== ports:        6379 -> $port_a, 6380 -> $port_b"
 
 step "the README has the blocks this tier runs"
 missing=""
-for name in one-host temp-dir cpp cmake; do
+for name in one-host temp-dir cpp cmake python; do
   if ! block "$name" >/dev/null; then
     missing+=" $name"
   fi
@@ -285,7 +289,7 @@ if [[ -n "$missing" ]]; then
   summary
   exit 1
 fi
-pass "one-host, temp-dir, cpp, cmake"
+pass "one-host, temp-dir, cpp, cmake, python"
 
 # ---- the C++ example, out of tree (built first: it takes longest) ----
 
@@ -600,6 +604,26 @@ if [[ -n "$b_out" ]]; then
     else
       pass
     fi
+  fi
+fi
+
+# ---- the Python example ----
+
+step "the Python example runs with a local cluster of its own"
+if [[ ! -d "$build/python/shoal" ]]; then
+  fail_plain "no $build/python/shoal: the Python frontend was not built"
+else
+  mkdir -p "$t3"
+  py=$(block python)
+  type_in "$src" "$t3" 120 "${py//build\//$build/}"
+  left=$(leftovers_after_wait "$t3")
+  if [[ $rc -ne 0 ]] || ! grep -qE '^4194303 [0-9.]+$' <<<"$out"; then
+    fail "expected exit code 0 and '4194303 <CPUs>'"
+  elif [[ -n "$left" ]]; then
+    out+=$'\n'"still running 15 s later:"$'\n'"$left"
+    fail "its local cluster is still running"
+  else
+    pass
   fi
 fi
 

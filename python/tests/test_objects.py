@@ -1,0 +1,98 @@
+"""Objects from Python against real clusters: put, get, wait, the cluster's
+resources, and zero-copy numpy arrays mapped from the object store."""
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import shoal
+
+
+def _mapping_of(address):
+    """The /proc/self/maps line whose range holds `address`."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            if start <= address < end:
+                return line.strip()
+    return ""
+
+
+def test_values_round_trip(local_cluster):
+    values = [
+        42, "text", None, [1, 2.5, {"k": (3, 4)}], b"x" * 10,
+        b"y" * (1 << 20), {"nested": [b"z" * 300_000, np.arange(5)]},
+    ]
+    refs = [shoal.put(v) for v in values]
+    got = shoal.get(refs)
+    assert got[:6] == values[:6]
+    assert got[6]["nested"][0] == values[6]["nested"][0]
+    assert np.array_equal(got[6]["nested"][1], np.arange(5))
+    assert shoal.get(refs[0]) == 42
+    assert len({r.hex() for r in refs}) == len(refs)
+
+
+def test_cluster_resources_and_nodes(local_cluster):
+    total = shoal.cluster_resources()
+    assert total["CPU"] == 2
+    assert total["slot"] == 3
+    assert shoal.available_resources()["CPU"] == 2
+    nodes = shoal.nodes()
+    assert len(nodes) == 1
+    assert nodes[0]["Alive"] and nodes[0]["IsHeadNode"]
+    assert nodes[0]["Resources"]["slot"] == 3
+
+
+def test_large_array_maps_the_store_read_only_and_is_freed(local_cluster):
+    array = np.arange(4 << 20, dtype=np.float64)  # 32 MiB
+    ref = shoal.put(array)
+    back = shoal.get(ref)
+    assert np.array_equal(back, array)
+    assert not back.flags.writeable
+    with pytest.raises(ValueError):
+        back[0] = 1.0
+    # Its memory is the store's shared-memory arena, not this heap.
+    mapping = _mapping_of(back.ctypes.data)
+    assert "/dev/shm" in mapping, mapping
+    # The array keeps the object: dropping the ref alone frees nothing.
+    del ref
+    gc.collect()
+    assert back[123] == 123.0
+    del back
+    gc.collect()
+
+
+def test_wait_and_bad_arguments(local_cluster):
+    refs = [shoal.put(i) for i in range(5)]
+    ready, not_ready = shoal.wait(refs, num_returns=3, timeout=10)
+    assert ready == refs[:3]
+    assert not_ready == refs[3:]
+    ready, not_ready = shoal.wait(refs, num_returns=5)
+    assert len(ready) == 5 and not not_ready
+    with pytest.raises(ValueError):
+        shoal.wait(refs, num_returns=6)
+    with pytest.raises(TypeError, match="ObjectRef or a list"):
+        shoal.get([1, 2])
+    with pytest.raises(TypeError, match="ObjectRef or a list"):
+        shoal.get(1)
+
+
+
+def test_calls_before_init_say_what_to_do():
+    assert not shoal.is_initialized()
+    with pytest.raises(shoal.ShoalError, match=r"call shoal.init\(\) first"):
+        shoal.put(1)
+
+
+def test_init_joins_the_cluster_shoal_start_started(started_cluster):
+    assert not shoal.is_initialized()
+    shoal.init()
+    assert shoal.is_initialized()
+    assert shoal.cluster_resources()["CPU"] == 1
+    assert shoal.get(shoal.put({"a": 1})) == {"a": 1}
+    # Joining an existing cluster starts no local one.
+    sessions = [d for d in os.listdir(started_cluster)
+                if d.startswith("session_") and d != "session_latest"]
+    assert len(sessions) == 1, sessions

@@ -1,0 +1,28 @@
+// shoal::Init for a driver that is not a C++ program built with Shoal (the
+// Python frontend): the same rule for finding the cluster, with the program
+// a local cluster runs as its head and agent, and whether this program can
+// be its own workers.
+#ifndef SHOAL_API_DRIVER_INIT_H_
+#define SHOAL_API_DRIVER_INIT_H_
+
+#include <string>
+
+#include "shoal/init.h"
+
+namespace shoal::internal {
+
+struct DriverProgram {
+  // Run as `cluster_program _head ...` and `... _agent ...` when Init starts
+  // a local cluster; empty: this program.
+  std::string cluster_program;
+  // False: nothing is uploaded for workers, and C++ tasks and actors
+  // submitted from here fail saying why.
+  bool workers_run_this_program = true;
+};
+
+// Throws shoal::Error as shoal::Init does.
+void InitDriver(const InitOptions& options, const DriverProgram& program);
+
+}  // namespace shoal::internal
+
+#endif  // SHOAL_API_DRIVER_INIT_H_
