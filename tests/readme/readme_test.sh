@@ -166,6 +166,17 @@ leftovers_after_wait() {
   printf '%s' "$left"
 }
 
+# Passes, or fails saying $2 when processes were left ($1, as
+# leftovers_after_wait printed them).
+pass_unless_left() {
+  if [[ -n "$1" ]]; then
+    out+=$'\n'"still running 15 s later:"$'\n'"$1"
+    fail "$2"
+  else
+    pass
+  fi
+}
+
 cleanup() {
   local d p
   set +e
@@ -508,11 +519,8 @@ for line in "${one_host[@]}"; do
       left=$(leftovers_after_wait "$t1" "$node2")
       if [[ $rc -ne 0 ]]; then
         fail "shoal stop failed"
-      elif [[ -n "$left" ]]; then
-        out+=$'\n'"still running 15 s later:"$'\n'"$left"
-        fail "processes of the cluster are still running"
       else
-        pass
+        pass_unless_left "$left" "processes of the cluster are still running"
       fi
       ;;
 
@@ -619,11 +627,8 @@ else
   left=$(leftovers_after_wait "$t3")
   if [[ $rc -ne 0 ]] || ! grep -qE '^4194303 [0-9.]+$' <<<"$out"; then
     fail "expected exit code 0 and '4194303 <CPUs>'"
-  elif [[ -n "$left" ]]; then
-    out+=$'\n'"still running 15 s later:"$'\n'"$left"
-    fail "its local cluster is still running"
   else
-    pass
+    pass_unless_left "$left" "its local cluster is still running"
   fi
 fi
 
