@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api/driver_init.h"
@@ -53,6 +55,28 @@ BufferRef Put(const py::buffer& data) {
   size_t size = static_cast<size_t>(info.size * info.itemsize);
   py::gil_scoped_release release;
   return shoal::PutBuffer(info.ptr, size);
+}
+
+// Stores an object of `size` bytes made of (offset, buffer) pieces, each
+// copied once (straight into shared memory when the object is large).
+BufferRef PutPieces(const std::vector<std::pair<size_t, py::buffer>>& pieces,
+                    size_t size) {
+  std::vector<py::buffer_info> infos;
+  std::vector<shoal::internal::BufferPiece> parts;
+  infos.reserve(pieces.size());
+  for (const auto& [offset, buffer] : pieces) {
+    infos.push_back(buffer.request());
+    const py::buffer_info& info = infos.back();
+    if (info.ndim > 1 && info.strides.back() != info.itemsize) {
+      throw py::value_error("put: the buffers must be contiguous");
+    }
+    parts.push_back(
+        {offset,
+         std::string_view(static_cast<const char*>(info.ptr),
+                          static_cast<size_t>(info.size * info.itemsize))});
+  }
+  py::gil_scoped_release release;
+  return BufferRef(shoal::internal::PutPieces(parts, size));
 }
 
 std::vector<StoredBytes> Get(const std::vector<BufferRef>& refs,
@@ -131,6 +155,8 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("is_initialized", &shoal::IsInitialized);
   m.def("put", &Put, py::arg("data"),
         "Stores the bytes (copied once) and returns their ObjectRef.");
+  m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
+        "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),
         "The objects' bytes, mapped without a copy.");
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),

@@ -103,7 +103,8 @@ def put(value):
     if isinstance(value, ObjectRef):
         raise TypeError("put() of an ObjectRef: pass the ref itself instead")
     _require_init()
-    return _shoal.put(dumps(value))
+    pieces, size = dumps(value)
+    return _shoal.put_pieces(pieces, size)
 
 
 def _ref_list(caller, refs):

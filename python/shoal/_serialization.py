@@ -1,7 +1,9 @@
 """How Python values are stored: pickle protocol 5 with large buffers laid
-out after the pickle stream, each 64-byte aligned, so that a value read back
-from the object store maps them in place (numpy arrays become read-only
-views of the store).
+out after the pickle stream, each at a page (4 KiB) boundary, so that a
+value read back from the object store maps them in place (numpy arrays
+become read-only views of the store). Page alignment also keeps the copy
+into the store at memcpy speed: a destination a few cache lines off the
+source's page offset runs about 4x slower (4K aliasing).
 
 Layout (little-endian):
     b"SHP1"  u32 number of buffers  u64 pickle length
@@ -15,7 +17,7 @@ import struct
 _MAGIC = b"SHP1"
 _HEAD = struct.Struct("<4sIQ")
 _ENTRY = struct.Struct("<QQ")
-_ALIGN = 64
+_ALIGN = 4096
 # Buffers below this stay inside the pickle stream.
 INLINE_THRESHOLD = 100 * 1024
 
@@ -25,7 +27,10 @@ def _align(n):
 
 
 def dumps(value):
-    """The stored form of ``value``, as one bytearray."""
+    """The stored form of ``value``: (pieces, size), where pieces are
+    (offset, buffer) pairs that together make ``size`` bytes (gaps are
+    zero). Large buffers are the value's own memory: nothing is copied
+    here."""
     buffers = []
 
     def out_of_band(buf):
@@ -36,20 +41,17 @@ def dumps(value):
         return False
 
     stream = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
-    header = _HEAD.size + _ENTRY.size * len(buffers)
-    offset = _align(header + len(stream))
-    entries = []
-    for view in buffers:
-        entries.append((offset, view.nbytes))
-        offset = _align(offset + view.nbytes)
-    out = bytearray(offset if buffers else header + len(stream))
-    _HEAD.pack_into(out, 0, _MAGIC, len(buffers), len(stream))
-    for i, entry in enumerate(entries):
-        _ENTRY.pack_into(out, _HEAD.size + i * _ENTRY.size, *entry)
-    out[header:header + len(stream)] = stream
-    for (at, size), view in zip(entries, buffers):
-        out[at:at + size] = view
-    return out
+    head = bytearray(_HEAD.size + _ENTRY.size * len(buffers))
+    _HEAD.pack_into(head, 0, _MAGIC, len(buffers), len(stream))
+    pieces = [(0, head), (len(head), stream)]
+    offset = len(head) + len(stream)
+    for i, view in enumerate(buffers):
+        offset = _align(offset)
+        _ENTRY.pack_into(head, _HEAD.size + i * _ENTRY.size, offset,
+                         view.nbytes)
+        pieces.append((offset, view))
+        offset += view.nbytes
+    return pieces, offset
 
 
 def loads(data):

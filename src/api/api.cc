@@ -420,6 +420,11 @@ std::shared_ptr<RefHandle> PutObject(
       RequireRuntime()->Put(std::move(value), std::move(contained)));
 }
 
+std::shared_ptr<RefHandle> PutPieces(const std::vector<BufferPiece>& pieces,
+                                     size_t size) {
+  return ValueOrThrow(RequireRuntime()->PutPieces(pieces, size));
+}
+
 namespace {
 thread_local RefCapture* current_capture = nullptr;
 }  // namespace

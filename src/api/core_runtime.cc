@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -304,26 +305,10 @@ class CoreRuntimeImpl : public CoreRuntime,
       std::vector<std::shared_ptr<RefHandle>> contained) override {
     std::string id = NewId();
     if (store_ != nullptr && value.data.size() >= threshold_) {
-      const char format = value.raw ? kFormatRaw : kFormatMsgpack;
-      absl::Status put = store_->Put(
-          id, owner_, value.data.size(), std::string_view(&format, 1),
-          [&](uint8_t* dest) {
+      RETURN_IF_ERROR(
+          Store(id, value.data.size(), value.raw, [&](uint8_t* dest) {
             memcpy(dest, value.data.data(), value.data.size());
-          },
-          /*owned_here=*/true);
-      if (!put.ok()) {
-        return OtherError(absl::StrCat("Put of ", value.data.size(),
-                                       " bytes failed: ", put.message()));
-      }
-      proto::StoredObject so;
-      so.set_object_id(id);
-      so.set_data_size(value.data.size());
-      so.set_metadata_size(1);
-      so.set_owner(owner_);
-      proto::ObjectSource* source = so.add_sources();
-      source->set_node_id(store_->node_id());
-      source->set_address(store_->transfer_address());
-      objects_.AddStored(id, std::move(so));
+          }));
     } else {
       objects_.AddValue(id,
                         std::make_shared<const std::string>(ToMsgpack(value)));
@@ -335,6 +320,66 @@ class CoreRuntimeImpl : public CoreRuntime,
       });
     }
     return objects_.NewHandle(id);
+  }
+
+  absl::StatusOr<std::shared_ptr<RefHandle>> PutPieces(
+      const std::vector<BufferPiece>& pieces, size_t size) override {
+    for (const BufferPiece& p : pieces) {
+      if (p.offset > size || p.bytes.size() > size - p.offset) {
+        return OtherError(absl::StrCat(
+            "a piece of ", p.bytes.size(), " bytes at offset ", p.offset,
+            " does not fit an object of ", size, " bytes"));
+      }
+    }
+    // The gaps between pieces are zeroed, not the whole object: one pass
+    // over the memory.
+    std::vector<const BufferPiece*> in_order;
+    for (const BufferPiece& p : pieces) in_order.push_back(&p);
+    std::sort(in_order.begin(), in_order.end(),
+              [](const BufferPiece* a, const BufferPiece* b) {
+                return a->offset < b->offset;
+              });
+    auto fill = [&](uint8_t* dest) {
+      size_t covered = 0;
+      for (const BufferPiece* p : in_order) {
+        if (p->offset > covered) memset(dest + covered, 0, p->offset - covered);
+        memcpy(dest + p->offset, p->bytes.data(), p->bytes.size());
+        covered = std::max(covered, p->offset + p->bytes.size());
+      }
+      if (covered < size) memset(dest + covered, 0, size - covered);
+    };
+    if (store_ == nullptr || size < threshold_) {
+      auto bytes = std::make_shared<std::string>(size, '\0');
+      fill(reinterpret_cast<uint8_t*>(bytes->data()));
+      return Put(ObjectValue{*bytes, /*raw=*/true, bytes}, {});
+    }
+    std::string id = NewId();
+    RETURN_IF_ERROR(Store(id, size, /*raw=*/true, fill));
+    return objects_.NewHandle(id);
+  }
+
+  // Writes object `id` of `size` bytes into this node's store with `fill`
+  // and records it as owned here.
+  absl::Status Store(const std::string& id, size_t size, bool raw,
+                     const std::function<void(uint8_t*)>& fill) {
+    const char format = raw ? kFormatRaw : kFormatMsgpack;
+    absl::Status put =
+        store_->Put(id, owner_, size, std::string_view(&format, 1), fill,
+                    /*owned_here=*/true);
+    if (!put.ok()) {
+      return OtherError(
+          absl::StrCat("Put of ", size, " bytes failed: ", put.message()));
+    }
+    proto::StoredObject so;
+    so.set_object_id(id);
+    so.set_data_size(size);
+    so.set_metadata_size(1);
+    so.set_owner(owner_);
+    proto::ObjectSource* source = so.add_sources();
+    source->set_node_id(store_->node_id());
+    source->set_address(store_->transfer_address());
+    objects_.AddStored(id, std::move(so));
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::shared_ptr<RefHandle>> HandleFor(

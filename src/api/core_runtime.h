@@ -65,6 +65,9 @@ class CoreRuntime {
       std::vector<TaskArg> args) = 0;
   virtual absl::StatusOr<std::shared_ptr<RefHandle>> Put(
       ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained) = 0;
+  // Raw bytes made of pieces (see shoal::internal::PutPieces).
+  virtual absl::StatusOr<std::shared_ptr<RefHandle>> PutPieces(
+      const std::vector<BufferPiece>& pieces, size_t size) = 0;
   // The live handle of an object this process references.
   virtual absl::StatusOr<std::shared_ptr<RefHandle>> HandleFor(
       const std::string& id) = 0;

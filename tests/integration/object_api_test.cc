@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -167,6 +168,34 @@ TEST_F(ObjectApiTest, LargePutIsStoredAndGetMapsItWithoutACopy) {
   EXPECT_EQ(memcmp(got.data(), bytes.data(), 64), 0);
   got = {};
   ExpectStoreEmpties("obj-a");
+}
+
+// PutPieces (the Python frontend's put): pieces copied once to their
+// offsets, the gaps zero, in the store when large and inline when small.
+TEST_F(ObjectApiTest, PiecesMakeOneObjectWithZeroGaps) {
+  StartNodes();
+  std::vector<uint8_t> big = Pattern(kBig, 3);
+  for (size_t size : {size_t{64}, kBig + 8192}) {
+    SCOPED_TRACE(size);
+    std::string head = "head";
+    size_t at = size - std::min(size - 16, big.size());
+    std::string_view tail(reinterpret_cast<const char*>(big.data()), size - at);
+    auto ref = shoal::ObjectRef<shoal::Buffer>(
+        shoal::internal::PutPieces({{at, tail}, {0, head}}, size));
+    shoal::Buffer got = shoal::Get(ref);
+    ASSERT_EQ(got.size(), size);
+    EXPECT_EQ(memcmp(got.data(), "head", 4), 0);
+    EXPECT_TRUE(std::all_of(got.data() + 4, got.data() + at,
+                            [](uint8_t b) { return b == 0; }));
+    EXPECT_EQ(memcmp(got.data() + at, tail.data(), tail.size()), 0);
+    EXPECT_EQ(InStoreMapping(got.data(), got.size()), size > kBig);
+  }
+  EXPECT_THAT(
+      [] {
+        shoal::internal::PutPieces({{8, "too long"}}, 10);
+      },
+      ::testing::ThrowsMessage<shoal::Error>(
+          HasSubstr("does not fit an object of 10 bytes")));
 }
 
 TEST_F(ObjectApiTest, TaskArgumentsAndResultsTravelThroughTheStores) {

@@ -79,6 +79,16 @@ std::shared_ptr<RefHandle> SubmitTask(const std::string& function_name,
 // Values at or above the inline threshold go into the node's object store.
 std::shared_ptr<RefHandle> PutObject(
     ObjectValue value, std::vector<std::shared_ptr<RefHandle>> contained = {});
+// One piece of a raw object: `bytes` go at `offset`.
+struct BufferPiece {
+  size_t offset = 0;
+  std::string_view bytes;
+};
+// Stores `size` raw bytes (read back as shoal::Buffer) made of `pieces`, each
+// copied once, straight into shared memory when the object is large; bytes
+// no piece covers are zero. Throws shoal::Error for a piece past `size`.
+std::shared_ptr<RefHandle> PutPieces(const std::vector<BufferPiece>& pieces,
+                                     size_t size);
 // Blocks until the object is ready; throws shoal::Error subclasses for failed
 // tasks and shoal::TimeoutError when timeout_ms >= 0 passes first. A stored
 // object is mapped from this node's store (pulled here first if need be).
