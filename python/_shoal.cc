@@ -1,6 +1,7 @@
 // _shoal: the native half of the Python frontend (docs/design/python.md).
 // A thin binding of the C++ runtime: joining a cluster, raw-byte objects
-// (put copies once into shared memory; get maps them without a copy), wait,
+// (put_pieces copies each piece once into shared memory; get maps objects
+// without a copy), wait,
 // and the cluster's resources. The `shoal` package builds Ray's API on it.
 //
 // Every call that may block releases the GIL.
@@ -45,16 +46,6 @@ void Init(const std::string& address, const std::string& token,
   program.workers_run_this_program = false;
   py::gil_scoped_release release;
   shoal::internal::InitDriver(options, program);
-}
-
-BufferRef Put(const py::buffer& data) {
-  py::buffer_info info = data.request();
-  if (info.ndim > 1 && info.strides.back() != info.itemsize) {
-    throw py::value_error("put: the buffer must be contiguous");
-  }
-  size_t size = static_cast<size_t>(info.size * info.itemsize);
-  py::gil_scoped_release release;
-  return shoal::PutBuffer(info.ptr, size);
 }
 
 // Stores an object of `size` bytes made of (offset, buffer) pieces, each
@@ -153,8 +144,6 @@ PYBIND11_MODULE(_shoal, m) {
       },
       "Leaves the cluster (and stops the local one Init started).");
   m.def("is_initialized", &shoal::IsInitialized);
-  m.def("put", &Put, py::arg("data"),
-        "Stores the bytes (copied once) and returns their ObjectRef.");
   m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
         "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),

@@ -85,7 +85,8 @@ LeaseDecision DecideLease(const LeaseAsk& ask, const LocalNode& node,
     return d;
   }
   if (node.resources.total.Contains(ask.shape)) {
-    if (node.resources.CanGrant(ask.shape, node.withheld)) return Decision(Kind::kGrant);
+    if (node.resources.CanGrant(ask.shape, node.withheld))
+      return Decision(Kind::kGrant);
     if (!ask.no_spillback) {
       if (const auto* n = FindSpillbackNode(ask, node, true))
         return SpillTo(*n);

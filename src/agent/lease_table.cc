@@ -36,6 +36,7 @@ std::optional<Lease> LeaseTable::Remove(const std::string& lease_id) {
   node_->available.Add(lease.shape);
   node_->available.Subtract(lease.lent);
   node_->lent.Subtract(lease.lent);
+  CountLent(lease.blocked_depth, lease.lent, /*add=*/false);
   return lease;
 }
 
@@ -45,6 +46,8 @@ BlockResult LeaseTable::Block(const std::string& lease_id, int depth) {
   Lease& lease = it->second;
   if (lease.blocked) {
     if (lease.blocked_depth == depth) return BlockResult::kAlreadyBlocked;
+    CountLent(lease.blocked_depth, lease.lent, /*add=*/false);
+    CountLent(depth, lease.lent, /*add=*/true);
     lease.blocked_depth = depth;
     return lease.lent.empty() ? BlockResult::kAlreadyBlocked
                               : BlockResult::kLent;
@@ -55,6 +58,7 @@ BlockResult LeaseTable::Block(const std::string& lease_id, int depth) {
   if (lease.lent.empty()) return BlockResult::kNothingToLend;
   node_->available.Add(lease.lent);
   node_->lent.Add(lease.lent);
+  CountLent(depth, lease.lent, /*add=*/true);
   return BlockResult::kLent;
 }
 
@@ -70,16 +74,26 @@ bool LeaseTable::Unblock(const std::string& lease_id) {
 void LeaseTable::StopLending(Lease& lease) {
   node_->available.Subtract(lease.lent);
   node_->lent.Subtract(lease.lent);
+  CountLent(lease.blocked_depth, lease.lent, /*add=*/false);
   lease.lent = ResourceSet();
+}
+
+void LeaseTable::CountLent(int depth, const ResourceSet& lent, bool add) {
+  if (lent.empty()) return;
+  ResourceSet& at = lent_by_depth_[depth];
+  if (add) {
+    at.Add(lent);
+  } else {
+    at.Subtract(lent);
+  }
+  if (at.empty()) lent_by_depth_.erase(depth);
 }
 
 ResourceSet LeaseTable::Withheld(int depth) const {
   ResourceSet withheld;
-  if (node_->lent.empty()) return withheld;
-  for (const auto& [id, lease] : leases_) {
-    if (!lease.lent.empty() && lease.blocked_depth >= depth) {
-      withheld.Add(lease.lent);
-    }
+  for (auto it = lent_by_depth_.lower_bound(depth); it != lent_by_depth_.end();
+       ++it) {
+    withheld.Add(it->second);
   }
   return withheld;
 }

@@ -86,7 +86,8 @@ class LeaseTable {
   bool Unblock(const std::string& lease_id);
 
   // The lent CPU a request nested `depth` deep may not use: what leases
-  // blocked at that depth or deeper lend.
+  // blocked at that depth or deeper lend. O(depths that lend), not
+  // O(leases): the agent asks once per queued request per dispatch.
   ResourceSet Withheld(int depth) const;
 
   const Lease* Find(const std::string& lease_id) const;
@@ -100,9 +101,13 @@ class LeaseTable {
 
  private:
   void StopLending(Lease& lease);
+  // Adds `lent` to (or takes it from) what leases blocked at `depth` lend.
+  void CountLent(int depth, const ResourceSet& lent, bool add);
 
   NodeResources* const node_;
   std::map<std::string, Lease> leases_;
+  // What blocked leases lend, by the depth they are blocked at.
+  std::map<int, ResourceSet> lent_by_depth_;
 };
 
 // The part of `shape` a blocked worker lends: the resources whose base name

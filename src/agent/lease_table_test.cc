@@ -183,6 +183,13 @@ TEST(LeaseTableTest, Lending) {
         EXPECT_TRUE(lease.lent.empty() || lease.blocked) << id;
       }
       EXPECT_EQ(node.lent, lent);
+      for (int depth = 0; depth <= kDeepest; ++depth) {
+        ResourceSet withheld;
+        for (const auto& [id, lease] : table.leases()) {
+          if (lease.blocked_depth >= depth) withheld.Add(lease.lent);
+        }
+        EXPECT_EQ(table.Withheld(depth), withheld) << "depth " << depth;
+      }
     }
     // Whatever happened, ending every lease restores the node.
     std::vector<std::string> ids;

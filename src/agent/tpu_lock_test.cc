@@ -103,6 +103,14 @@ class TpuLockTest : public ::testing::Test {
     return pid;
   }
 
+  // Reaps `pid`, which ClearTpuLock must have ended with SIGKILL.
+  void ExpectEndedBySigkill(pid_t pid) {
+    std::optional<int> exit = Reap(pid, /*kill_first=*/false);
+    ASSERT_TRUE(exit.has_value()) << "pid " << pid;
+    EXPECT_TRUE(WIFSIGNALED(*exit) && WTERMSIG(*exit) == SIGKILL)
+        << DescribeWaitStatus(*exit);
+  }
+
   // Waits for `pid` (a holder) and returns its wait status.
   std::optional<int> Reap(pid_t pid, bool kill_first) {
     if (kill_first) kill(pid, SIGKILL);
@@ -178,10 +186,7 @@ TEST_F(TpuLockTest, LeftoverOfAnEarlierGangIsEndedAndTheLockRemoved) {
   auto busy = [](const std::string& id) { return id == "busy-worker"; };
   absl::Status status = ClearTpuLock(lockfile_, kNode, busy);
   EXPECT_TRUE(status.ok()) << status;
-  std::optional<int> exit = Reap(leftover, /*kill_first=*/false);
-  ASSERT_TRUE(exit.has_value());
-  EXPECT_TRUE(WIFSIGNALED(*exit) && WTERMSIG(*exit) == SIGKILL)
-      << DescribeWaitStatus(*exit);
+  ExpectEndedBySigkill(leftover);
   EXPECT_FALSE(PathExists(lockfile_));
 }
 
@@ -193,12 +198,7 @@ TEST_F(TpuLockTest, EveryLeftoverIsEnded) {
   for (pid_t pid : leftovers) ASSERT_GT(pid, 0);
   absl::Status status = ClearTpuLock(lockfile_, kNode, NoneBusy);
   EXPECT_TRUE(status.ok()) << status;
-  for (pid_t pid : leftovers) {
-    std::optional<int> exit = Reap(pid, /*kill_first=*/false);
-    ASSERT_TRUE(exit.has_value());
-    EXPECT_TRUE(WIFSIGNALED(*exit) && WTERMSIG(*exit) == SIGKILL)
-        << DescribeWaitStatus(*exit);
-  }
+  for (pid_t pid : leftovers) ExpectEndedBySigkill(pid);
   EXPECT_FALSE(PathExists(lockfile_));
 }
 

@@ -50,6 +50,17 @@ class HeadClientTest : public ::testing::Test {
     head_.reset();
   }
 
+  // A placement group of one 1-CPU bundle, named `name` ("" for none).
+  absl::StatusOr<proto::PlacementGroupInfo> CreateOneCpuGroup(
+      const std::string& name) {
+    proto::PlacementGroupSpec spec;
+    spec.set_name(name);
+    absl::StatusOr<ResourceSet> bundle = ResourceSet::FromDoubles({{"CPU", 1}});
+    if (!bundle.ok()) return bundle.status();
+    bundle->ToProto(spec.add_bundles());
+    return client_->CreatePlacementGroup(spec);
+  }
+
   // Starts `call` on the client's loop and waits for the reply it gets.
   template <typename Reply>
   absl::StatusOr<Reply> OnLoop(
@@ -150,13 +161,8 @@ TEST_F(HeadClientTest, PlacementGroups) {
   // Removing what the head does not know is not an error.
   EXPECT_TRUE(client_->RemovePlacementGroup(unknown).ok());
 
-  proto::PlacementGroupSpec spec;
-  spec.set_name("trainers");
-  absl::StatusOr<ResourceSet> bundle = ResourceSet::FromDoubles({{"CPU", 1}});
-  ASSERT_TRUE(bundle.ok()) << bundle.status();
-  bundle->ToProto(spec.add_bundles());
   absl::StatusOr<proto::PlacementGroupInfo> created =
-      client_->CreatePlacementGroup(spec);
+      CreateOneCpuGroup("trainers");
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_FALSE(created->pg_id().empty());
 
@@ -180,12 +186,7 @@ TEST_F(HeadClientTest, PlacementGroupAsynchronously) {
       << missing.status();
   EXPECT_THAT(missing.status().message(), HasSubstr("no-such-group"));
 
-  proto::PlacementGroupSpec spec;
-  absl::StatusOr<ResourceSet> bundle = ResourceSet::FromDoubles({{"CPU", 1}});
-  ASSERT_TRUE(bundle.ok()) << bundle.status();
-  bundle->ToProto(spec.add_bundles());
-  absl::StatusOr<proto::PlacementGroupInfo> created =
-      client_->CreatePlacementGroup(spec);
+  absl::StatusOr<proto::PlacementGroupInfo> created = CreateOneCpuGroup("");
   ASSERT_TRUE(created.ok()) << created.status();
   proto::GetPlacementGroupRequest by_id;
   by_id.set_pg_id(created->pg_id());
