@@ -1,28 +1,40 @@
 // _shoal: the native half of the Python frontend (docs/design/python.md).
 // A thin binding of the C++ runtime: joining a cluster, raw-byte objects
 // (put_pieces copies each piece once into shared memory; get maps objects
-// without a copy), wait,
-// and the cluster's resources. The `shoal` package builds Ray's API on it.
+// without a copy), wait, tasks and actors whose functions are Python
+// (named by their key in the head's key-value store), the key-value store,
+// placement groups, the cluster's resources, and the worker loop that
+// `python -m shoal.worker` runs. The `shoal` package builds Ray's API on it.
 //
-// Every call that may block releases the GIL.
+// Every call that may block releases the GIL; the worker's threads take it
+// to run Python.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "api/core_runtime.h"
 #include "api/driver_init.h"
+#include "rpc/head_client.h"
 #include "shoal/api.h"
+#include "shoal/shoal.pb.h"
+#include "worker/actor_host.h"
+#include "worker/foreign_runtime.h"
 
 namespace py = pybind11;
 
 namespace {
 
 using BufferRef = shoal::ObjectRef<shoal::Buffer>;
+using shoal::internal::ObjectValue;
 
 // The bytes of a stored object, mapped where they lie: the node's shared
 // memory for a large object. While this (or a memoryview of it) lives, the
@@ -31,10 +43,16 @@ struct StoredBytes {
   shoal::Buffer buffer;
 };
 
+// Python exception types raised for the C++ errors that carry more than a
+// message (set when the module loads).
+PyObject* g_remote_error = nullptr;
+
 void Init(const std::string& address, const std::string& token,
           const std::string& temp_dir, double num_cpus,
           const std::map<std::string, double>& resources,
-          const std::string& cluster_program) {
+          const std::string& cluster_program,
+          const std::vector<std::string>& worker_argv,
+          const std::map<std::string, std::string>& worker_env) {
   shoal::InitOptions options;
   options.address = address;
   options.token = token;
@@ -44,6 +62,8 @@ void Init(const std::string& address, const std::string& token,
   shoal::internal::DriverProgram program;
   program.cluster_program = cluster_program;
   program.workers_run_this_program = false;
+  program.worker_command.argv = worker_argv;
+  program.worker_command.env = worker_env;
   py::gil_scoped_release release;
   shoal::internal::InitDriver(options, program);
 }
@@ -90,6 +110,126 @@ std::vector<size_t> Wait(const std::vector<BufferRef>& refs, size_t num_returns,
   return shoal::internal::WaitReady(handles, num_returns, timeout_ms);
 }
 
+// A task's arguments: each an ObjectRef (resolved before the task runs, on
+// whichever node) or a small serialized value, copied here.
+std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args) {
+  std::vector<shoal::internal::TaskArg> out;
+  out.reserve(args.size());
+  for (const py::handle& arg : args) {
+    shoal::internal::TaskArg task_arg;
+    if (py::isinstance<BufferRef>(arg)) {
+      task_arg.ref = arg.cast<const BufferRef&>().handle();
+    } else {
+      py::buffer_info info = py::reinterpret_borrow<py::buffer>(arg).request();
+      auto bytes = std::make_shared<std::string>(
+          static_cast<const char*>(info.ptr),
+          static_cast<size_t>(info.size * info.itemsize));
+      task_arg.value = ObjectValue{*bytes, true, bytes};
+    }
+    out.push_back(std::move(task_arg));
+  }
+  return out;
+}
+
+BufferRef Submit(const std::string& function, const py::list& args,
+                 const std::map<std::string, double>& resources,
+                 int max_retries, const std::string& placement_group_id,
+                 int bundle_index) {
+  shoal::internal::TaskOptions options;
+  options.resources = resources;
+  options.max_retries = max_retries;
+  options.placement_group_id = placement_group_id;
+  options.bundle_index = bundle_index;
+  std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args);
+  py::gil_scoped_release release;
+  return BufferRef(
+      shoal::internal::SubmitTask(function, std::move(task_args), options));
+}
+
+std::string CreateActor(const std::string& factory,
+                        const std::string& class_name, const py::list& args,
+                        const std::string& name,
+                        const std::map<std::string, double>& resources,
+                        int max_restarts, int max_task_retries,
+                        int max_concurrency, bool detached,
+                        const std::string& placement_group_id,
+                        int bundle_index) {
+  shoal::internal::ActorOptions options;
+  options.name = name;
+  options.resources = resources;
+  options.max_restarts = max_restarts;
+  options.max_task_retries = max_task_retries;
+  options.max_concurrency = max_concurrency;
+  options.detached = detached;
+  options.placement_group_id = placement_group_id;
+  options.bundle_index = bundle_index;
+  std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args);
+  py::gil_scoped_release release;
+  return shoal::internal::CreateActor(factory, class_name, std::move(task_args),
+                                      options);
+}
+
+BufferRef SubmitActorTask(const std::string& actor_id,
+                          const std::string& method, const py::list& args) {
+  std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args);
+  py::gil_scoped_release release;
+  return BufferRef(
+      shoal::internal::SubmitActorTask(actor_id, method, std::move(task_args)));
+}
+
+// The live actor named `name` as (actor id, factory key, class name, state),
+// or None.
+py::object GetActor(const std::string& name) {
+  shoal::proto::GetActorRequest req;
+  req.set_name(name);
+  absl::StatusOr<shoal::proto::ActorInfo> found;
+  {
+    py::gil_scoped_release release;
+    found = shoal::internal::RequireRuntime()->head().GetActor(req);
+  }
+  if (absl::IsNotFound(found.status())) return py::none();
+  if (!found.ok()) {
+    throw shoal::Error("cannot look up actor \"" + name +
+                       "\": " + std::string(found.status().message()));
+  }
+  if (found->state() == shoal::proto::ActorInfo::DEAD) return py::none();
+  return py::make_tuple(found->spec().actor_id(), found->spec().factory(),
+                        found->spec().class_name());
+}
+
+void KvPut(const std::string& key, const py::bytes& value, bool overwrite) {
+  shoal::proto::KvPutRequest req;
+  req.set_key(key);
+  req.set_value(std::string(value));
+  req.set_overwrite(overwrite);
+  py::gil_scoped_release release;
+  auto reply = shoal::internal::RequireRuntime()->head().KvPut(req);
+  if (!reply.ok()) {
+    throw shoal::Error("cannot store " + key +
+                       " in the head's key-value "
+                       "store: " +
+                       std::string(reply.status().message()));
+  }
+}
+
+py::object KvGet(const std::string& key) {
+  shoal::proto::KvGetRequest req;
+  req.set_key(key);
+  absl::StatusOr<shoal::proto::KvGetReply> reply;
+  {
+    py::gil_scoped_release release;
+    reply = shoal::internal::RequireRuntime()->head().KvGet(req);
+  }
+  if (!reply.ok()) {
+    throw shoal::Error("cannot read " + key +
+                       " from the head's key-value "
+                       "store: " +
+                       std::string(reply.status().message()));
+  }
+  if (!reply->found()) return py::none();
+  return py::bytes(reply->value());
+}
+
 py::dict NodeDict(const shoal::NodeInfo& n) {
   py::dict d;
   d["NodeID"] = n.node_id;
@@ -103,6 +243,157 @@ py::dict NodeDict(const shoal::NodeInfo& n) {
   return d;
 }
 
+py::dict AssignedDevicesDict() {
+  shoal::AssignedDevices held = shoal::GetAssignedDevices();
+  py::dict d;
+  d["kind"] = held.kind;
+  d["ids"] = held.ids;
+  d["accelerator_type"] = held.accelerator_type;
+  d["slice_name"] = held.slice_name;
+  d["worker_id"] = held.worker_id;
+  return d;
+}
+
+// ---- The worker side: tasks, actors and methods run by Python ----
+
+// An argument as Python reads it: a stored one maps the store (pinned while
+// the view lives); an inline one is copied, since it lives in the task's
+// message only while the call runs and the function may keep it.
+py::object ArgObject(const ObjectValue& value) {
+  shoal::Buffer buffer = shoal::internal::UnpackValue<shoal::Buffer>(value);
+  if (value.raw && value.keepalive != nullptr) {
+    return py::cast(StoredBytes{std::move(buffer)});
+  }
+  return py::bytes(reinterpret_cast<const char*>(buffer.data()), buffer.size());
+}
+
+py::list ArgList(const std::vector<ObjectValue>& args) {
+  py::list out;
+  for (const ObjectValue& v : args) out.append(ArgObject(v));
+  return out;
+}
+
+// What the package's runtime returns for a call: ("ok", pieces, size) with
+// the result's (offset, buffer) pieces, or ("error", text, type, data).
+ObjectValue Outcome(const py::tuple& outcome) {
+  std::string kind = outcome[0].cast<std::string>();
+  if (kind != "ok") {
+    throw shoal::internal::ForeignError(outcome[1].cast<std::string>(),
+                                        outcome[2].cast<std::string>(),
+                                        outcome[3].cast<std::string>());
+  }
+  auto pieces = outcome[1].cast<std::vector<std::pair<size_t, py::buffer>>>();
+  size_t size = outcome[2].cast<size_t>();
+  auto bytes = std::make_shared<std::string>(size, '\0');
+  for (const auto& [offset, buffer] : pieces) {
+    py::buffer_info info = buffer.request();
+    size_t n = static_cast<size_t>(info.size * info.itemsize);
+    if (offset > size || n > size - offset) {
+      throw std::runtime_error("a result piece lies past the result's end");
+    }
+    memcpy(bytes->data() + offset, info.ptr, n);
+  }
+  return ObjectValue{*bytes, true, bytes};
+}
+
+// Runs `fn` with the GIL held, turning a Python exception that escaped the
+// package's own handling into a runtime error.
+template <typename Fn>
+auto WithGil(Fn fn) {
+  py::gil_scoped_acquire gil;
+  try {
+    return fn();
+  } catch (py::error_already_set& e) {
+    throw std::runtime_error(std::string("the Python worker failed: ") +
+                             e.what());
+  }
+}
+
+// The package's worker runtime (shoal._worker.Runtime): its methods take
+// and return what Outcome reads.
+class PythonRuntime : public shoal::internal::ForeignRuntime {
+ public:
+  explicit PythonRuntime(py::object runtime) : runtime_(std::move(runtime)) {}
+  ~PythonRuntime() override {
+    py::gil_scoped_acquire gil;
+    runtime_ = py::object();
+  }
+
+  ObjectValue Call(const std::string& function,
+                   const std::vector<ObjectValue>& args) override {
+    return WithGil([&] {
+      return Outcome(runtime_.attr("call")(function, ArgList(args)));
+    });
+  }
+
+  shoal::internal::ActorInstance Construct(
+      const std::string& factory,
+      const std::vector<ObjectValue>& args) override {
+    return WithGil([&] {
+      py::tuple outcome = runtime_.attr("construct")(factory, ArgList(args));
+      if (outcome[0].cast<std::string>() != "ok") Outcome(outcome);
+      auto* instance = new py::object(outcome[1]);
+      return shoal::internal::ActorInstance(instance, [](void* p) {
+        py::gil_scoped_acquire gil;
+        delete static_cast<py::object*>(p);
+      });
+    });
+  }
+
+  ObjectValue CallMethod(void* instance, const std::string& method,
+                         const std::vector<ObjectValue>& args) override {
+    return WithGil([&] {
+      return Outcome(runtime_.attr("call_method")(
+          *static_cast<py::object*>(instance), method, ArgList(args)));
+    });
+  }
+
+ private:
+  py::object runtime_;
+};
+
+int RunWorker(py::object runtime) {
+  // Lives as long as the process: the worker ends with _exit.
+  auto* python = new PythonRuntime(std::move(runtime));
+  py::gil_scoped_release release;
+  return shoal::internal::RunForeignWorker(python);
+}
+
+// ---- Placement groups ----
+
+py::tuple CreatePlacementGroup(
+    const std::vector<std::map<std::string, double>>& bundles,
+    const std::string& strategy, const std::string& name, bool detached) {
+  shoal::PlacementGroupOptions options;
+  options.bundles = bundles;
+  options.name = name;
+  options.lifetime =
+      detached ? shoal::Lifetime::kDetached : shoal::Lifetime::kNonDetached;
+  static const std::map<std::string, shoal::PlacementStrategy> kStrategies = {
+      {"PACK", shoal::PlacementStrategy::kPack},
+      {"SPREAD", shoal::PlacementStrategy::kSpread},
+      {"STRICT_PACK", shoal::PlacementStrategy::kStrictPack},
+      {"STRICT_SPREAD", shoal::PlacementStrategy::kStrictSpread}};
+  auto it = kStrategies.find(strategy);
+  if (it == kStrategies.end()) {
+    throw py::value_error(
+        "strategy must be PACK, SPREAD, STRICT_PACK or "
+        "STRICT_SPREAD, not " +
+        strategy);
+  }
+  options.strategy = it->second;
+  shoal::PlacementGroup group;
+  {
+    py::gil_scoped_release release;
+    group = shoal::CreatePlacementGroup(options);
+  }
+  return py::make_tuple(group.id(), group.name(), group.bundle_count());
+}
+
+shoal::PlacementGroup Group(const std::string& id, size_t bundles) {
+  return shoal::PlacementGroup(id, "", bundles);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_shoal, m) {
@@ -114,6 +405,29 @@ PYBIND11_MODULE(_shoal, m) {
                                               error.ptr());
   py::register_exception<shoal::ObjectLostError>(m, "ObjectLostError",
                                                  error.ptr());
+  py::register_exception<shoal::WorkerDiedError>(m, "WorkerDiedError",
+                                                 error.ptr());
+  py::register_exception<shoal::ActorDiedError>(m, "ActorDiedError",
+                                                error.ptr());
+  py::register_exception<shoal::InfeasibleError>(m, "InfeasibleError",
+                                                 error.ptr());
+  // A remote function raised: (function, node, message, error_data), which
+  // the package turns into the user's own exception type.
+  g_remote_error =
+      PyErr_NewException("_shoal.RemoteError", error.ptr(), nullptr);
+  // The module holds a reference of its own; g_remote_error keeps the one
+  // PyErr_NewException gave, for the life of the process.
+  m.attr("RemoteError") = py::handle(g_remote_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const shoal::RemoteError& e) {
+      py::tuple args =
+          py::make_tuple(e.function_name(), e.node_id(), e.remote_message(),
+                         py::bytes(e.error_data()));
+      PyErr_SetObject(g_remote_error, args.ptr());
+    }
+  });
 
   py::class_<BufferRef>(m, "ObjectRef")
       .def("hex", &BufferRef::id, "The object's id.")
@@ -135,7 +449,8 @@ PYBIND11_MODULE(_shoal, m) {
 
   m.def("init", &Init, py::arg("address"), py::arg("token"),
         py::arg("temp_dir"), py::arg("num_cpus"), py::arg("resources"),
-        py::arg("cluster_program"));
+        py::arg("cluster_program"), py::arg("worker_argv"),
+        py::arg("worker_env"));
   m.def(
       "shutdown",
       [] {
@@ -144,12 +459,99 @@ PYBIND11_MODULE(_shoal, m) {
       },
       "Leaves the cluster (and stops the local one Init started).");
   m.def("is_initialized", &shoal::IsInitialized);
+  m.def(
+      "job_id", [] { return shoal::internal::RequireRuntime()->JobId(); },
+      "The job whose workers run what this process submits.");
   m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
         "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),
         "The objects' bytes, mapped without a copy.");
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),
         py::arg("timeout_ms"), "The indices of the refs that are ready.");
+  m.def("submit", &Submit, py::arg("function"), py::arg("args"),
+        py::arg("resources"), py::arg("max_retries"),
+        py::arg("placement_group_id"), py::arg("bundle_index"),
+        "Submits a task of the function stored under key `function`.");
+  m.def("create_actor", &CreateActor, py::arg("factory"), py::arg("class_name"),
+        py::arg("args"), py::arg("name"), py::arg("resources"),
+        py::arg("max_restarts"), py::arg("max_task_retries"),
+        py::arg("max_concurrency"), py::arg("detached"),
+        py::arg("placement_group_id"), py::arg("bundle_index"));
+  m.def("submit_actor_task", &SubmitActorTask, py::arg("actor_id"),
+        py::arg("method"), py::arg("args"));
+  m.def("get_actor", &GetActor, py::arg("name"));
+  m.def(
+      "kill_actor",
+      [](const std::string& actor_id, bool no_restart) {
+        py::gil_scoped_release release;
+        shoal::internal::KillActor(actor_id, no_restart);
+      },
+      py::arg("actor_id"), py::arg("no_restart"));
+  m.def("kv_put", &KvPut, py::arg("key"), py::arg("value"),
+        py::arg("overwrite"));
+  m.def("kv_get", &KvGet, py::arg("key"));
+  m.def("run_worker", &RunWorker, py::arg("runtime"),
+        "Serves this process's agent as a worker whose tasks `runtime` "
+        "runs; never returns.");
+  m.def("current_node_id", &shoal::CurrentNodeId);
+  m.def("current_actor_id", [] {
+    shoal::internal::ActorHost* host = shoal::internal::ActorHost::Current();
+    return host != nullptr ? host->actor_id() : std::string();
+  });
+  m.def("assigned_devices", &AssignedDevicesDict);
+  m.def("create_placement_group", &CreatePlacementGroup, py::arg("bundles"),
+        py::arg("strategy"), py::arg("name"), py::arg("detached"));
+  m.def(
+      "wait_placement_group",
+      [](const std::string& id, size_t bundles, int64_t timeout_ms) {
+        py::gil_scoped_release release;
+        return Group(id, bundles).Wait(timeout_ms);
+      },
+      py::arg("id"), py::arg("bundles"), py::arg("timeout_ms"));
+  m.def(
+      "placement_group_nodes",
+      [](const std::string& id, size_t bundles) {
+        py::gil_scoped_release release;
+        return Group(id, bundles).BundleNodes();
+      },
+      py::arg("id"), py::arg("bundles"));
+  m.def(
+      "get_placement_group",
+      [](const std::string& name) -> py::object {
+        std::optional<shoal::PlacementGroup> found;
+        {
+          py::gil_scoped_release release;
+          found = shoal::GetPlacementGroup(name);
+        }
+        if (!found) return py::none();
+        return py::make_tuple(found->id(), found->bundle_count());
+      },
+      py::arg("name"));
+  m.def(
+      "remove_placement_group",
+      [](const std::string& id, size_t bundles) {
+        py::gil_scoped_release release;
+        shoal::RemovePlacementGroup(Group(id, bundles));
+      },
+      py::arg("id"), py::arg("bundles"));
+  m.def(
+      "reserve_tpu_slice",
+      [](const std::string& slice_name, int64_t timeout_ms) {
+        shoal::SliceReservation r;
+        {
+          py::gil_scoped_release release;
+          r = shoal::ReserveTpuSlice(slice_name, timeout_ms);
+        }
+        py::dict d;
+        d["id"] = r.group.id();
+        d["bundles"] = r.group.bundle_count();
+        d["slice_name"] = r.slice_name;
+        d["accelerator_type"] = r.accelerator_type;
+        d["chips_per_host"] = r.chips_per_host;
+        d["hosts"] = r.hosts;
+        return d;
+      },
+      py::arg("slice_name"), py::arg("timeout_ms"));
   m.def("cluster_resources", [] {
     py::gil_scoped_release release;
     return shoal::ClusterResources();

@@ -16,13 +16,18 @@ class Error : public std::runtime_error {
 // The remote function threw.
 class RemoteError : public Error {
  public:
-  RemoteError(std::string function, std::string node, std::string message);
+  RemoteError(std::string function, std::string node, std::string message,
+              std::string error_data = "");
   const std::string& function_name() const { return function_; }
   const std::string& node_id() const { return node_; }
   const std::string& remote_message() const { return message_; }
+  // The error as the function's language keeps it, for a driver of that
+  // language to raise again (a Python function's pickled exception); empty
+  // for a C++ function.
+  const std::string& error_data() const { return data_; }
 
  private:
-  std::string function_, node_, message_;
+  std::string function_, node_, message_, data_;
 };
 
 // The worker running the task died (crash, kill -9) on every attempt.

@@ -1,40 +1,82 @@
 """Shoal from Python: Ray's API over Shoal's C++ runtime.
 
-This release has the driver side of objects: ``init``, ``shutdown``,
-``put``, ``get``, ``wait`` and the cluster's resources. Remote functions and
-actors come next (docs/design/python.md).
-
     import shoal
     shoal.init()                      # or shoal.init(address="host:6379")
+
+    @shoal.remote(resources={"TPU": 4})
+    def chips():
+        return shoal.get_runtime_context().get_accelerator_ids()["TPU"]
+
+    print(shoal.get([chips.remote() for _ in range(2)]))
+
+    @shoal.remote
+    class Counter:
+        def __init__(self):
+            self.n = 0
+        def add(self, x):
+            self.n += x
+            return self.n
+
+    counter = Counter.remote()
+    print(shoal.get(counter.add.remote(1)))
+
     ref = shoal.put({"weights": numpy.zeros(1 << 20)})
     value = shoal.get(ref)            # arrays map the store: no copy
+
+Tasks run in Python workers (``python -m shoal.worker``) that node agents
+start with this driver's interpreter and PYTHONPATH; see
+docs/design/python.md.
 """
 
 import atexit
 import os
 import shutil
+import sys
 
 from shoal import _shoal
+from shoal import exceptions
+from shoal._remote import (ActorClass, ActorHandle, RemoteFunction,
+                           get_actor, kill, method, remote)
 from shoal._serialization import dumps, loads
-from shoal._shoal import GetTimeoutError, ObjectLostError, ObjectRef, ShoalError
+from shoal._shoal import ObjectRef
+from shoal.exceptions import (ActorDiedError, GetTimeoutError,
+                              InfeasibleError, ObjectLostError, ShoalError,
+                              TaskError, WorkerDiedError)
 
 __all__ = [
+    "ActorClass",
+    "ActorDiedError",
+    "ActorHandle",
     "GetTimeoutError",
+    "InfeasibleError",
     "ObjectLostError",
     "ObjectRef",
+    "RemoteFunction",
     "ShoalError",
+    "TaskError",
+    "WorkerDiedError",
     "available_resources",
     "cluster_resources",
+    "exceptions",
     "get",
+    "get_actor",
+    "get_runtime_context",
     "init",
     "is_initialized",
+    "kill",
+    "method",
     "nodes",
     "put",
+    "remote",
     "shutdown",
     "wait",
 ]
 
 _atexit_registered = False
+
+
+def _in_worker():
+    return os.environ.get("SHOAL_ROLE") == "worker"
 
 
 def _cluster_program():
@@ -57,24 +99,62 @@ def _cluster_program():
     )
 
 
-def init(address=None, *, num_cpus=None, resources=None, _token=None,
-         _temp_dir=None):
+def _worker_command():
+    """(argv, env) that nodes run as this job's workers: this interpreter,
+    with a PYTHONPATH that finds this package, the driver's script
+    directory and working directory, and what the driver added to its path
+    (the same files must be there on every node, as Ray requires)."""
+    argv = [sys.executable, "-m", "shoal.worker"]
+    if _in_worker():  # the job's command, as the agent started this worker
+        return argv, {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    paths = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    script = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if script and os.path.exists(script):
+        paths.append(os.path.dirname(os.path.abspath(script)))
+    paths.append(os.getcwd())
+    # What the driver added to its path (PYTHONPATH, a test runner's
+    # rootdir, sys.path.insert), not the interpreter's own directories.
+    own = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix)}
+    paths += [p for p in sys.path if p and os.path.isdir(p) and not any(
+        os.path.abspath(p).startswith(o + os.sep) for o in own)]
+    unique = []
+    for p in paths:
+        p = os.path.abspath(p)
+        if p not in unique:
+            unique.append(p)
+    return argv, {"PYTHONPATH": os.pathsep.join(unique)}
+
+
+def init(address=None, *, num_cpus=None, resources=None,
+         ignore_reinit_error=False, _token=None, _temp_dir=None, **unused):
     """Joins a cluster, found by the same rule as ``shoal::Init()`` in C++.
 
     ``address``, else ``SHOAL_ADDRESS``, else the cluster ``shoal start``
     started from this host's temp dir, else a new local cluster of this
     process's own (stopped by ``shutdown()`` or at exit), as ``ray.init()``
     does. ``num_cpus`` and ``resources`` size that local cluster.
+    ``address="auto"`` joins a running cluster and never starts one.
     """
     global _atexit_registered
+    del ignore_reinit_error  # joining twice is a no-op, as with that flag
+    if unused.get("runtime_env"):
+        raise ValueError("runtime_env is not supported: workers run with "
+                         "the driver's interpreter and PYTHONPATH")
     if _shoal.is_initialized():
         return
+    if address == "auto":
+        address = None
+        must_exist = True
+    else:
+        must_exist = False
     program = ""
-    if not address and not os.environ.get("SHOAL_ADDRESS"):
+    if (not address and not os.environ.get("SHOAL_ADDRESS")
+            and not _in_worker() and not must_exist):
         program = _cluster_program()
+    argv, env = _worker_command()
     _shoal.init(address or "", _token or "", _temp_dir or "",
                 -1.0 if num_cpus is None else float(num_cpus),
-                dict(resources or {}), program)
+                dict(resources or {}), program, argv, env)
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
@@ -90,8 +170,12 @@ def is_initialized():
 
 
 def _require_init():
-    if not _shoal.is_initialized():
-        raise ShoalError("shoal is not initialized: call shoal.init() first")
+    if _shoal.is_initialized():
+        return
+    if _in_worker():
+        init()  # a task that submits tasks joins the cluster it runs in
+        return
+    raise ShoalError("shoal is not initialized: call shoal.init() first")
 
 
 def put(value):
@@ -131,19 +215,26 @@ def get(refs, *, timeout=None):
     """The value of a ref, or the values of a list of refs, in order.
 
     Large numpy arrays come back as read-only views of the object store;
-    the object stays in the store while any of them lives. Raises
-    GetTimeoutError after ``timeout`` seconds.
+    the object stays in the store while any of them lives. A task that
+    raised raises here as TaskError, which is also an instance of the
+    exception it raised, with the remote traceback. Raises GetTimeoutError
+    after ``timeout`` seconds.
     """
     single = isinstance(refs, ObjectRef)
     ref_list = [refs] if single else _ref_list("get", refs)
     _require_init()
-    values = [loads(b) for b in _shoal.get(ref_list, _timeout_ms(timeout))]
+    try:
+        stored = _shoal.get(ref_list, _timeout_ms(timeout))
+    except _shoal.RemoteError as e:
+        raise exceptions.task_error(*e.args) from None
+    values = [loads(b) for b in stored]
     return values[0] if single else values
 
 
-def wait(refs, *, num_returns=1, timeout=None):
+def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first ``num_returns`` refs that are ready,
     within ``timeout`` seconds, and the rest, each in the given order."""
+    del fetch_local
     refs = _ref_list("wait", refs)
     _require_init()
     if num_returns < 0 or num_returns > len(refs):
@@ -173,3 +264,44 @@ def nodes():
     """One dict per node, with Ray's keys (NodeID, Alive, Resources, ...)."""
     _require_init()
     return _shoal.nodes()
+
+
+class RuntimeContext:
+    """Where the calling code runs: ``shoal.get_runtime_context()``."""
+
+    def get_job_id(self):
+        _require_init()
+        return _shoal.job_id()
+
+    def get_node_id(self):
+        """This worker's node ("" in a driver)."""
+        return _shoal.current_node_id()
+
+    def get_worker_id(self):
+        return os.environ.get("SHOAL_WORKER_ID", "")
+
+    def get_actor_id(self):
+        """The actor this process holds, or None."""
+        return _shoal.current_actor_id() or None
+
+    def get_accelerator_ids(self):
+        """The devices this process was given, by kind: {"TPU": ["0",
+        "1"], "GPU": []}, as Ray's get_accelerator_ids() reports them."""
+        held = _shoal.assigned_devices()
+        out = {"TPU": [], "GPU": []}
+        if held["kind"]:
+            out[held["kind"]] = [str(i) for i in held["ids"]]
+        return out
+
+    def get_assigned_devices(self):
+        """The devices this process holds: kind, ids, accelerator type,
+        TPU slice name and worker id."""
+        return _shoal.assigned_devices()
+
+    job_id = property(get_job_id)
+    node_id = property(get_node_id)
+    actor_id = property(get_actor_id)
+
+
+def get_runtime_context():
+    return RuntimeContext()

@@ -9,10 +9,21 @@ Layout (little-endian):
     b"SHP1"  u32 number of buffers  u64 pickle length
     per buffer: u64 offset  u64 length   (offsets from the start)
     pickle stream, then the buffers
+
+Values are pickled by the C pickler when that is enough, and by cloudpickle
+when it is not: functions, lambdas and classes defined in ``__main__`` or
+inside functions travel by value, as Ray's do. torch CPU tensors travel as
+their numpy view (out of band, one copy into the store); they come back as
+a tensor of their own memory (a tensor cannot be read-only).
 """
 
+import copyreg
+import io
 import pickle
 import struct
+import sys
+
+import cloudpickle
 
 _MAGIC = b"SHP1"
 _HEAD = struct.Struct("<4sIQ")
@@ -24,6 +35,85 @@ INLINE_THRESHOLD = 100 * 1024
 
 def _align(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+# ---- torch tensors ----
+
+_torch_table = None
+
+
+def _tensor_from_array(array, dtype_name, shape):
+    """A tensor of its own memory holding ``array`` (a view of the store)."""
+    import numpy
+    import torch
+    dtype = getattr(torch, dtype_name)
+    tensor = torch.from_numpy(numpy.array(array, copy=True))
+    if tensor.dtype != dtype:  # travelled as same-size integers
+        tensor = tensor.view(dtype)
+    return tensor.reshape(shape)
+
+
+def _reduce_tensor(tensor):
+    import torch
+    if (tensor.device.type != "cpu" or tensor.requires_grad
+            or tensor.layout != torch.strided or tensor.is_quantized):
+        return tensor.__reduce_ex__(5)  # torch's own way, copied in band
+    flat = tensor.detach().contiguous().reshape(-1)
+    dtype_name = str(tensor.dtype).replace("torch.", "")
+    try:
+        array = flat.numpy()
+    except TypeError:  # bfloat16 and other types numpy lacks
+        same_size = {1: torch.int8, 2: torch.int16, 4: torch.int32,
+                     8: torch.int64}[tensor.element_size()]
+        array = flat.view(same_size).numpy()
+    return _tensor_from_array, (array, dtype_name, tuple(tensor.shape))
+
+
+def _dispatch_table():
+    """The reducers for the types this module pickles its own way, once
+    their modules are loaded (torch is never imported here)."""
+    global _torch_table
+    if _torch_table is None and "torch" in sys.modules:
+        import torch
+        _torch_table = {torch.Tensor: _reduce_tensor,
+                        torch.nn.Parameter: _reduce_tensor}
+    return _torch_table
+
+
+class _TablePickler(pickle.Pickler):
+    pass
+
+
+class _TableCloudPickler(cloudpickle.CloudPickler):
+    pass
+
+
+def _pickle(value, buffer_callback, by_value):
+    """The pickle stream of ``value``; ``by_value`` uses cloudpickle."""
+    table = _dispatch_table()
+    if table is None:
+        if by_value:
+            return cloudpickle.dumps(value, protocol=5,
+                                     buffer_callback=buffer_callback)
+        return pickle.dumps(value, protocol=5,
+                            buffer_callback=buffer_callback)
+    out = io.BytesIO()
+    if by_value:
+        pickler = _TableCloudPickler(out, protocol=5,
+                                     buffer_callback=buffer_callback)
+        base = cloudpickle.CloudPickler.dispatch_table
+    else:
+        pickler = _TablePickler(out, protocol=5,
+                                buffer_callback=buffer_callback)
+        base = copyreg.dispatch_table
+    pickler.dispatch_table = {**base, **table}
+    pickler.dump(value)
+    return out.getvalue()
+
+
+def pickle_by_value(value):
+    """cloudpickle's bytes of ``value`` (a function or class to ship)."""
+    return _pickle(value, None, by_value=True)
 
 
 def dumps(value):
@@ -40,7 +130,16 @@ def dumps(value):
         buffers.append(view)
         return False
 
-    stream = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
+    try:
+        stream = _pickle(value, out_of_band, by_value=False)
+        # Something of __main__ (a class, a function) is named by reference,
+        # which a worker cannot resolve: send it by value instead.
+        by_reference_to_main = b"__main__" in stream
+    except (pickle.PicklingError, AttributeError, TypeError):
+        by_reference_to_main = True  # lambdas, local functions and classes
+    if by_reference_to_main:
+        buffers.clear()
+        stream = _pickle(value, out_of_band, by_value=True)
     head = bytearray(_HEAD.size + _ENTRY.size * len(buffers))
     _HEAD.pack_into(head, 0, _MAGIC, len(buffers), len(stream))
     pieces = [(0, head), (len(head), stream)]
@@ -52,6 +151,15 @@ def dumps(value):
         pieces.append((offset, view))
         offset += view.nbytes
     return pieces, offset
+
+
+def as_inline(pieces, size):
+    """The stored form that ``dumps`` gave as one bytes object, when it is
+    small and has no out-of-band buffers (it travels inside the task);
+    else None (it goes through the object store)."""
+    if len(pieces) > 2 or size >= INLINE_THRESHOLD:
+        return None
+    return bytes(pieces[0][1]) + pieces[1][1]
 
 
 def loads(data):

@@ -53,3 +53,68 @@ def started_cluster(monkeypatch):
             shoal.shutdown()
             subprocess.run([_cli(), "stop", "--temp-dir", temp_dir], env=env,
                            capture_output=True, timeout=60)
+
+
+def _start(args, temp_dir):
+    subprocess.run([_cli(), "start", *args, "--node-ip-address", "127.0.0.1",
+                    "--temp-dir", temp_dir],
+                   env=_env(temp_dir), check=True, capture_output=True,
+                   timeout=60)
+
+
+def _stop(temp_dir):
+    subprocess.run([_cli(), "stop", "--temp-dir", temp_dir],
+                   env=_env(temp_dir), capture_output=True, timeout=60)
+
+
+class Cluster:
+    """A head and a second node started with `shoal start`, each with a
+    temp dir of its own (one node per temp dir)."""
+
+    def __init__(self, root, head_args, node_args):
+        self.head_dir = os.path.join(root, "head")
+        self.node_dir = os.path.join(root, "node")
+        _start(["--head", "--port", "0", *head_args], self.head_dir)
+        session = os.path.join(self.head_dir, "session_latest")
+        with open(os.path.join(session, "cluster_address")) as f:
+            self.address = f.read().strip()
+        with open(os.path.join(session, "token")) as f:
+            self.token = f.read().strip()
+        _start(["--address", self.address, "--token", self.token,
+                *node_args], self.node_dir)
+
+    def stop(self):
+        _stop(self.node_dir)
+        _stop(self.head_dir)
+
+    def worker_pids(self):
+        """The pids of this cluster's Python workers now."""
+        out = subprocess.run(["pgrep", "-f", "-a", "shoal.worker"],
+                             capture_output=True, text=True).stdout
+        return [int(line.split()[0]) for line in out.splitlines()
+                if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """Two nodes of 2 CPUs each; the second has a "slot" resource."""
+    with tempfile.TemporaryDirectory(prefix="shoal-py-") as root:
+        cluster = Cluster(root, ["--num-cpus", "2"],
+                          ["--num-cpus", "2", "--resources", '{"slot": 2}'])
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+@pytest.fixture
+def connected(two_nodes, monkeypatch):
+    """A driver joined to two_nodes for the length of one test."""
+    monkeypatch.setenv("SHOAL_TEMP_DIR", two_nodes.head_dir)
+    monkeypatch.delenv("SHOAL_ADDRESS", raising=False)
+    monkeypatch.delenv("SHOAL_TOKEN", raising=False)
+    shoal.init()
+    try:
+        yield two_nodes
+    finally:
+        shoal.shutdown()

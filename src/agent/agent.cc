@@ -682,12 +682,19 @@ class AgentImpl : public NodeAgent {
     lease.worker_id = worker_id;
     starting_[worker_id] = {lease.id, p.responder};
     leases_.Add(std::move(lease));
+    if (r.worker_command().argv_size() > 0) {
+      // The job's workers are a command on this node (a Python driver's).
+      const proto::WorkerCommand& command = r.worker_command();
+      return StartWorker(worker_id,
+                         {command.argv().begin(), command.argv().end()},
+                         {command.env().begin(), command.env().end()});
+    }
     binaries_.Resolve(r.binary_path(), r.binary_hash(),
                       [this, worker_id](absl::StatusOr<std::string> path) {
                         if (!path.ok()) {
                           return FailStart(worker_id, path.status());
                         }
-                        StartWorker(worker_id, *path);
+                        StartWorker(worker_id, {*path}, {});
                       });
   }
 
@@ -837,7 +844,10 @@ class AgentImpl : public NodeAgent {
         60000);
   }
 
-  void StartWorker(const std::string& worker_id, const std::string& binary) {
+  // Starts worker `worker_id` as `argv` with `job_env` added to its
+  // environment.
+  void StartWorker(const std::string& worker_id, std::vector<std::string> argv,
+                   std::map<std::string, std::string> job_env) {
     const Worker* w = workers_->Find(worker_id);
     if (w == nullptr) return;
     const Lease* lease = leases_.Find(w->lease_id);
@@ -852,7 +862,12 @@ class AgentImpl : public NodeAgent {
     SpawnOptions device_env;
     absl::Status st = agent::AddDeviceEnvironment(options_.accelerators,
                                                   lease->devices, &device_env);
-    if (st.ok()) st = workers_->Launch(worker_id, binary, device_env);
+    if (st.ok()) {
+      SpawnOptions program;
+      program.argv = std::move(argv);
+      program.env = std::move(job_env);
+      st = workers_->Launch(worker_id, program, device_env);
+    }
     if (!st.ok()) FailStart(worker_id, st);
   }
 

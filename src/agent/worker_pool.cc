@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/util.h"
@@ -86,14 +87,31 @@ const Worker& WorkerPool::Add(const std::string& job_id,
 absl::Status WorkerPool::Launch(const std::string& id,
                                 const std::string& binary,
                                 const SpawnOptions& device_env) {
+  SpawnOptions program;
+  program.argv = {binary};
+  return Launch(id, program, device_env);
+}
+
+absl::Status WorkerPool::Launch(const std::string& id,
+                                const SpawnOptions& program,
+                                const SpawnOptions& device_env) {
+  if (program.argv.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", id, ": no command to start"));
+  }
   auto it = workers_.find(id);
   if (it == workers_.end()) {
     return absl::NotFoundError(absl::StrCat("no worker ", id, " to start"));
   }
   Worker& w = it->second;
   SpawnOptions spawn;
-  spawn.argv = {binary};
+  spawn.argv = program.argv;
   spawn.env = options_.env;
+  for (const auto& [k, v] : program.env) {
+    // The agent's own variables (its address, the token, the node) are not
+    // the job's to change.
+    if (!absl::StartsWith(k, "SHOAL_")) spawn.env[k] = v;
+  }
   spawn.env["SHOAL_ROLE"] = "worker";
   spawn.env["SHOAL_WORKER_ID"] = id;
   spawn.env["SHOAL_JOB_ID"] = w.job_id;

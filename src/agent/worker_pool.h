@@ -107,6 +107,11 @@ class WorkerPool {
   // launcher's error when the process cannot start.
   absl::Status Launch(const std::string& id, const std::string& binary,
                       const SpawnOptions& device_env);
+  // The same for a worker that is a command (`program.argv`), with
+  // `program.env` added to the pool's environment; the worker's own ids and
+  // `device_env` still win over it.
+  absl::Status Launch(const std::string& id, const SpawnOptions& program,
+                      const SpawnOptions& device_env);
 
   // The worker announced itself (REGISTER_WORKER): it listens at `address`.
   // NotFound, naming the worker, when this pool did not start it.

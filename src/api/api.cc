@@ -79,11 +79,12 @@ std::map<std::string, double> SumResources(bool available) {
 }  // namespace
 
 RemoteError::RemoteError(std::string function, std::string node,
-                         std::string message)
+                         std::string message, std::string error_data)
     : Error(absl::StrCat(function, " raised on node ", node, ": ", message)),
       function_(std::move(function)),
       node_(std::move(node)),
-      message_(std::move(message)) {}
+      message_(std::move(message)),
+      data_(std::move(error_data)) {}
 
 void Init() { Init(InitOptions()); }
 
@@ -99,6 +100,7 @@ void internal::InitDriver(const InitOptions& options,
   rt.head_address = options.address;
   rt.token = options.token;
   rt.workers_run_this_program = program.workers_run_this_program;
+  rt.worker_command = program.worker_command;
   if (const char* role = getenv("SHOAL_ROLE");
       role != nullptr && std::string(role) == "worker") {
     const char* worker = getenv("SHOAL_WORKER_ID");
@@ -117,6 +119,11 @@ void internal::InitDriver(const InitOptions& options,
   // program start its own.
   absl::Status found =
       ResolveClusterAddress(temp_dir, &rt.head_address, &rt.token);
+  if (absl::IsNotFound(found) && program.cluster_program.empty() &&
+      !program.workers_run_this_program) {
+    // This program cannot be a head and agent, and none was given.
+    throw Error(std::string(found.message()));
+  }
   if (absl::IsNotFound(found)) {
     auto cluster = internal::LocalClusterProcesses::Start(
         program.cluster_program.empty() ? SelfExecutable()

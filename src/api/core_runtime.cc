@@ -94,6 +94,17 @@ class CoreRuntimeImpl : public CoreRuntime,
       binary_path_ = SelfExecutable();
       // Read through /proc: the file may have been replaced or removed.
       ASSIGN_OR_RETURN(binary_hash_, Sha256File("/proc/self/exe"));
+    } else if (!options_.worker_command.empty()) {
+      // Names the command, so that idle workers are reused only by leases
+      // of the same command.
+      std::string text;
+      for (const auto& arg : options_.worker_command.argv) {
+        absl::StrAppend(&text, arg.size(), ":", arg);
+      }
+      for (const auto& [k, v] : options_.worker_command.env) {
+        absl::StrAppend(&text, k.size(), ":", k, v.size(), ":", v);
+      }
+      binary_hash_ = "command-" + Sha256Hex(text);
     }
     proto::RegisterJobRequest job;
     job.set_driver_host(Hostname());
@@ -116,6 +127,7 @@ class CoreRuntimeImpl : public CoreRuntime,
       submit.job_id = lease_job_id();
       submit.binary_path = binary_path_;
       submit.binary_hash = binary_hash_;
+      submit.worker_command = options_.worker_command;
       submit.token = options_.token;
       submit.peer_name = peer_name_;
       submit.lease_idle_ms = options_.lease_idle_ms;
@@ -149,7 +161,9 @@ class CoreRuntimeImpl : public CoreRuntime,
   // ---- User threads ----
 
   absl::Status CheckRunsTasks(const std::string& what) const {
-    if (options_.workers_run_this_program) return absl::OkStatus();
+    if (options_.workers_run_this_program || !options_.worker_command.empty()) {
+      return absl::OkStatus();
+    }
     return OtherError(absl::StrCat(
         "cannot run ", what,
         ": this driver's program cannot be its workers "
@@ -259,6 +273,9 @@ class CoreRuntimeImpl : public CoreRuntime,
     spec.set_job_id(lease_job_id());
     spec.set_binary_path(binary_path_);
     spec.set_binary_hash(binary_hash_);
+    if (!options_.worker_command.empty()) {
+      FillWorkerCommand(options_.worker_command, spec.mutable_worker_command());
+    }
     spec.set_owner(owner_);
     spec.set_placement_group_id(options.placement_group_id);
     spec.set_bundle_index(options.bundle_index);
@@ -431,6 +448,8 @@ class CoreRuntimeImpl : public CoreRuntime,
   }
 
   rpc::HeadClient& head() override { return *head_; }
+
+  std::string JobId() const override { return lease_job_id(); }
 
   absl::StatusOr<proto::ClusterStatus> ClusterStatus() override {
     return head_->ClusterStatus();
@@ -729,8 +748,8 @@ class CoreRuntimeImpl : public CoreRuntime,
       }
       return;
     }
-    FailTask(task_id,
-             RemoteFailure(FunctionOf(task_id), node_id, result->error()));
+    FailTask(task_id, RemoteFailure(FunctionOf(task_id), node_id,
+                                    result->error(), result->error_data()));
   }
 
   void WorkerDied(const std::string& task_id, const std::string& how) override {
@@ -774,8 +793,8 @@ class CoreRuntimeImpl : public CoreRuntime,
   void CallReplied(const std::string& task_id, const std::string& node_id,
                    proto::TaskResult result) override {
     if (result.ok()) return CompleteTask(task_id, std::move(result));
-    FailTask(task_id,
-             RemoteFailure(FunctionOf(task_id), node_id, result.error()));
+    FailTask(task_id, RemoteFailure(FunctionOf(task_id), node_id,
+                                    result.error(), result.error_data()));
   }
 
   void CallFailed(const std::string& task_id, ActorSubmitter::Failure failure,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/worker_command.h"
 #include "shoal/api.h"
 #include "shoal/internal/actor_invoke.h"
 
@@ -41,6 +42,10 @@ struct RuntimeOptions {
   // frontend): nothing is uploaded, and submitting a C++ task or actor fails
   // saying so.
   bool workers_run_this_program = true;
+  // With workers_run_this_program false: the command the nodes start as
+  // this job's workers (`python -m shoal.worker`), which makes task and
+  // actor submission work again, for functions that command knows.
+  WorkerCommand worker_command;
 };
 
 // Errors come back as Status (see api/task_error.h: the payload says which
@@ -77,6 +82,9 @@ class CoreRuntime {
                                    size_t num_ready, int64_t timeout_ms) = 0;
   virtual void Release(const std::string& object_id) = 0;
   virtual absl::StatusOr<proto::ClusterStatus> ClusterStatus() = 0;
+  // The job whose workers run what this process submits: its own, or in a
+  // worker, its driver's.
+  virtual std::string JobId() const = 0;
   // The head's client, for the blocking calls of user threads. Calls made
   // once Shutdown() has begun fail with Cancelled.
   virtual rpc::HeadClient& head() = 0;

@@ -7,17 +7,22 @@
 
 #include <string>
 
+#include "api/worker_command.h"
 #include "shoal/init.h"
 
 namespace shoal::internal {
 
 struct DriverProgram {
   // Run as `cluster_program _head ...` and `... _agent ...` when Init starts
-  // a local cluster; empty: this program.
+  // a local cluster; empty: this program, or, when workers_run_this_program
+  // is false, no local cluster (Init fails when it finds none).
   std::string cluster_program;
   // False: nothing is uploaded for workers, and C++ tasks and actors
   // submitted from here fail saying why.
   bool workers_run_this_program = true;
+  // With workers_run_this_program false: what the nodes run as this
+  // program's workers (RuntimeOptions::worker_command).
+  WorkerCommand worker_command;
 };
 
 // Throws shoal::Error as shoal::Init does.

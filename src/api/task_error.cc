@@ -11,6 +11,7 @@ constexpr char kKindUrl[] = "shoal.dev/error-kind";
 constexpr char kFunctionUrl[] = "shoal.dev/remote-function";
 constexpr char kNodeUrl[] = "shoal.dev/remote-node";
 constexpr char kMessageUrl[] = "shoal.dev/remote-message";
+constexpr char kDataUrl[] = "shoal.dev/remote-data";
 
 // A code close to the kind, for logs and callers that only look at codes.
 absl::StatusCode CodeOf(ErrorKind kind) {
@@ -47,13 +48,14 @@ absl::Status TaskError(ErrorKind kind, absl::string_view message) {
 }
 
 absl::Status RemoteFailure(absl::string_view function, absl::string_view node,
-                           absl::string_view message) {
+                           absl::string_view message, absl::string_view data) {
   absl::Status status = TaskError(
       ErrorKind::kRemote,
       absl::StrCat(function, " raised on node ", node, ": ", message));
   status.SetPayload(kFunctionUrl, absl::Cord(function));
   status.SetPayload(kNodeUrl, absl::Cord(node));
   status.SetPayload(kMessageUrl, absl::Cord(message));
+  if (!data.empty()) status.SetPayload(kDataUrl, absl::Cord(data));
   return status;
 }
 
@@ -67,9 +69,9 @@ void ThrowStatus(const absl::Status& status) {
   std::string message(status.message());
   switch (KindOf(status)) {
     case ErrorKind::kRemote:
-      throw RemoteError(PayloadOf(status, kFunctionUrl),
-                        PayloadOf(status, kNodeUrl),
-                        PayloadOf(status, kMessageUrl));
+      throw RemoteError(
+          PayloadOf(status, kFunctionUrl), PayloadOf(status, kNodeUrl),
+          PayloadOf(status, kMessageUrl), PayloadOf(status, kDataUrl));
     case ErrorKind::kWorkerDied:
       throw WorkerDiedError(message);
     case ErrorKind::kInfeasible:

@@ -24,9 +24,11 @@ enum class ErrorKind {
 
 // An error of `kind` with `message` (the whole text the user will read).
 absl::Status TaskError(ErrorKind kind, absl::string_view message);
-// `function` threw `message` on node `node`.
+// `function` threw `message` on node `node`; `data` is the error as the
+// function's language keeps it (RemoteError::error_data()).
 absl::Status RemoteFailure(absl::string_view function, absl::string_view node,
-                           absl::string_view message);
+                           absl::string_view message,
+                           absl::string_view data = {});
 
 // Which error `status` is; kOther when it carries no kind.
 ErrorKind KindOf(const absl::Status& status);

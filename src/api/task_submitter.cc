@@ -9,6 +9,13 @@
 #include "common/util.h"
 
 namespace shoal::internal {
+
+void FillWorkerCommand(const WorkerCommand& command,
+                       proto::WorkerCommand* out) {
+  out->mutable_argv()->Assign(command.argv.begin(), command.argv.end());
+  out->mutable_env()->insert(command.env.begin(), command.env.end());
+}
+
 namespace {
 
 // Tasks pushed to one worker before earlier ones return. Pipelining pays for
@@ -260,6 +267,9 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
   q.shape.ToProto(req.mutable_shape());
   req.set_binary_path(options_.binary_path);
   req.set_binary_hash(options_.binary_hash);
+  if (!options_.worker_command.empty()) {
+    FillWorkerCommand(options_.worker_command, req.mutable_worker_command());
+  }
   req.set_no_spillback(no_spillback);
   req.set_depth(q.depth);
   rpc::CallProto<proto::RequestLeaseReply>(

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/node_view.h"
+#include "api/worker_command.h"
 #include "rpc/rpc.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
@@ -54,7 +55,8 @@ class TaskSubmitter {
   struct Options {
     std::string job_id;  // the job whose workers are leased
     std::string binary_path;
-    std::string binary_hash;
+    std::string binary_hash;       // names worker_command when that is set
+    WorkerCommand worker_command;  // empty: workers run the binary
     std::string token;
     std::string peer_name;
     // How long a lease with no work is kept for further tasks of its shape.

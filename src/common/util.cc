@@ -221,25 +221,15 @@ bool PathExists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-absl::StatusOr<std::string> Sha256File(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read ", path, ": ", strerror(errno)));
-  }
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  std::string buf(1 << 20, '\0');
-  ssize_t n;
-  while ((n = read(fd, buf.data(), buf.size())) > 0) {
-    EVP_DigestUpdate(ctx, buf.data(), n);
-  }
-  close(fd);
+namespace {
+
+// Ends the SHA-256 digest `ctx` (begun by StartSha256) and frees it; the
+// digest in hex.
+std::string FinishSha256(EVP_MD_CTX* ctx) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx, digest, &len);
   EVP_MD_CTX_free(ctx);
-  if (n < 0) return absl::InternalError(absl::StrCat("cannot read ", path));
   static const char kDigits[] = "0123456789abcdef";
   std::string out;
   for (unsigned int i = 0; i < len; ++i) {
@@ -247,6 +237,38 @@ absl::StatusOr<std::string> Sha256File(const std::string& path) {
     out.push_back(kDigits[digest[i] & 15]);
   }
   return out;
+}
+
+EVP_MD_CTX* StartSha256() {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  return ctx;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Sha256File(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  }
+  EVP_MD_CTX* ctx = StartSha256();
+  std::string buf(1 << 20, '\0');
+  ssize_t n;
+  while ((n = read(fd, buf.data(), buf.size())) > 0) {
+    EVP_DigestUpdate(ctx, buf.data(), n);
+  }
+  close(fd);
+  std::string digest = FinishSha256(ctx);
+  if (n < 0) return absl::InternalError(absl::StrCat("cannot read ", path));
+  return digest;
+}
+
+std::string Sha256Hex(std::string_view bytes) {
+  EVP_MD_CTX* ctx = StartSha256();
+  EVP_DigestUpdate(ctx, bytes.data(), bytes.size());
+  return FinishSha256(ctx);
 }
 
 std::string SelfExecutable() {

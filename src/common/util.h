@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,6 +54,8 @@ bool PathExists(const std::string& path);
 
 // Hex SHA-256 of a file's contents.
 absl::StatusOr<std::string> Sha256File(const std::string& path);
+// The SHA-256 of `bytes`, in hex.
+std::string Sha256Hex(std::string_view bytes);
 
 // Absolute path of the running executable.
 std::string SelfExecutable();

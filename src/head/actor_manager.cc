@@ -368,6 +368,9 @@ void ActorManager::RequestLease(const std::string& actor_id, uint64_t attempt,
   *req.mutable_shape() = spec.shape();
   req.set_binary_path(spec.binary_path());
   req.set_binary_hash(spec.binary_hash());
+  if (spec.has_worker_command()) {
+    *req.mutable_worker_command() = spec.worker_command();
+  }
   req.set_no_spillback(no_spillback);
   req.set_actor_id(actor_id);
   req.set_depth(spec.depth());

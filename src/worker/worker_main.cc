@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 #include "worker/actor_host.h"
+#include "worker/foreign_runtime.h"
 #include "worker/function_registry.h"
 
 namespace shoal::internal {
@@ -119,13 +121,31 @@ absl::Status StoreResult(const proto::TaskSpec& spec, const ObjectValue& value,
 // The loop of this worker (for replies from an actor's threads).
 rpc::EventLoop* g_loop = nullptr;
 
+// Set when this worker's functions are another language's (RunForeignWorker).
+ForeignRuntime* g_foreign = nullptr;
+
+// Runs `call`, recording in `result` how it ended.
+void RunCaught(const std::function<void()>& call, proto::TaskResult* result) {
+  try {
+    call();
+  } catch (const ForeignError& e) {
+    result->set_error(e.what());
+    result->set_error_type(e.type());
+    result->set_error_data(e.data());
+  } catch (const std::exception& e) {
+    result->set_error(e.what());
+    result->set_error_type(typeid(e).name());
+  } catch (...) {
+    result->set_error("unknown exception (not derived from std::exception)");
+  }
+}
+
 // Runs one task or actor call and says how it went.
 proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   proto::TaskResult result;
   SetCurrentTaskDepth(spec.depth());
   ActorHost* host = nullptr;
-  const Invoker* invoker = nullptr;
-  const MethodInvoker* method = nullptr;
+  std::function<ObjectValue(const std::vector<ObjectValue>&)> run;
   if (!spec.actor_id().empty()) {
     host = ActorHost::Current();
     if (host == nullptr || host->actor_id() != spec.actor_id()) {
@@ -134,16 +154,30 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
       result.set_error_type("shoal::ActorDied");
       return result;
     }
-    method = FindActorMethod(spec.function_name());
-    if (method == nullptr) {
+    const MethodInvoker* method =
+        g_foreign != nullptr ? nullptr : FindActorMethod(spec.function_name());
+    if (g_foreign != nullptr) {
+      run = [&](const std::vector<ObjectValue>& args) {
+        return g_foreign->CallMethod(host->instance(), spec.function_name(),
+                                     args);
+      };
+    } else if (method != nullptr) {
+      run = [&](const std::vector<ObjectValue>& args) {
+        return (*method)(host->instance(), args);
+      };
+    } else {
       result.set_error("this actor's binary has no method named \"" +
                        spec.function_name() +
                        "\": register it with SHOAL_REMOTE(&Class::Method)");
       result.set_error_type("shoal::UnknownFunction");
       return result;
     }
+  } else if (g_foreign != nullptr) {
+    run = [&](const std::vector<ObjectValue>& args) {
+      return g_foreign->Call(spec.function_name(), args);
+    };
   } else {
-    invoker = FindInvoker(spec.function_name());
+    const Invoker* invoker = FindInvoker(spec.function_name());
     if (invoker == nullptr) {
       result.set_error("this worker's binary has no remote function named \"" +
                        spec.function_name() +
@@ -151,34 +185,33 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
       result.set_error_type("shoal::UnknownFunction");
       return result;
     }
+    run = *invoker;
   }
   std::vector<ObjectValue> args;
   if (!ResolveArgs(spec.args(), spec.stored_args(), &args, &result)) {
     return result;
   }
   int64_t start = MonotonicUs();
-  try {
-    ObjectValue value = method != nullptr ? (*method)(host->instance(), args)
-                                          : (*invoker)(args);
-    result.set_exec_us(MonotonicUs() - start);
-    absl::Status stored = StoreResult(spec, value, &result);
-    if (stored.ok()) {
-      result.set_ok(true);
-    } else {
-      result.set_error(
-          absl::StrCat("the result could not be stored: ", stored.message()));
-      result.set_error_type("shoal::ObjectStoreFull");
-    }
-  } catch (const ActorExitRequested&) {
-    result.set_error("the actor called shoal::ExitActor()");
-    result.set_error_type("shoal::ActorExited");
-    *exit_after = true;
-  } catch (const std::exception& e) {
-    result.set_error(e.what());
-    result.set_error_type(typeid(e).name());
-  } catch (...) {
-    result.set_error("unknown exception (not derived from std::exception)");
-  }
+  RunCaught(
+      [&] {
+        try {
+          ObjectValue value = run(args);
+          result.set_exec_us(MonotonicUs() - start);
+          absl::Status stored = StoreResult(spec, value, &result);
+          if (stored.ok()) {
+            result.set_ok(true);
+          } else {
+            result.set_error(absl::StrCat("the result could not be stored: ",
+                                          stored.message()));
+            result.set_error_type("shoal::ObjectStoreFull");
+          }
+        } catch (const ActorExitRequested&) {
+          result.set_error("the actor called shoal::ExitActor()");
+          result.set_error_type("shoal::ActorExited");
+          *exit_after = true;
+        }
+      },
+      &result);
   if (result.exec_us() == 0) result.set_exec_us(MonotonicUs() - start);
   args.clear();  // unpins the arguments before the owner hears back
   return result;
@@ -218,32 +251,33 @@ void CreateActorInstance(const proto::ActorCreation& creation,
   const proto::ActorSpec& spec = creation.spec();
   proto::TaskResult result;
   SetCurrentTaskDepth(spec.depth());
-  const FactoryInvoker* factory = FindActorFactory(spec.factory());
+  const FactoryInvoker* factory =
+      g_foreign != nullptr ? nullptr : FindActorFactory(spec.factory());
   std::vector<ObjectValue> args;
   if (ActorHost::Current() != nullptr) {
     result.set_error(absl::StrCat("this worker already holds actor ",
                                   ActorHost::Current()->actor_id()));
-  } else if (factory == nullptr) {
+  } else if (factory == nullptr && g_foreign == nullptr) {
     result.set_error("this worker's binary has no actor factory named \"" +
                      spec.factory() +
                      "\": register it with SHOAL_REMOTE in the program");
     result.set_error_type("shoal::UnknownFunction");
   } else if (ResolveArgs(spec.args(), spec.stored_args(), &args, &result)) {
     int64_t start = MonotonicUs();
-    try {
-      ActorInstance instance = (*factory)(args);
-      ActorHost::Install(std::make_unique<ActorHost>(
-          spec.actor_id(), std::move(instance),
-          std::max(1, spec.max_concurrency()), creation.num_restarts() > 0));
-      result.set_ok(true);
-      SetLogComponent(absl::StrCat("worker ", Env("SHOAL_WORKER_ID"), " actor ",
-                                   spec.actor_id()));
-    } catch (const std::exception& e) {
-      result.set_error(e.what());
-      result.set_error_type(typeid(e).name());
-    } catch (...) {
-      result.set_error("unknown exception (not derived from std::exception)");
-    }
+    RunCaught(
+        [&] {
+          ActorInstance instance =
+              g_foreign != nullptr ? g_foreign->Construct(spec.factory(), args)
+                                   : (*factory)(args);
+          ActorHost::Install(
+              std::make_unique<ActorHost>(spec.actor_id(), std::move(instance),
+                                          std::max(1, spec.max_concurrency()),
+                                          creation.num_restarts() > 0));
+          result.set_ok(true);
+          SetLogComponent(absl::StrCat("worker ", Env("SHOAL_WORKER_ID"),
+                                       " actor ", spec.actor_id()));
+        },
+        &result);
     result.set_exec_us(MonotonicUs() - start);
   }
   args.clear();
@@ -305,6 +339,11 @@ int RunWorker() {
   int sig = 0;
   sigwait(&stop, &sig);
   _exit(0);
+}
+
+int RunForeignWorker(ForeignRuntime* runtime) {
+  g_foreign = runtime;
+  return RunWorker();
 }
 
 }  // namespace shoal::internal

@@ -1,0 +1,402 @@
+"""Remote functions and actors: ``@shoal.remote`` and what it makes.
+
+A function or class is cloudpickled once and stored in the head's
+key-value store under ``pyfn/<job>/<sha256>/<name>``; a task names only that
+key, and each worker fetches it once (shoal._worker).
+
+A call's arguments travel as one "frame", the pickled ``(args, kwargs)``
+with each top-level ObjectRef replaced by a marker, followed by those refs,
+which the runtime resolves before the task runs (on any node), as Ray
+resolves top-level ref arguments. A small frame travels inside the task; a
+large one (big arrays) goes through the object store.
+"""
+
+import functools
+import hashlib
+import inspect
+import pickle
+
+from shoal import _shoal
+from shoal._serialization import as_inline, dumps, loads, pickle_by_value
+from shoal._shoal import ObjectRef
+
+_TASK_OPTIONS = {
+    "num_cpus", "num_gpus", "resources", "max_retries", "memory",
+    "accelerator_type", "placement_group", "placement_group_bundle_index",
+    "scheduling_strategy", "num_returns", "name", "runtime_env",
+    "retry_exceptions",
+}
+_ACTOR_OPTIONS = {
+    "num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
+    "name", "namespace", "lifetime", "max_restarts", "max_task_retries",
+    "max_concurrency", "placement_group", "placement_group_bundle_index",
+    "scheduling_strategy", "get_if_exists", "runtime_env",
+}
+
+
+class _RefArg:
+    """Marks where the i-th top-level ObjectRef argument goes."""
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __reduce__(self):
+        return _RefArg, (self.index,)
+
+
+def encode_call(args, kwargs):
+    """The task arguments _shoal.submit takes for ``f(*args, **kwargs)``."""
+    refs = []
+
+    def mark(value):
+        if isinstance(value, ObjectRef):
+            refs.append(value)
+            return _RefArg(len(refs) - 1)
+        return value
+
+    frame = (tuple(mark(a) for a in args),
+             {k: mark(v) for k, v in kwargs.items()})
+    pieces, size = dumps(frame)
+    inline = as_inline(pieces, size)
+    first = inline if inline is not None else _shoal.put_pieces(pieces, size)
+    return [first] + refs
+
+
+def decode_call(args):
+    """(args, kwargs) from what a worker received for encode_call's list:
+    the frame, then each ref's value."""
+    frame_args, frame_kwargs = loads(args[0])
+    if len(args) == 1:
+        return frame_args, frame_kwargs
+    values = [loads(a) for a in args[1:]]
+
+    def unmark(value):
+        return values[value.index] if isinstance(value, _RefArg) else value
+
+    return (tuple(unmark(a) for a in frame_args),
+            {k: unmark(v) for k, v in frame_kwargs.items()})
+
+
+def _check_options(options, allowed, what):
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise TypeError(f"unknown option(s) for {what}: {', '.join(unknown)}"
+                        f" (known: {', '.join(sorted(allowed))})")
+    for name in ("num_cpus", "num_gpus", "memory"):
+        value = options.get(name)
+        if value is not None and (not isinstance(value, (int, float))
+                                  or value < 0):
+            raise ValueError(f"{name} must be a number of 0 or more, "
+                             f"not {value!r}")
+    resources = options.get("resources")
+    if resources is not None:
+        if not isinstance(resources, dict):
+            raise TypeError("resources must be a dict such as {'TPU': 4}")
+        for name in ("CPU", "GPU"):
+            if name in resources:
+                raise ValueError(f"give {name} as num_{name.lower()}=, not "
+                                 "in resources=")
+    if options.get("runtime_env"):
+        raise ValueError("runtime_env is not supported: workers run with "
+                         "the driver's interpreter and PYTHONPATH")
+    if options.get("num_returns", 1) != 1:
+        raise ValueError("num_returns other than 1 is not supported: "
+                         "return a tuple and index it after get()")
+    if options.get("retry_exceptions"):
+        raise ValueError("retry_exceptions is not supported: tasks are "
+                         "retried when their worker dies (max_retries)")
+
+
+def _resources(options, default_cpus):
+    """The resource map of a task or actor's options."""
+    out = dict(options.get("resources") or {})
+    cpus = options.get("num_cpus")
+    cpus = default_cpus if cpus is None else cpus
+    if cpus is not None:
+        out["CPU"] = float(cpus)
+    if options.get("num_gpus"):
+        out["GPU"] = float(options["num_gpus"])
+    if options.get("memory"):
+        out["memory"] = float(options["memory"])
+    if options.get("accelerator_type"):
+        out[f"accelerator_type:{options['accelerator_type']}"] = 0.001
+    return out
+
+
+def _placement(options):
+    """(group id, bundle index) from placement_group= or
+    scheduling_strategy=PlacementGroupSchedulingStrategy(...)."""
+    strategy = options.get("scheduling_strategy")
+    group = options.get("placement_group")
+    index = options.get("placement_group_bundle_index", -1)
+    if strategy is not None and hasattr(strategy, "placement_group"):
+        group = strategy.placement_group
+        index = strategy.placement_group_bundle_index
+    elif strategy not in (None, "DEFAULT", "SPREAD"):
+        raise ValueError(f"scheduling_strategy {strategy!r} is not "
+                         "supported (DEFAULT, SPREAD, or a "
+                         "PlacementGroupSchedulingStrategy)")
+    if group is None or group == "default":
+        return "", -1
+    if index is None or index < 0:
+        index = 0 if group.bundle_count == 1 else -1
+    if index < 0:
+        raise ValueError(
+            f"this placement group has {group.bundle_count} bundles: say "
+            "which with placement_group_bundle_index=")
+    return group.id, index
+
+
+class _Shipped:
+    """A function or class, pickled once and stored in the head's KV store
+    once per job."""
+
+    def __init__(self, obj, prefix):
+        self._obj = obj
+        self._prefix = prefix
+        self._blob = None
+        self._keys = {}  # job id -> key
+
+    def __getstate__(self):
+        return {"_obj": self._obj, "_prefix": self._prefix}
+
+    def __setstate__(self, state):
+        self.__init__(state["_obj"], state["_prefix"])
+
+    def key(self):
+        if self._blob is None:
+            self._blob = pickle_by_value(self._obj)
+        job = _shoal.job_id()
+        key = self._keys.get(job)
+        if key is None:
+            digest = hashlib.sha256(self._blob).hexdigest()[:32]
+            name = f"{self._obj.__module__}.{self._obj.__qualname__}"
+            key = f"{self._prefix}/{job}/{digest}/{name}"
+            _shoal.kv_put(key, self._blob, False)
+            self._keys[job] = key
+        return key
+
+
+def _require_init():
+    from shoal import _require_init as require
+    require()
+
+
+class RemoteFunction:
+    """What ``@shoal.remote`` makes of a function: ``.remote(*args,
+    **kwargs)`` runs it as a task and returns an ObjectRef;
+    ``.options(...)`` changes the options for one call."""
+
+    def __init__(self, function, options):
+        _check_options(options, _TASK_OPTIONS, "a remote function")
+        self._function = function
+        self._options = options
+        self._shipped = _Shipped(function, "pyfn")
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args, **kwargs):
+        name = self._function.__name__
+        raise TypeError(f"remote functions cannot be called directly: "
+                        f"instead of {name}(), use {name}.remote()")
+
+    def remote(self, *args, **kwargs):
+        return self._submit(self._options, args, kwargs)
+
+    def options(self, **options):
+        _check_options(options, _TASK_OPTIONS, "a remote function")
+        merged = {**self._options, **options}
+        function = self
+
+        class _Bound:
+            def remote(self, *args, **kwargs):
+                return function._submit(merged, args, kwargs)
+
+        return _Bound()
+
+    def _submit(self, options, args, kwargs):
+        _require_init()
+        group, index = _placement(options)
+        retries = options.get("max_retries")
+        return _shoal.submit(self._shipped.key(), encode_call(args, kwargs),
+                             _resources(options, default_cpus=1),
+                             3 if retries is None else int(retries), group,
+                             index)
+
+
+def _method_names(cls):
+    return sorted(name for name, _ in inspect.getmembers(
+        cls, predicate=lambda m: inspect.isfunction(m) or inspect.ismethod(m))
+        if not name.startswith("__"))
+
+
+class ActorClass:
+    """What ``@shoal.remote`` makes of a class: ``.remote(*args, **kwargs)``
+    creates an actor (an instance in a worker process of its own) and
+    returns its handle; ``.options(...)`` names it, makes it detached,
+    restartable, concurrent, or gives it resources."""
+
+    def __init__(self, cls, options):
+        _check_options(options, _ACTOR_OPTIONS, "an actor class")
+        self._cls = cls
+        self._options = options
+        self._shipped = _Shipped(cls, "pyactor")
+        self._methods = _method_names(cls)
+        self.__name__ = cls.__name__
+        self.__qualname__ = cls.__qualname__
+        self.__doc__ = cls.__doc__
+
+    def __call__(self, *args, **kwargs):
+        name = self._cls.__name__
+        raise TypeError(f"actors cannot be made directly: instead of "
+                        f"{name}(), use {name}.remote()")
+
+    def remote(self, *args, **kwargs):
+        return self._create(self._options, args, kwargs)
+
+    def options(self, **options):
+        _check_options(options, _ACTOR_OPTIONS, "an actor class")
+        merged = {**self._options, **options}
+        actor_class = self
+
+        class _Bound:
+            def remote(self, *args, **kwargs):
+                return actor_class._create(merged, args, kwargs)
+
+        return _Bound()
+
+    def _create(self, options, args, kwargs):
+        _require_init()
+        name = options.get("name") or ""
+        if options.get("get_if_exists") and name:
+            found = get_actor(name, _missing_ok=True)
+            if found is not None:
+                return found
+        lifetime = options.get("lifetime")
+        if lifetime not in (None, "detached", "non_detached"):
+            raise ValueError('lifetime must be "detached" or "non_detached"')
+        group, index = _placement(options)
+        resources = _resources(options, default_cpus=None)
+        if group and not resources:
+            resources = {"CPU": 1.0}
+        retries = options.get("max_task_retries")
+        actor_id = _shoal.create_actor(
+            self._shipped.key(), self._cls.__qualname__,
+            encode_call(args, kwargs), name, resources,
+            int(options.get("max_restarts") or 0),
+            int(retries or 0),
+            int(options.get("max_concurrency") or 1),
+            lifetime == "detached", group, index)
+        return ActorHandle(actor_id, self._cls.__qualname__, self._methods)
+
+
+class ActorMethod:
+    """``handle.method``: ``.remote(*args, **kwargs)`` calls it; calls made
+    through one handle run in the order they were made."""
+
+    def __init__(self, handle, name):
+        self._handle = handle
+        self._name = name
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"actor methods cannot be called directly: instead "
+                        f"of {self._name}(), use {self._name}.remote()")
+
+    def remote(self, *args, **kwargs):
+        _require_init()
+        return _shoal.submit_actor_task(self._handle._actor_id, self._name,
+                                        encode_call(args, kwargs))
+
+    def options(self, **options):
+        _check_options(options, {"num_returns", "name"}, "an actor method")
+        return self
+
+
+class ActorHandle:
+    """A handle to an actor; it may be passed to tasks and other actors."""
+
+    def __init__(self, actor_id, class_name, methods):
+        self._actor_id = actor_id
+        self._class_name = class_name
+        self._methods = list(methods) if methods is not None else None
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._methods is not None and name not in self._methods:
+            raise AttributeError(
+                f"actor class {self._class_name} has no method {name!r} "
+                f"(it has: {', '.join(self._methods)})")
+        return ActorMethod(self, name)
+
+    def __reduce__(self):
+        return ActorHandle, (self._actor_id, self._class_name, self._methods)
+
+    def __repr__(self):
+        return f"Actor({self._class_name}, {self._actor_id})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ActorHandle)
+                and other._actor_id == self._actor_id)
+
+    def __hash__(self):
+        return hash(self._actor_id)
+
+
+def get_actor(name, namespace=None, *, _missing_ok=False):
+    """The handle of the live actor called ``name``; ValueError when there
+    is none (as in Ray)."""
+    del namespace  # one namespace per cluster
+    _require_init()
+    found = _shoal.get_actor(name)
+    if found is None:
+        if _missing_ok:
+            return None
+        raise ValueError(f"no live actor is named {name!r}")
+    actor_id, key, class_name = found
+    methods = None
+    blob = _shoal.kv_get(key) if key.startswith("pyactor/") else None
+    if blob is not None:
+        try:
+            methods = _method_names(pickle.loads(blob))
+        except Exception:  # noqa: BLE001 - its module is not importable here
+            methods = None
+    return ActorHandle(actor_id, class_name, methods)
+
+
+def kill(actor, *, no_restart=True):
+    """Ends ``actor``'s process; with no_restart=False it may restart
+    (within its max_restarts)."""
+    if not isinstance(actor, ActorHandle):
+        raise TypeError(f"kill() takes an actor handle, not "
+                        f"{type(actor).__name__}")
+    _require_init()
+    _shoal.kill_actor(actor._actor_id, bool(no_restart))
+
+
+def remote(*args, **options):
+    """``@shoal.remote`` or ``@shoal.remote(num_cpus=..., resources=...)``
+    on a function (a remote function) or a class (an actor class)."""
+    if len(args) == 1 and not options and callable(args[0]):
+        return _make(args[0], {})
+    if args:
+        raise TypeError("use @shoal.remote or @shoal.remote(option=...)")
+    return lambda target: _make(target, options)
+
+
+def _make(target, options):
+    if inspect.isclass(target):
+        return ActorClass(target, options)
+    if callable(target):
+        return RemoteFunction(target, options)
+    raise TypeError("@shoal.remote takes a function or a class")
+
+
+def method(**options):
+    """Ray's ``@ray.method``; accepted for num_returns=1 only."""
+    _check_options(options, {"num_returns"}, "an actor method")
+
+    def wrap(fn):
+        return fn
+
+    return wrap

@@ -1,0 +1,88 @@
+"""Placement groups: bundles of resources reserved together, or not at all
+(two-phase, on the head), as ``ray.util.placement_group`` makes them.
+
+    pg = placement_group([{"CPU": 1, "TPU": 4}] * 2, strategy="STRICT_SPREAD")
+    shoal.get(pg.ready())             # or pg.wait(timeout_seconds=10)
+    f.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        pg, placement_group_bundle_index=1)).remote()
+    remove_placement_group(pg)
+"""
+
+from shoal import _shoal
+
+_ready_task = None  # the remote function behind PlacementGroup.ready()
+
+
+def _wait_placed(group_id, bundle_count):
+    return _shoal.wait_placement_group(group_id, bundle_count, -1)
+
+
+class PlacementGroup:
+    def __init__(self, group_id, bundle_specs, name=""):
+        self.id = group_id
+        self.bundle_specs = [dict(b) for b in bundle_specs]
+        self.name = name
+
+    @property
+    def bundle_count(self):
+        return len(self.bundle_specs)
+
+    def wait(self, timeout_seconds=30):
+        """True once every bundle is reserved, False if the time runs out
+        first; raises InfeasibleError when the group can never be placed."""
+        timeout_ms = -1 if timeout_seconds is None else int(
+            timeout_seconds * 1000)
+        return _shoal.wait_placement_group(self.id, self.bundle_count,
+                                           timeout_ms)
+
+    def ready(self):
+        """An ObjectRef that is ready once the group is placed (Ray's
+        ``shoal.get(pg.ready())``): a task of no resources waits for it."""
+        global _ready_task
+        if _ready_task is None:
+            import shoal
+            _ready_task = shoal.remote(num_cpus=0)(_wait_placed)
+        return _ready_task.remote(self.id, self.bundle_count)
+
+    def bundle_nodes(self):
+        """The node id of each bundle (empty until placed)."""
+        return _shoal.placement_group_nodes(self.id, self.bundle_count)
+
+    def __reduce__(self):
+        return PlacementGroup, (self.id, self.bundle_specs, self.name)
+
+    def __repr__(self):
+        return f"PlacementGroup({self.id}, {self.bundle_count} bundles)"
+
+
+def placement_group(bundles, strategy="PACK", name="", lifetime=None):
+    """Reserves ``bundles`` (a list of resource dicts) with ``strategy``
+    (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD). It is removed with its job
+    unless ``lifetime="detached"``."""
+    from shoal import _require_init
+    _require_init()
+    if not bundles or not all(isinstance(b, dict) and b for b in bundles):
+        raise ValueError("bundles must be a non-empty list of non-empty "
+                         "resource dicts, e.g. [{'CPU': 1}]")
+    if lifetime not in (None, "detached", "non_detached"):
+        raise ValueError('lifetime must be "detached" or "non_detached"')
+    group_id, group_name, _ = _shoal.create_placement_group(
+        [{k: float(v) for k, v in b.items()} for b in bundles], strategy,
+        name or "", lifetime == "detached")
+    return PlacementGroup(group_id, bundles, group_name)
+
+
+def remove_placement_group(group):
+    """Gives the group's reservations back; tasks in it fail."""
+    _shoal.remove_placement_group(group.id, group.bundle_count)
+
+
+def get_placement_group(name):
+    """The group named ``name``; ValueError when there is none."""
+    from shoal import _require_init
+    _require_init()
+    found = _shoal.get_placement_group(name)
+    if found is None:
+        raise ValueError(f"no placement group is named {name!r}")
+    group_id, bundle_count = found
+    return PlacementGroup(group_id, [{}] * bundle_count, name)

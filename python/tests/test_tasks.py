@@ -1,0 +1,152 @@
+"""Remote functions from Python on a real cluster of two nodes: many
+tasks, nested tasks, ObjectRef and keyword arguments, options, errors
+raised as their own type with the remote traceback, and workers that die."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import shoal
+
+
+@shoal.remote
+def add(a, b=0):
+    return a + b
+
+
+@shoal.remote
+def where():
+    return os.getpid(), shoal.get_runtime_context().get_node_id()
+
+
+def test_ten_thousand_tasks(connected):
+    refs = [add.remote(i, 1) for i in range(10_000)]
+    assert shoal.get(refs) == [i + 1 for i in range(10_000)]
+
+
+def test_tasks_run_in_python_workers_on_both_nodes(connected):
+    @shoal.remote
+    def slow_where():
+        time.sleep(0.3)
+        return os.getpid(), shoal.get_runtime_context().get_node_id()
+
+    seen = shoal.get([slow_where.remote() for _ in range(4)])
+    assert os.getpid() not in {pid for pid, _ in seen}
+    assert len({node for _, node in seen}) == 2, seen
+
+
+def test_object_ref_and_keyword_arguments(connected):
+    big = np.arange(1 << 20, dtype=np.int64)  # 8 MiB, through the store
+
+    @shoal.remote
+    def total(array, *, offset=0, scale=1):
+        assert not array.flags.writeable  # a view of the store
+        return int(array.sum()) * scale + offset
+
+    ref = shoal.put(big)
+    assert shoal.get(total.remote(ref, offset=5, scale=2)) == \
+        int(big.sum()) * 2 + 5
+    # A large argument passed by value goes through the store too.
+    assert shoal.get(total.remote(big)) == int(big.sum())
+    # A task's result as another's argument.
+    assert shoal.get(add.remote(add.remote(1, 2), b=add.remote(3, 4))) == 10
+
+
+def test_nested_tasks(connected):
+    @shoal.remote
+    def fib(n):
+        if n < 2:
+            return n
+        return sum(shoal.get([fib.remote(n - 1), fib.remote(n - 2)]))
+
+    assert shoal.get(fib.remote(10)) == 55
+
+
+def test_closures_lambdas_and_classes_of_main_travel_by_value(connected):
+    scale = 7
+
+    class Point:
+        def __init__(self, x):
+            self.x = x
+
+    @shoal.remote
+    def apply(fn, point):
+        return Point(fn(point.x) * scale)
+
+    got = shoal.get(apply.remote(lambda v: v + 1, Point(2)))
+    assert got.x == 21
+
+
+def test_options_and_resources(connected):
+    @shoal.remote(resources={"slot": 1})
+    def on_slot_node():
+        return shoal.get_runtime_context().get_node_id()
+
+    slot_nodes = {n["NodeID"] for n in shoal.nodes()
+                  if n["Resources"].get("slot")}
+    assert set(shoal.get([on_slot_node.remote() for _ in range(3)])) == \
+        slot_nodes
+    assert shoal.get(add.options(num_cpus=0.5).remote(1, 1)) == 2
+    with pytest.raises(TypeError, match="unknown option"):
+        add.options(num_cpu=1)
+    with pytest.raises(ValueError, match="num_cpus must be"):
+        add.options(num_cpus=-1)
+    with pytest.raises(TypeError, match="called directly"):
+        add(1, 2)
+
+
+def test_impossible_request_is_infeasible(connected):
+    ref = add.options(resources={"TPU": 64}).remote(1, 2)
+    with pytest.raises(shoal.InfeasibleError, match="TPU"):
+        shoal.get(ref, timeout=60)
+
+
+class MyError(Exception):
+    def __init__(self, code):
+        super().__init__(f"code {code}")
+        self.code = code
+
+
+@shoal.remote(max_retries=0)
+def fails(code):
+    raise MyError(code)
+
+
+def test_an_exception_is_raised_as_its_own_type_with_the_traceback(
+        connected):
+    with pytest.raises(MyError) as info:
+        shoal.get(fails.remote(7))
+    error = info.value
+    assert isinstance(error, shoal.TaskError)
+    assert error.code == 7
+    text = str(error)
+    assert "raise MyError(code)" in text  # the remote traceback
+    assert "test_tasks.py" in text and "MyError" in text
+    divide = shoal.remote(max_retries=0)(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        shoal.get(divide.remote())
+
+
+def test_a_killed_worker_is_retried_then_reported(connected, tmp_path):
+    marker = tmp_path / "attempts"
+
+    @shoal.remote(max_retries=2)
+    def dies_once(path):
+        with open(path, "a") as f:
+            f.write("x")
+        if os.path.getsize(path) == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return "survived"
+
+    assert shoal.get(dies_once.remote(str(marker))) == "survived"
+    assert marker.read_text() == "xx"
+
+    @shoal.remote(max_retries=1)
+    def always_dies():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    with pytest.raises(shoal.WorkerDiedError, match="died"):
+        shoal.get(always_dies.remote())
