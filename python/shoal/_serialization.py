@@ -14,7 +14,8 @@ Values are pickled by the C pickler when that is enough, and by cloudpickle
 when it is not: functions, lambdas and classes defined in ``__main__`` or
 inside functions travel by value, as Ray's do. torch CPU tensors travel as
 their numpy view (out of band, one copy into the store); they come back as
-a tensor of their own memory (a tensor cannot be read-only).
+a tensor of their own memory (a tensor cannot be read-only). Large ``bytes``
+near the top of a value go out of band too, and come back as ``bytes``.
 """
 
 import copyreg
@@ -88,6 +89,48 @@ class _TableCloudPickler(cloudpickle.CloudPickler):
     pass
 
 
+# ---- bytes ----
+
+
+class _LargeBytes:
+    """A large ``bytes`` value, pickled out of band (the pickler writes
+    ``bytes`` into its stream otherwise); read back as ``bytes`` again."""
+    __slots__ = ("data",)
+
+    def __init__(self, data):
+        self.data = data
+
+    def __reduce__(self):
+        return _bytes_of, (pickle.PickleBuffer(self.data),)
+
+
+def _bytes_of(buffer):
+    return bytes(buffer)
+
+
+_MAX_LIFTED_ITEMS = 64  # longer containers are left as they are
+
+
+def _lift_bytes(value, depth=3):
+    """``value`` with each large ``bytes`` in it (itself, or inside the
+    tuples, lists and dicts of its first levels) marked to go out of band;
+    the value itself when there is none."""
+    kind = type(value)
+    if kind is bytes:
+        return _LargeBytes(value) if len(value) >= INLINE_THRESHOLD else value
+    if depth == 0 or kind not in (tuple, list, dict) or \
+            len(value) > _MAX_LIFTED_ITEMS:
+        return value
+    if kind is dict:
+        lifted = {k: _lift_bytes(v, depth - 1) for k, v in value.items()}
+        changed = any(lifted[k] is not v for k, v in value.items())
+    else:
+        lifted = [_lift_bytes(v, depth - 1) for v in value]
+        changed = any(a is not b for a, b in zip(lifted, value))
+        lifted = kind(lifted)
+    return lifted if changed else value
+
+
 def _pickle(value, buffer_callback, by_value):
     """The pickle stream of ``value``; ``by_value`` uses cloudpickle."""
     table = _dispatch_table()
@@ -130,6 +173,7 @@ def dumps(value):
         buffers.append(view)
         return False
 
+    value = _lift_bytes(value)
     try:
         stream = _pickle(value, out_of_band, by_value=False)
         # Something of __main__ (a class, a function) is named by reference,

@@ -3,6 +3,7 @@ resources, and zero-copy numpy arrays mapped from the object store."""
 
 import gc
 import os
+import time
 
 import numpy as np
 import pytest
@@ -96,3 +97,68 @@ def test_init_joins_the_cluster_shoal_start_started(started_cluster):
     sessions = [d for d in os.listdir(started_cluster)
                 if d.startswith("session_") and d != "session_latest"]
     assert len(sessions) == 1, sessions
+
+
+def _store_becomes(empty):
+    """True once the cluster's object stores hold nothing (empty) or
+    something (not empty), as the agents' heartbeats report it (within a
+    second or so), within 10 s."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        free = shoal.available_resources().get("object_store_memory")
+        total = shoal.cluster_resources()["object_store_memory"]
+        if (free == total) == empty:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_large_bytes_go_out_of_band_and_come_back_as_bytes(local_cluster):
+    from shoal._serialization import dumps
+    blob = os.urandom(1 << 20)
+    for value in (blob, [1, blob], {"k": (blob, 2)}):
+        pieces, _ = dumps(value)
+        assert len(pieces) == 3, "one buffer after the stream"
+    back = shoal.get(shoal.put({"k": (blob, 2)}))
+    assert type(back["k"][0]) is bytes and back["k"] == (blob, 2)
+
+
+def test_an_array_is_freed_when_its_last_ref_and_view_go(local_cluster):
+    ref = shoal.put(np.ones(16 << 20, dtype=np.uint8))
+    view = shoal.get(ref)
+    del ref
+    gc.collect()
+    assert _store_becomes(empty=False)  # the view still pins it
+    time.sleep(1.5)  # heartbeats later, it still does
+    assert _store_becomes(empty=False)
+    assert view[-1] == 1
+    del view
+    gc.collect()
+    assert _store_becomes(empty=True)
+
+
+def test_torch_tensors_travel_through_the_store(local_cluster):
+    torch = pytest.importorskip("torch")
+    tensor = torch.arange(4 << 20, dtype=torch.float32).reshape(1024, -1)
+    ref = shoal.put({"weights": tensor, "step": 3})
+    back = shoal.get(ref)
+    assert back["step"] == 3
+    got = back["weights"]
+    assert isinstance(got, torch.Tensor)
+    assert got.dtype == torch.float32 and got.shape == tensor.shape
+    assert torch.equal(got, tensor)
+    got[0, 0] = -1.0  # a tensor of its own memory, not the store's
+    assert torch.equal(shoal.get(ref)["weights"], tensor)
+    # Types numpy lacks travel too.
+    half = torch.ones(300_000, dtype=torch.bfloat16) * 1.5
+    assert torch.equal(shoal.get(shoal.put(half)), half)
+
+    @shoal.remote
+    def double(t):
+        return t * 2
+
+    assert torch.equal(shoal.get(double.remote(tensor)), tensor * 2)
+    assert _store_becomes(empty=False)  # the tensor put first, in the store
+    del ref, back, got
+    gc.collect()
+    assert _store_becomes(empty=True)

@@ -123,6 +123,30 @@ TEST_F(WorkerPoolTest, LaunchGivesTheWorkerItsEnvironmentAndLog) {
   EXPECT_EQ(pool_->Find(id)->log_path, s.log_path);
 }
 
+TEST_F(WorkerPoolTest, ACommandWorkerGetsTheJobsEnvironmentButNotItsIds) {
+  std::string id = pool_->Add("j1", "command-abc", "", "lease1").id;
+  SpawnOptions program;
+  program.argv = {"/usr/bin/python3", "-m", "shoal.worker"};
+  program.env = {{"PYTHONPATH", "/job/code"},
+                 {"SHOAL_AGENT_ADDRESS", "elsewhere:9"},
+                 {"SHOAL_WORKER_ID", "forged"}};
+  SpawnOptions devices;
+  devices.env = {{"TPU_VISIBLE_CHIPS", "2"}};
+  ASSERT_TRUE(pool_->Launch(id, program, devices).ok());
+  ASSERT_EQ(state_.started.size(), 1u);
+  const SpawnOptions& s = state_.started[0];
+  EXPECT_EQ(s.argv, program.argv);
+  EXPECT_EQ(s.env.at("PYTHONPATH"), "/job/code");
+  // The agent's own variables are not the job's to change.
+  EXPECT_EQ(s.env.at("SHOAL_AGENT_ADDRESS"), "h:1");
+  EXPECT_EQ(s.env.at("SHOAL_WORKER_ID"), id);
+  EXPECT_EQ(s.env.at("TPU_VISIBLE_CHIPS"), "2");
+  // Idle workers are reused by the same command only.
+  pool_->MarkIdle(id, 0);
+  EXPECT_EQ(pool_->TakeIdle("j1", "hash1", "", "lease2"), nullptr);
+  EXPECT_NE(pool_->TakeIdle("j1", "command-abc", "", "lease2"), nullptr);
+}
+
 TEST_F(WorkerPoolTest, LaunchErrors) {
   EXPECT_EQ(pool_->Launch("nobody", "/bin/worker", SpawnOptions()).code(),
             absl::StatusCode::kNotFound);
@@ -132,6 +156,10 @@ TEST_F(WorkerPoolTest, LaunchErrors) {
             absl::StatusCode::kInternal);
   EXPECT_EQ(pool_->Registered("nobody", "h:2", 7).code(),
             absl::StatusCode::kNotFound);
+  // A command worker needs a command.
+  std::string other = pool_->Add("j1", "command-abc", "", "lease2").id;
+  EXPECT_EQ(pool_->Launch(other, SpawnOptions(), SpawnOptions()).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(WorkerPoolTest, IdleWorkersAreReusedOnlyByTheSameJobBinaryAndDevices) {

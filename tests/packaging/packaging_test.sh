@@ -65,4 +65,21 @@ if [[ "$found" != "$work/prefix/"* ]]; then
   exit 1
 fi
 
+# The Python package, where the prefix's Python finds it, starting the
+# prefix's own CLI for a local cluster.
+if [[ -e "$build/python/shoal/_build.py" ]]; then
+  echo "== 3. the Python package from the install prefix"
+  site=$(find "$work/prefix/lib" -maxdepth 3 -type d -path '*python3*/*-packages' | head -n 1)
+  [[ -n "$site" && -e "$site/shoal/__init__.py" ]] || { echo "the Python package is not installed" >&2; exit 1; }
+  grep -qF "$work/prefix/bin/shoal" "$site/shoal/_build.py" || { echo "the installed package does not name the prefix's CLI" >&2; exit 1; }
+  got=$(cd "$work" && PYTHONPATH="$site" /usr/bin/python3 -c '
+import shoal
+shoal.init(num_cpus=1)
+print(shoal.get(shoal.remote(lambda a, b: a + b).remote(40, 2)))
+shoal.shutdown()
+')
+  echo "$got"
+  [[ "$got" == 42 ]] || { echo "the installed package printed $got, not 42" >&2; exit 1; }
+fi
+
 echo "== packaging_test: PASS"

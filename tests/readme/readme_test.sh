@@ -625,8 +625,10 @@ else
   py=$(block python)
   type_in "$src" "$t3" 120 "${py//build\//$build/}"
   left=$(leftovers_after_wait "$t3")
-  if [[ $rc -ne 0 ]] || ! grep -qE '^4194303 [0-9.]+$' <<<"$out"; then
-    fail "expected exit code 0 and '4194303 <CPUs>'"
+  if [[ $rc -ne 0 ]] || ! grep -qE '^4194303 [0-9.]+$' <<<"$out" ||
+     ! grep -qxF '[0, 1, 4, 9]' <<<"$out" ||
+     ! grep -qxF '[1, 2, 3]' <<<"$out"; then
+    fail "expected exit code 0, '[0, 1, 4, 9]', '[1, 2, 3]' and '4194303 <CPUs>'"
   else
     pass_unless_left "$left" "its local cluster is still running"
   fi

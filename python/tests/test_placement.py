@@ -1,0 +1,51 @@
+"""Placement groups from Python, with Ray's names: bundles reserved
+together, tasks and actors placed in a chosen bundle, removal."""
+
+import pytest
+
+import shoal
+from shoal.util import placement_group, remove_placement_group
+from shoal.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+
+@shoal.remote(num_cpus=1)
+def node_of():
+    return shoal.get_runtime_context().get_node_id()
+
+
+@shoal.remote(num_cpus=1)
+class Where:
+    def node(self):
+        return shoal.get_runtime_context().get_node_id()
+
+
+def test_strict_spread_places_one_bundle_per_node(connected):
+    group = placement_group([{"CPU": 1}, {"CPU": 1}],
+                            strategy="STRICT_SPREAD")
+    assert shoal.get(group.ready(), timeout=60) is True
+    assert group.wait(timeout_seconds=10)
+    nodes = group.bundle_nodes()
+    assert len(set(nodes)) == 2
+    ran = shoal.get([
+        node_of.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+            group, placement_group_bundle_index=i)).remote()
+        for i in range(2)])
+    assert ran == nodes
+    actor = Where.options(placement_group=group,
+                          placement_group_bundle_index=1).remote()
+    assert shoal.get(actor.node.remote()) == nodes[1]
+    shoal.kill(actor)
+    remove_placement_group(group)
+
+
+def test_bad_groups_fail_clearly(connected):
+    with pytest.raises(ValueError, match="non-empty"):
+        placement_group([])
+    with pytest.raises(ValueError, match="strategy"):
+        placement_group([{"CPU": 1}], strategy="SIDEWAYS")
+    group = placement_group([{"CPU": 1}] * 3, strategy="STRICT_SPREAD")
+    with pytest.raises(shoal.InfeasibleError):
+        group.wait(timeout_seconds=30)  # three bundles, two nodes
+    two = placement_group([{"CPU": 1}, {"CPU": 1}])
+    with pytest.raises(ValueError, match="bundle_index"):
+        node_of.options(placement_group=two).remote()
