@@ -4,7 +4,7 @@ host, one such task per host (host-centric, as multi-controller JAX runs),
 and one process per chip through `shoal launch --per-device`. The C++
 version is examples/seed_walkthrough.cc.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/python/seed_walkthrough.py
+  PYTHONPATH=build/python /usr/bin/python3 examples/python/seed_walkthrough.py
 """
 
 import os
@@ -40,8 +40,8 @@ def global_device_count():
 @shoal.remote(resources={"TPU": 1})
 def one_device():
     """Where a one-chip task runs, and the chip it holds."""
-    return f"{shoal.get_runtime_context().get_node_id()} holds TPU " \
-           f"{held_chips()}"
+    node = shoal.get_runtime_context().get_node_id()
+    return f"{node} holds TPU {held_chips()}"
 
 
 @shoal.remote(resources={"TPU": CHIPS_PER_HOST})
@@ -116,9 +116,10 @@ def run():
     for line, _ in per_host:
         print(f"  {line}")
     print(f"  {[count for _, count in per_host]}")
+    # The launch reserves the slice's hosts itself; this driver is done.
     shoal.shutdown()
 
-    print(f"\n4. Device-centric (one process per chip: shoal launch "
+    print("\n4. Device-centric (one process per chip: shoal launch "
           f"--per-device --slice {reservation.slice_name}):")
     sys.stdout.flush()
     launch = subprocess.run(

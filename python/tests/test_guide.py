@@ -75,8 +75,12 @@ class TpuSlice:
     with `shoal start` in a temp dir of its own, as scripts/demo does."""
 
     def __init__(self, root):
+        self.root = root
         self.head_dir = os.path.join(root, "host-a")
         self.node_dir = os.path.join(root, "host-b")
+
+    def start(self):
+        root = self.root
         # A TPU VM has many cores; 4 CPUs per host let four one-chip tasks
         # (1 CPU each, by default) run at once on a small test machine.
         common = ["--num-cpus", str(CHIPS_PER_HOST), "--node-ip-address",
@@ -99,6 +103,7 @@ class TpuSlice:
                        capture_output=True, timeout=60)
 
     def stop(self):
+        """Stops both nodes (what of them was started)."""
         for temp_dir in (self.node_dir, self.head_dir):
             subprocess.run([_cli(), "stop", "--temp-dir", temp_dir],
                            env=_env(temp_dir), capture_output=True,
@@ -117,6 +122,7 @@ def tpu_slice():
     with tempfile.TemporaryDirectory(prefix="shoal-tpu-") as root:
         cluster = TpuSlice(root)
         try:
+            cluster.start()
             yield cluster
         finally:
             cluster.stop()

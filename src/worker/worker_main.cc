@@ -157,12 +157,12 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
     const MethodInvoker* method =
         g_foreign != nullptr ? nullptr : FindActorMethod(spec.function_name());
     if (g_foreign != nullptr) {
-      run = [&](const std::vector<ObjectValue>& args) {
+      run = [host, &spec](const std::vector<ObjectValue>& args) {
         return g_foreign->CallMethod(host->instance(), spec.function_name(),
                                      args);
       };
     } else if (method != nullptr) {
-      run = [&](const std::vector<ObjectValue>& args) {
+      run = [method, host](const std::vector<ObjectValue>& args) {
         return (*method)(host->instance(), args);
       };
     } else {
@@ -173,7 +173,7 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
       return result;
     }
   } else if (g_foreign != nullptr) {
-    run = [&](const std::vector<ObjectValue>& args) {
+    run = [&spec](const std::vector<ObjectValue>& args) {
       return g_foreign->Call(spec.function_name(), args);
     };
   } else {
