@@ -183,15 +183,49 @@ def _require_init():
     require()
 
 
-class RemoteFunction:
+class _Remote:
+    """What @shoal.remote makes: ``.remote(*args, **kwargs)`` runs it with
+    its options, ``.options(...)`` with some changed for one call. A
+    subclass says which options it takes (_ALLOWED, _WHAT) and how it runs
+    (_run)."""
+
+    _ALLOWED = frozenset()
+    _WHAT = ""
+
+    def __init__(self, options):
+        _check_options(options, self._ALLOWED, self._WHAT)
+        self._options = options
+
+    def remote(self, *args, **kwargs):
+        return self._run(self._options, args, kwargs)
+
+    def options(self, **options):
+        _check_options(options, self._ALLOWED, self._WHAT)
+        return _WithOptions(self, {**self._options, **options})
+
+
+class _WithOptions:
+    """``x.options(...)``: ``.remote()`` runs x with those options."""
+
+    def __init__(self, target, options):
+        self._target = target
+        self._options = options
+
+    def remote(self, *args, **kwargs):
+        return self._target._run(self._options, args, kwargs)
+
+
+class RemoteFunction(_Remote):
     """What ``@shoal.remote`` makes of a function: ``.remote(*args,
     **kwargs)`` runs it as a task and returns an ObjectRef;
     ``.options(...)`` changes the options for one call."""
 
+    _ALLOWED = _TASK_OPTIONS
+    _WHAT = "a remote function"
+
     def __init__(self, function, options):
-        _check_options(options, _TASK_OPTIONS, "a remote function")
+        super().__init__(options)
         self._function = function
-        self._options = options
         self._shipped = _Shipped(function, "pyfn")
         functools.update_wrapper(self, function)
 
@@ -200,21 +234,7 @@ class RemoteFunction:
         raise TypeError(f"remote functions cannot be called directly: "
                         f"instead of {name}(), use {name}.remote()")
 
-    def remote(self, *args, **kwargs):
-        return self._submit(self._options, args, kwargs)
-
-    def options(self, **options):
-        _check_options(options, _TASK_OPTIONS, "a remote function")
-        merged = {**self._options, **options}
-        function = self
-
-        class _Bound:
-            def remote(self, *args, **kwargs):
-                return function._submit(merged, args, kwargs)
-
-        return _Bound()
-
-    def _submit(self, options, args, kwargs):
+    def _run(self, options, args, kwargs):
         _require_init()
         group, index = _placement(options)
         retries = options.get("max_retries")
@@ -230,16 +250,18 @@ def _method_names(cls):
         if not name.startswith("__"))
 
 
-class ActorClass:
+class ActorClass(_Remote):
     """What ``@shoal.remote`` makes of a class: ``.remote(*args, **kwargs)``
     creates an actor (an instance in a worker process of its own) and
     returns its handle; ``.options(...)`` names it, makes it detached,
     restartable, concurrent, or gives it resources."""
 
+    _ALLOWED = _ACTOR_OPTIONS
+    _WHAT = "an actor class"
+
     def __init__(self, cls, options):
-        _check_options(options, _ACTOR_OPTIONS, "an actor class")
+        super().__init__(options)
         self._cls = cls
-        self._options = options
         self._shipped = _Shipped(cls, "pyactor")
         self._methods = _method_names(cls)
         self.__name__ = cls.__name__
@@ -251,21 +273,7 @@ class ActorClass:
         raise TypeError(f"actors cannot be made directly: instead of "
                         f"{name}(), use {name}.remote()")
 
-    def remote(self, *args, **kwargs):
-        return self._create(self._options, args, kwargs)
-
-    def options(self, **options):
-        _check_options(options, _ACTOR_OPTIONS, "an actor class")
-        merged = {**self._options, **options}
-        actor_class = self
-
-        class _Bound:
-            def remote(self, *args, **kwargs):
-                return actor_class._create(merged, args, kwargs)
-
-        return _Bound()
-
-    def _create(self, options, args, kwargs):
+    def _run(self, options, args, kwargs):
         _require_init()
         name = options.get("name") or ""
         if options.get("get_if_exists") and name:
