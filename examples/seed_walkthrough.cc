@@ -70,7 +70,8 @@ SHOAL_REMOTE(RandomTensorOnDevice, OneDevice, EveryDeviceOfThisHost,
 
 int Run() {
   shoal::Init();
-  double chips = shoal::AvailableResources()["TPU"];
+  // The totals: what is free lags the tasks and groups that just ended.
+  double chips = shoal::ClusterResources()["TPU"];
   int hosts = static_cast<int>(chips / 4);
   std::printf("Cluster: %.0f TPU chips, %d host(s) of 4\n", chips, hosts);
   if (hosts < 1) {

@@ -2,8 +2,10 @@
 stopped with the `shoal` CLI (SHOAL_CLI, set by ctest) in a temp dir of
 their own."""
 
+import contextlib
 import os
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -55,11 +57,11 @@ def started_cluster(monkeypatch):
                            capture_output=True, timeout=60)
 
 
-def _start(args, temp_dir):
+def _start(args, temp_dir, host_variables=None):
     subprocess.run([_cli(), "start", *args, "--node-ip-address", "127.0.0.1",
                     "--temp-dir", temp_dir],
-                   env=_env(temp_dir), check=True, capture_output=True,
-                   timeout=60)
+                   env={**_env(temp_dir), **(host_variables or {})},
+                   check=True, capture_output=True, timeout=60)
 
 
 def _stop(temp_dir):
@@ -69,30 +71,52 @@ def _stop(temp_dir):
 
 class Cluster:
     """A head and a second node started with `shoal start`, each with a
-    temp dir of its own (one node per temp dir)."""
+    temp dir of its own (one node per temp dir); `head_variables` and
+    `node_variables` are set for each node's start (a simulated TPU host's,
+    say)."""
 
-    def __init__(self, root, head_args, node_args):
+    def __init__(self, root, head_args, node_args, head_variables=None,
+                 node_variables=None):
         self.head_dir = os.path.join(root, "head")
         self.node_dir = os.path.join(root, "node")
-        _start(["--head", "--port", "0", *head_args], self.head_dir)
-        session = os.path.join(self.head_dir, "session_latest")
-        with open(os.path.join(session, "cluster_address")) as f:
-            self.address = f.read().strip()
-        with open(os.path.join(session, "token")) as f:
-            self.token = f.read().strip()
-        _start(["--address", self.address, "--token", self.token,
-                *node_args], self.node_dir)
+        try:
+            _start(["--head", "--port", "0", *head_args], self.head_dir,
+                   head_variables)
+            session = os.path.join(self.head_dir, "session_latest")
+            with open(os.path.join(session, "cluster_address")) as f:
+                self.address = f.read().strip()
+            with open(os.path.join(session, "token")) as f:
+                self.token = f.read().strip()
+            _start(["--address", self.address, "--token", self.token,
+                    *node_args], self.node_dir, node_variables)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self):
         _stop(self.node_dir)
         _stop(self.head_dir)
 
-    def worker_pids(self):
-        """The pids of this cluster's Python workers now."""
-        out = subprocess.run(["pgrep", "-f", "-a", "shoal.worker"],
-                             capture_output=True, text=True).stdout
-        return [int(line.split()[0]) for line in out.splitlines()
-                if line.strip()]
+    def run_driver(self, argv, python_path=None):
+        """Runs a Python driver against this cluster; its CompletedProcess."""
+        env = _env(self.head_dir)
+        if python_path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(python_path)
+        return subprocess.run([sys.executable, *argv], env=env,
+                              capture_output=True, text=True, timeout=180)
+
+
+@contextlib.contextmanager
+def driver_of(cluster, monkeypatch):
+    """This process as a driver of `cluster` while the block runs."""
+    monkeypatch.setenv("SHOAL_TEMP_DIR", cluster.head_dir)
+    monkeypatch.delenv("SHOAL_ADDRESS", raising=False)
+    monkeypatch.delenv("SHOAL_TOKEN", raising=False)
+    shoal.init()
+    try:
+        yield cluster
+    finally:
+        shoal.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -110,11 +134,5 @@ def two_nodes():
 @pytest.fixture
 def connected(two_nodes, monkeypatch):
     """A driver joined to two_nodes for the length of one test."""
-    monkeypatch.setenv("SHOAL_TEMP_DIR", two_nodes.head_dir)
-    monkeypatch.delenv("SHOAL_ADDRESS", raising=False)
-    monkeypatch.delenv("SHOAL_TOKEN", raising=False)
-    shoal.init()
-    try:
-        yield two_nodes
-    finally:
-        shoal.shutdown()
+    with driver_of(two_nodes, monkeypatch) as cluster:
+        yield cluster

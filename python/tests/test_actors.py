@@ -70,8 +70,19 @@ def test_named_lookup_and_kill(connected):
     with pytest.raises(ValueError, match="no live actor"):
         shoal.get_actor("nobody")
     shoal.kill(found)
-    with pytest.raises(shoal.ActorDiedError):
-        shoal.get(found.add.remote(1), timeout=30)
+    # The kill is asynchronous, as Ray's is: a call made at once may still
+    # be answered; soon every call fails.
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            shoal.get(found.add.remote(1), timeout=30)
+        except shoal.ActorDiedError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("calls still succeed 30 s after the kill")
+    with pytest.raises(ValueError, match="no live actor"):
+        shoal.get_actor("tally")
 
 
 def _driver(code, cluster):

@@ -6,13 +6,14 @@ variables the launch contract names, and the Python seed walkthrough runs.
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
 import pytest
+from conftest import Cluster, driver_of
 
 import shoal
+from shoal.util import tpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -40,27 +41,13 @@ print(ray.get(h))
 """
 
 
-def _cli():
-    return os.environ.get("SHOAL_CLI", "shoal")
-
-
-def _env(temp_dir, extra=None):
-    """This process's environment, with the cluster found through
-    ``temp_dir`` and ``extra`` set."""
-    env = dict(os.environ)
-    env.pop("SHOAL_ADDRESS", None)
-    env.pop("SHOAL_TOKEN", None)
-    env["SHOAL_TEMP_DIR"] = temp_dir
-    env.update(extra or {})
-    return env
-
-
 def _fake_tpu_host(root, worker):
     """Makes simulated host ``worker`` of slice "my-tpu" under ``root``;
     returns the variables a node agent on it must have."""
     out = subprocess.run(
-        [_cli(), "dev", "fake-tpu", "--type", "v5p-16", "--worker",
-         str(worker), "--root", os.path.join(root, f"tpu-{worker}")],
+        [os.environ.get("SHOAL_CLI", "shoal"), "dev", "fake-tpu", "--type",
+         "v5p-16", "--worker", str(worker), "--root",
+         os.path.join(root, f"tpu-{worker}")],
         check=True, capture_output=True, text=True, timeout=60).stdout
     variables = {}
     for line in out.splitlines():  # "export NAME=value"
@@ -70,59 +57,17 @@ def _fake_tpu_host(root, worker):
     return variables
 
 
-class TpuSlice:
-    """Workers 0 and 1 of a simulated v5p-16 slice, each a node started
-    with `shoal start` in a temp dir of its own, as scripts/demo does."""
-
-    def __init__(self, root):
-        self.root = root
-        self.head_dir = os.path.join(root, "host-a")
-        self.node_dir = os.path.join(root, "host-b")
-
-    def start(self):
-        root = self.root
-        # A TPU VM has many cores; 4 CPUs per host let four one-chip tasks
-        # (1 CPU each, by default) run at once on a small test machine.
-        common = ["--num-cpus", str(CHIPS_PER_HOST), "--node-ip-address",
-                  "127.0.0.1"]
-        self._start(["--head", "--port", "0", *common, "--node-id",
-                     "tpu-host-0"], self.head_dir, _fake_tpu_host(root, 0))
-        session = os.path.join(self.head_dir, "session_latest")
-        with open(os.path.join(session, "cluster_address")) as f:
-            address = f.read().strip()
-        with open(os.path.join(session, "token")) as f:
-            token = f.read().strip()
-        self._start(["--address", address, "--token", token, *common,
-                     "--node-id", "tpu-host-1"], self.node_dir,
-                    _fake_tpu_host(root, 1))
-
-    @staticmethod
-    def _start(args, temp_dir, host_variables):
-        subprocess.run([_cli(), "start", *args, "--temp-dir", temp_dir],
-                       env=_env(temp_dir, host_variables), check=True,
-                       capture_output=True, timeout=60)
-
-    def stop(self):
-        """Stops both nodes (what of them was started)."""
-        for temp_dir in (self.node_dir, self.head_dir):
-            subprocess.run([_cli(), "stop", "--temp-dir", temp_dir],
-                           env=_env(temp_dir), capture_output=True,
-                           timeout=60)
-
-    def run_driver(self, argv, python_path):
-        """Runs a driver program against this slice; its CompletedProcess."""
-        env = _env(self.head_dir,
-                   {"PYTHONPATH": os.pathsep.join(python_path)})
-        return subprocess.run([sys.executable, *argv], env=env,
-                              capture_output=True, text=True, timeout=180)
-
-
 @pytest.fixture(scope="module")
 def tpu_slice():
+    """Workers 0 and 1 of a simulated v5p-16 slice, as scripts/demo makes
+    them. A TPU VM has many cores; 4 CPUs per host let four one-chip tasks
+    (1 CPU each, by default) run at once on a small test machine."""
     with tempfile.TemporaryDirectory(prefix="shoal-tpu-") as root:
-        cluster = TpuSlice(root)
+        common = ["--num-cpus", str(CHIPS_PER_HOST)]
+        cluster = Cluster(root, [*common, "--node-id", "tpu-host-0"],
+                          [*common, "--node-id", "tpu-host-1"],
+                          _fake_tpu_host(root, 0), _fake_tpu_host(root, 1))
         try:
-            cluster.start()
             yield cluster
         finally:
             cluster.stop()
@@ -131,14 +76,8 @@ def tpu_slice():
 @pytest.fixture
 def on_slice(tpu_slice, monkeypatch):
     """This process as a driver of tpu_slice for the length of one test."""
-    monkeypatch.setenv("SHOAL_TEMP_DIR", tpu_slice.head_dir)
-    monkeypatch.delenv("SHOAL_ADDRESS", raising=False)
-    monkeypatch.delenv("SHOAL_TOKEN", raising=False)
-    shoal.init()
-    try:
-        yield tpu_slice
-    finally:
-        shoal.shutdown()
+    with driver_of(tpu_slice, monkeypatch) as cluster:
+        yield cluster
 
 
 def _tpu_variables():
@@ -219,3 +158,24 @@ def test_python_seed_walkthrough(tpu_slice):
                 f"TPU_VISIBLE_CHIPS={rank % CHIPS_PER_HOST}")
         assert line in out.stdout, out.stdout
     assert f"all {world} processes exited 0" in out.stdout, out.stdout
+
+
+def test_the_tpu_helpers_reserve_the_slice_and_name_it(on_slice):
+    reservation = tpu.reserve_slice("my-tpu", timeout_seconds=60)
+    assert reservation.num_hosts == HOSTS
+    assert reservation.chips_per_host == CHIPS_PER_HOST
+    assert reservation.slice_name == "my-tpu"
+
+    @shoal.remote(resources={"TPU": CHIPS_PER_HOST})
+    def describe():
+        return (shoal.get_runtime_context().get_node_id(),
+                tpu.get_current_pod_name(),
+                tpu.get_current_pod_worker_count(),
+                tpu.get_num_tpu_chips_on_node())
+
+    seen = shoal.get([describe.options(
+        scheduling_strategy=reservation.strategy(i)).remote()
+        for i in range(HOSTS)], timeout=120)
+    assert seen == [("tpu-host-0", "my-tpu", HOSTS, CHIPS_PER_HOST),
+                    ("tpu-host-1", "my-tpu", HOSTS, CHIPS_PER_HOST)]
+    reservation.remove()
