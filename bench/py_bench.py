@@ -55,7 +55,7 @@ class TwoAgents:
 
     def __init__(self, cpus):
         self.root = tempfile.mkdtemp(prefix="shoal-pybench-")
-        self.dirs = [os.path.join(self.root, "a"), os.path.join(self.root, "b")]
+        self.dirs = [os.path.join(self.root, name) for name in ("a", "b")]
         self._cli("start", "--head", "--port", "0", "--num-cpus", str(cpus),
                   temp_dir=self.dirs[0])
         session = os.path.join(self.dirs[0], "session_latest")
@@ -70,10 +70,10 @@ class TwoAgents:
         os.environ.pop("SHOAL_TOKEN", None)
 
     def _cli(self, *args, temp_dir):
-        subprocess.run([_cli(), *args, "--node-ip-address", "127.0.0.1",
-                        "--temp-dir", temp_dir] if args[0] == "start" else
-                       [_cli(), *args, "--temp-dir", temp_dir],
-                       check=True, capture_output=True, timeout=120)
+        if args[0] == "start":
+            args += ("--node-ip-address", "127.0.0.1")
+        subprocess.run([_cli(), *args, "--temp-dir", temp_dir], check=True,
+                       capture_output=True, timeout=120)
 
     def stop(self):
         for d in reversed(self.dirs):

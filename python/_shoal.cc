@@ -462,6 +462,14 @@ PYBIND11_MODULE(_shoal, m) {
   m.def(
       "job_id", [] { return shoal::internal::RequireRuntime()->JobId(); },
       "The job whose workers run what this process submits.");
+  m.def(
+      "ref_from_id",
+      [](const std::string& id) {
+        return BufferRef(shoal::internal::HandleFor(id));
+      },
+      py::arg("id"),
+      "The ref of an object this process references, by its id (a ref "
+      "read back from a value); ShoalError elsewhere.");
   m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
         "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),

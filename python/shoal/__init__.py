@@ -37,7 +37,7 @@ from shoal import _shoal
 from shoal import exceptions
 from shoal._remote import (ActorClass, ActorHandle, RemoteFunction,
                            get_actor, kill, method, remote)
-from shoal._serialization import dumps, loads
+from shoal._serialization import ResolvedRef, dumps, loads, register_ref_type
 from shoal._shoal import ObjectRef
 from shoal.exceptions import (ActorDiedError, GetTimeoutError,
                               InfeasibleError, ObjectLostError, ShoalError,
@@ -73,6 +73,7 @@ __all__ = [
 ]
 
 _atexit_registered = False
+register_ref_type(ObjectRef)
 
 
 def _in_worker():
@@ -191,13 +192,16 @@ def put(value):
     return _shoal.put_pieces(pieces, size)
 
 
+_REF_TYPES = (ObjectRef, ResolvedRef)
+
+
 def _ref_list(caller, refs):
     try:
         refs = list(refs)
     except TypeError:
         refs = [refs]
     for r in refs:
-        if not isinstance(r, ObjectRef):
+        if not isinstance(r, _REF_TYPES):
             raise TypeError(f"{caller}() takes an ObjectRef or a list of "
                             f"them, not {type(r).__name__}")
     return refs
@@ -220,14 +224,16 @@ def get(refs, *, timeout=None):
     exception it raised, with the remote traceback. Raises GetTimeoutError
     after ``timeout`` seconds.
     """
-    single = isinstance(refs, ObjectRef)
+    single = isinstance(refs, _REF_TYPES)
     ref_list = [refs] if single else _ref_list("get", refs)
     _require_init()
+    remote = [r for r in ref_list if isinstance(r, ObjectRef)]
     try:
-        stored = _shoal.get(ref_list, _timeout_ms(timeout))
+        stored = iter(_shoal.get(remote, _timeout_ms(timeout)))
     except _shoal.RemoteError as e:
         raise exceptions.task_error(*e.args) from None
-    values = [loads(b) for b in stored]
+    values = [loads(next(stored)) if isinstance(r, ObjectRef) else r.value()
+              for r in ref_list]
     return values[0] if single else values
 
 
@@ -240,9 +246,14 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(
             f"num_returns must be between 0 and the {len(refs)} refs given")
-    ready_at = set(
-        sorted(_shoal.wait(refs, num_returns, _timeout_ms(timeout)))
-        [:num_returns])
+    # A resolved ref (one passed inside a task's arguments) is ready.
+    resolved = [i for i, r in enumerate(refs) if isinstance(r, ResolvedRef)]
+    remote = [i for i, r in enumerate(refs) if isinstance(r, ObjectRef)]
+    wanted = max(0, min(len(remote), num_returns - len(resolved)))
+    found = _shoal.wait([refs[i] for i in remote], wanted,
+                        _timeout_ms(timeout)) if remote else []
+    ready_at = set(sorted(resolved + [remote[i] for i in found])
+                   [:num_returns])
     ready = [r for i, r in enumerate(refs) if i in ready_at]
     not_ready = [r for i, r in enumerate(refs) if i not in ready_at]
     return ready, not_ready

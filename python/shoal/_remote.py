@@ -17,7 +17,9 @@ import inspect
 import pickle
 
 from shoal import _shoal
-from shoal._serialization import as_inline, dumps, loads, pickle_by_value
+from shoal._serialization import (ResolvedRef, as_inline,
+                                  dumps_capturing_refs, loads_with_refs,
+                                  pickle_by_value)
 from shoal._shoal import ObjectRef
 
 _TASK_OPTIONS = {
@@ -34,30 +36,17 @@ _ACTOR_OPTIONS = {
 }
 
 
-class _RefArg:
-    """Marks where the i-th top-level ObjectRef argument goes."""
-    __slots__ = ("index",)
-
-    def __init__(self, index):
-        self.index = index
-
-    def __reduce__(self):
-        return _RefArg, (self.index,)
-
-
 def encode_call(args, kwargs):
-    """The task arguments _shoal.submit takes for ``f(*args, **kwargs)``."""
-    refs = []
-
-    def mark(value):
-        if isinstance(value, ObjectRef):
-            refs.append(value)
-            return _RefArg(len(refs) - 1)
-        return value
-
-    frame = (tuple(mark(a) for a in args),
-             {k: mark(v) for k, v in kwargs.items()})
-    pieces, size = dumps(frame)
+    """The task arguments _shoal.submit takes for ``f(*args, **kwargs)``:
+    the pickled frame, then each ObjectRef in it, which the runtime
+    resolves before the task runs. A top-level ref argument reads back as
+    its value, as in Ray; a ref inside a value (a list of refs) reads back
+    as a ResolvedRef that shoal.get() takes."""
+    frame = (list(args), dict(kwargs))
+    refs = (ObjectRef, ResolvedRef)
+    positions = ([i for i, a in enumerate(args) if isinstance(a, refs)],
+                 [k for k, v in kwargs.items() if isinstance(v, refs)])
+    pieces, size, refs = dumps_capturing_refs((frame, positions))
     inline = as_inline(pieces, size)
     first = inline if inline is not None else _shoal.put_pieces(pieces, size)
     return [first] + refs
@@ -65,17 +54,14 @@ def encode_call(args, kwargs):
 
 def decode_call(args):
     """(args, kwargs) from what a worker received for encode_call's list:
-    the frame, then each ref's value."""
-    frame_args, frame_kwargs = loads(args[0])
-    if len(args) == 1:
-        return frame_args, frame_kwargs
-    values = [loads(a) for a in args[1:]]
-
-    def unmark(value):
-        return values[value.index] if isinstance(value, _RefArg) else value
-
-    return (tuple(unmark(a) for a in frame_args),
-            {k: unmark(v) for k, v in frame_kwargs.items()})
+    the frame, then each ref's stored value."""
+    (call_args, kwargs), (ref_args, ref_kwargs) = loads_with_refs(
+        args[0], args[1:])
+    for i in ref_args:
+        call_args[i] = call_args[i].value()
+    for k in ref_kwargs:
+        kwargs[k] = kwargs[k].value()
+    return call_args, kwargs
 
 
 def _check_options(options, allowed, what):

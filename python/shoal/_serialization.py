@@ -23,6 +23,7 @@ import io
 import pickle
 import struct
 import sys
+import threading
 
 import cloudpickle
 
@@ -87,6 +88,94 @@ class _TablePickler(pickle.Pickler):
 
 class _TableCloudPickler(cloudpickle.CloudPickler):
     pass
+
+
+# ---- ObjectRefs inside values ----
+#
+# A ref inside a call's arguments (a list of refs, say) is captured while
+# the call is pickled: it becomes one more argument of the task, which the
+# runtime resolves before the task runs, and reads back in the worker as a
+# ResolvedRef holding that value, which get() and wait() take like a ref.
+# Elsewhere (a put value) a ref is its id, readable by the process that
+# owns the object.
+
+_capture = threading.local()
+
+
+def _reduce_ref(ref):
+    captured = getattr(_capture, "refs", None)
+    if captured is None:
+        return _ref_from_id, (ref.hex(),)
+    captured.append(ref)
+    return _resolved_ref, (len(captured) - 1,)
+
+
+def _ref_from_id(object_id):
+    from shoal import _shoal
+    return _shoal.ref_from_id(object_id)
+
+
+class ResolvedRef:
+    """A ref that was inside a task's arguments, resolved before the task
+    ran: ``shoal.get`` gives its value, ``shoal.wait`` finds it ready, and
+    passing it on to another task passes the value again."""
+    __slots__ = ("_data", "_id")
+
+    def __init__(self, data, object_id=""):
+        self._data = data
+        self._id = object_id
+
+    def hex(self):
+        return self._id
+
+    def value(self):
+        return loads(self._data)
+
+    def __reduce__(self):
+        captured = getattr(_capture, "refs", None)
+        if captured is None:
+            raise TypeError("a resolved ObjectRef can be passed to a task, "
+                            "not stored: store its value instead")
+        from shoal import _shoal
+        captured.append(_shoal.put_pieces([(0, self._data)], len(self._data)))
+        return _resolved_ref, (len(captured) - 1,)
+
+    def __repr__(self):
+        return f"ResolvedRef({self._id})"
+
+
+def _resolved_ref(index):
+    values = getattr(_capture, "values", None)
+    if values is None:
+        raise ValueError("an ObjectRef captured in a task's arguments is "
+                         "read back only inside that task")
+    return ResolvedRef(values[index])
+
+
+def dumps_capturing_refs(value):
+    """dumps(value), with the refs inside it captured: (pieces, size,
+    refs)."""
+    _capture.refs = refs = []
+    try:
+        pieces, size = dumps(value)
+    finally:
+        _capture.refs = None
+    return pieces, size, refs
+
+
+def loads_with_refs(data, values):
+    """loads(data) of a value dumped by dumps_capturing_refs, whose refs
+    were resolved to ``values`` (their stored bytes, in order)."""
+    _capture.values = values
+    try:
+        return loads(data)
+    finally:
+        _capture.values = None
+
+
+def register_ref_type(ref_type):
+    """Makes ObjectRefs of ``ref_type`` picklable as above."""
+    copyreg.pickle(ref_type, _reduce_ref)
 
 
 # ---- bytes ----
@@ -183,6 +272,8 @@ def dumps(value):
         by_reference_to_main = True  # lambdas, local functions and classes
     if by_reference_to_main:
         buffers.clear()
+        if getattr(_capture, "refs", None):
+            del _capture.refs[:]  # captured again below
         stream = _pickle(value, out_of_band, by_value=True)
     head = bytearray(_HEAD.size + _ENTRY.size * len(buffers))
     _HEAD.pack_into(head, 0, _MAGIC, len(buffers), len(stream))

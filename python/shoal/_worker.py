@@ -82,4 +82,8 @@ def _failure(exc):
 
 
 def main():
+    # What tasks print goes to the worker's log (the session folder's
+    # logs/worker-*.log) as it is printed: the process ends with _exit.
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
     sys.exit(_shoal.run_worker(Runtime()))

@@ -55,6 +55,24 @@ def test_object_ref_and_keyword_arguments(connected):
     assert shoal.get(add.remote(add.remote(1, 2), b=add.remote(3, 4))) == 10
 
 
+def test_refs_inside_arguments_are_resolved_for_the_task(connected):
+    parts = [add.remote(i, 0) for i in range(5)]
+
+    @shoal.remote
+    def total(refs, *, more):
+        ready, _ = shoal.wait(refs, num_returns=len(refs), timeout=0)
+        assert len(ready) == len(refs)  # resolved before the task ran
+        # Passed on again, they are the same values.
+        again = shoal.get(add.remote(refs[0], b=more["extra"][0]))
+        return sum(shoal.get(refs)) + again
+
+    assert shoal.get(total.remote(parts, more={"extra": [parts[4]]})) == \
+        10 + 4
+    # A ref inside a value put by this process reads back here.
+    holder = shoal.put({"refs": parts})
+    assert shoal.get(shoal.get(holder)["refs"]) == [0, 1, 2, 3, 4]
+
+
 def test_nested_tasks(connected):
     @shoal.remote
     def fib(n):
