@@ -52,7 +52,8 @@ void Init(const std::string& address, const std::string& token,
           const std::map<std::string, double>& resources,
           const std::string& cluster_program,
           const std::vector<std::string>& worker_argv,
-          const std::map<std::string, std::string>& worker_env) {
+          const std::map<std::string, std::string>& worker_env,
+          const std::string& cpp_program) {
   shoal::InitOptions options;
   options.address = address;
   options.token = token;
@@ -64,6 +65,7 @@ void Init(const std::string& address, const std::string& token,
   program.workers_run_this_program = false;
   program.worker_command.argv = worker_argv;
   program.worker_command.env = worker_env;
+  program.cpp_program = cpp_program;
   py::gil_scoped_release release;
   shoal::internal::InitDriver(options, program);
 }
@@ -90,14 +92,40 @@ BufferRef PutPieces(const std::vector<std::pair<size_t, py::buffer>>& pieces,
   return BufferRef(shoal::internal::PutPieces(parts, size));
 }
 
-std::vector<StoredBytes> Get(const std::vector<BufferRef>& refs,
-                             int64_t timeout_ms) {
-  py::gil_scoped_release release;
-  std::vector<StoredBytes> out;
-  out.reserve(refs.size());
-  for (const BufferRef& ref : refs) {
-    out.push_back({shoal::Get(ref, timeout_ms)});
+// An object's value as Python reads it: a Python value's stored bytes
+// (raw, or msgpack binary when inline) as StoredBytes, pinning the object
+// while it lives, and any other msgpack value (a C++ program's) as
+// ("msgpack", bytes). `copy_inline`: an inline value is copied into bytes
+// (an argument lives in the task's message only while the call runs, and
+// the function may keep it).
+py::object ValueObject(const ObjectValue& v, bool copy_inline) {
+  auto first = static_cast<uint8_t>(v.data.empty() ? 0 : v.data[0]);
+  bool binary = !v.raw && first >= 0xc4 && first <= 0xc6;  // msgpack bin
+  if (!v.raw && !binary) {
+    return py::make_tuple("msgpack", py::bytes(v.data.data(), v.data.size()));
   }
+  shoal::Buffer buffer = shoal::internal::UnpackValue<shoal::Buffer>(v);
+  if (copy_inline && v.keepalive == nullptr) {
+    return py::bytes(reinterpret_cast<const char*>(buffer.data()),
+                     buffer.size());
+  }
+  return py::cast(StoredBytes{std::move(buffer)});
+}
+
+// The objects' values: a Python value's stored bytes (raw, or msgpack
+// binary when inline) as StoredBytes mapped without a copy, and any other
+// msgpack value (a C++ function's result) as ("msgpack", bytes).
+py::list Get(const std::vector<BufferRef>& refs, int64_t timeout_ms) {
+  std::vector<ObjectValue> values;
+  values.reserve(refs.size());
+  {
+    py::gil_scoped_release release;
+    for (const BufferRef& ref : refs) {
+      values.push_back(shoal::internal::GetObject(*ref.handle(), timeout_ms));
+    }
+  }
+  py::list out;
+  for (const ObjectValue& v : values) out.append(ValueObject(v, false));
   return out;
 }
 
@@ -111,8 +139,10 @@ std::vector<size_t> Wait(const std::vector<BufferRef>& refs, size_t num_returns,
 }
 
 // A task's arguments: each an ObjectRef (resolved before the task runs, on
-// whichever node) or a small serialized value, copied here.
-std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args) {
+// whichever node) or a small serialized value, copied here: raw bytes for a
+// Python function, msgpack for a C++ one (`raw` false).
+std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args,
+                                               bool raw = true) {
   std::vector<shoal::internal::TaskArg> out;
   out.reserve(args.size());
   for (const py::handle& arg : args) {
@@ -124,7 +154,7 @@ std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args) {
       auto bytes = std::make_shared<std::string>(
           static_cast<const char*>(info.ptr),
           static_cast<size_t>(info.size * info.itemsize));
-      task_arg.value = ObjectValue{*bytes, true, bytes};
+      task_arg.value = ObjectValue{*bytes, raw, bytes};
     }
     out.push_back(std::move(task_arg));
   }
@@ -134,13 +164,14 @@ std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args) {
 BufferRef Submit(const std::string& function, const py::list& args,
                  const std::map<std::string, double>& resources,
                  int max_retries, const std::string& placement_group_id,
-                 int bundle_index) {
+                 int bundle_index, bool cpp) {
   shoal::internal::TaskOptions options;
   options.resources = resources;
   options.max_retries = max_retries;
   options.placement_group_id = placement_group_id;
   options.bundle_index = bundle_index;
-  std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args);
+  options.in_cpp_program = cpp;
+  std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args, !cpp);
   py::gil_scoped_release release;
   return BufferRef(
       shoal::internal::SubmitTask(function, std::move(task_args), options));
@@ -256,20 +287,9 @@ py::dict AssignedDevicesDict() {
 
 // ---- The worker side: tasks, actors and methods run by Python ----
 
-// An argument as Python reads it: a stored one maps the store (pinned while
-// the view lives); an inline one is copied, since it lives in the task's
-// message only while the call runs and the function may keep it.
-py::object ArgObject(const ObjectValue& value) {
-  shoal::Buffer buffer = shoal::internal::UnpackValue<shoal::Buffer>(value);
-  if (value.raw && value.keepalive != nullptr) {
-    return py::cast(StoredBytes{std::move(buffer)});
-  }
-  return py::bytes(reinterpret_cast<const char*>(buffer.data()), buffer.size());
-}
-
 py::list ArgList(const std::vector<ObjectValue>& args) {
   py::list out;
-  for (const ObjectValue& v : args) out.append(ArgObject(v));
+  for (const ObjectValue& v : args) out.append(ValueObject(v, true));
   return out;
 }
 
@@ -450,7 +470,7 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("init", &Init, py::arg("address"), py::arg("token"),
         py::arg("temp_dir"), py::arg("num_cpus"), py::arg("resources"),
         py::arg("cluster_program"), py::arg("worker_argv"),
-        py::arg("worker_env"));
+        py::arg("worker_env"), py::arg("cpp_program"));
   m.def(
       "shutdown",
       [] {
@@ -473,13 +493,17 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
         "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),
-        "The objects' bytes, mapped without a copy.");
+        "The objects' stored bytes, mapped without a copy, or (\"msgpack\", "
+        "bytes) for a value of another language.");
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),
         py::arg("timeout_ms"), "The indices of the refs that are ready.");
   m.def("submit", &Submit, py::arg("function"), py::arg("args"),
         py::arg("resources"), py::arg("max_retries"),
         py::arg("placement_group_id"), py::arg("bundle_index"),
-        "Submits a task of the function stored under key `function`.");
+        py::arg("cpp") = false,
+        "Submits a task of the function stored under key `function`, or "
+        "with cpp, of the registered C++ function of that name (arguments "
+        "in msgpack).");
   m.def("create_actor", &CreateActor, py::arg("factory"), py::arg("class_name"),
         py::arg("args"), py::arg("name"), py::arg("resources"),
         py::arg("max_restarts"), py::arg("max_task_retries"),

@@ -35,9 +35,11 @@ import sys
 
 from shoal import _shoal
 from shoal import exceptions
-from shoal._remote import (ActorClass, ActorHandle, RemoteFunction,
-                           get_actor, kill, method, remote)
-from shoal._serialization import ResolvedRef, dumps, loads, register_ref_type
+from shoal._remote import (ActorClass, ActorHandle, CppFunction,
+                           RemoteFunction, cpp_function, get_actor, kill,
+                           method, remote)
+from shoal._serialization import (ResolvedRef, dumps, register_ref_type,
+                                  stored_value)
 from shoal._shoal import ObjectRef
 from shoal.exceptions import (ActorDiedError, GetTimeoutError,
                               InfeasibleError, ObjectLostError, ShoalError,
@@ -47,6 +49,7 @@ __all__ = [
     "ActorClass",
     "ActorDiedError",
     "ActorHandle",
+    "CppFunction",
     "GetTimeoutError",
     "InfeasibleError",
     "ObjectLostError",
@@ -57,6 +60,7 @@ __all__ = [
     "WorkerDiedError",
     "available_resources",
     "cluster_resources",
+    "cpp_function",
     "exceptions",
     "get",
     "get_actor",
@@ -126,7 +130,7 @@ def _worker_command():
     return argv, {"PYTHONPATH": os.pathsep.join(unique)}
 
 
-def init(address=None, *, num_cpus=None, resources=None,
+def init(address=None, *, num_cpus=None, resources=None, cpp_program=None,
          ignore_reinit_error=False, _token=None, _temp_dir=None, **unused):
     """Joins a cluster, found by the same rule as ``shoal::Init()`` in C++.
 
@@ -135,6 +139,9 @@ def init(address=None, *, num_cpus=None, resources=None,
     process's own (stopped by ``shutdown()`` or at exit), as ``ray.init()``
     does. ``num_cpus`` and ``resources`` size that local cluster.
     ``address="auto"`` joins a running cluster and never starts one.
+    ``cpp_program`` names a program built with Shoal whose registered C++
+    functions ``shoal.cpp_function(name)`` calls (Ray's cross-language
+    calls): it is uploaded and runs as those tasks' workers.
     """
     global _atexit_registered
     del ignore_reinit_error  # joining twice is a no-op, as with that flag
@@ -155,7 +162,8 @@ def init(address=None, *, num_cpus=None, resources=None,
     argv, env = _worker_command()
     _shoal.init(address or "", _token or "", _temp_dir or "",
                 -1.0 if num_cpus is None else float(num_cpus),
-                dict(resources or {}), program, argv, env)
+                dict(resources or {}), program, argv, env,
+                cpp_program or "")
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
@@ -232,7 +240,8 @@ def get(refs, *, timeout=None):
         stored = iter(_shoal.get(remote, _timeout_ms(timeout)))
     except _shoal.RemoteError as e:
         raise exceptions.task_error(*e.args) from None
-    values = [loads(next(stored)) if isinstance(r, ObjectRef) else r.value()
+    values = [stored_value(next(stored)) if isinstance(r, ObjectRef)
+              else r.value()
               for r in ref_list]
     return values[0] if single else values
 

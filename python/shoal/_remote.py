@@ -230,6 +230,52 @@ class RemoteFunction(_Remote):
                              index)
 
 
+class CppFunction(_Remote):
+    """A registered C++ function (SHOAL_REMOTE) of the job's C++ program
+    (``shoal.init(cpp_program=...)``), called as Ray's cross-language
+    calls are: ``shoal.cpp_function("Add").remote(1, 2)``. Arguments travel
+    as msgpack (numbers, strings, bytes, lists, dicts) or as ObjectRefs of
+    C++ values; the result reads back from msgpack (a C++ pair or vector
+    as a list)."""
+
+    _ALLOWED = _TASK_OPTIONS - {"runtime_env", "retry_exceptions"}
+    _WHAT = "a C++ function"
+
+    def __init__(self, name, options):
+        super().__init__(options)
+        self._name = name
+
+    def _run(self, options, args, kwargs):
+        if kwargs:
+            raise TypeError(f"C++ function {self._name} takes positional "
+                            "arguments only")
+        _require_init()
+        import msgpack
+        encoded = []
+        for i, arg in enumerate(args):
+            if isinstance(arg, ObjectRef):
+                encoded.append(arg)
+                continue
+            try:
+                encoded.append(msgpack.packb(arg, use_bin_type=True))
+            except TypeError as e:
+                raise TypeError(
+                    f"argument {i} of C++ function {self._name} has no "
+                    f"msgpack form ({e}): pass numbers, strings, bytes, "
+                    "lists or dicts") from None
+        group, index = _placement(options)
+        retries = options.get("max_retries")
+        return _shoal.submit(self._name, encoded,
+                             _resources(options, default_cpus=1),
+                             3 if retries is None else int(retries), group,
+                             index, True)
+
+
+def cpp_function(name, **options):
+    """The registered C++ function ``name`` of the job's C++ program."""
+    return CppFunction(name, options)
+
+
 def _method_names(cls):
     return sorted(name for name, _ in inspect.getmembers(
         cls, predicate=lambda m: inspect.isfunction(m) or inspect.ismethod(m))

@@ -129,7 +129,7 @@ class ResolvedRef:
         return self._id
 
     def value(self):
-        return loads(self._data)
+        return stored_value(self._data)
 
     def __reduce__(self):
         captured = getattr(_capture, "refs", None)
@@ -299,16 +299,24 @@ def as_inline(pieces, size):
 
 def loads(data):
     """The value stored as ``data`` (a buffer); its large buffers are
-    read-only views of ``data``, which they keep alive."""
+    read-only views of ``data``, which they keep alive. Bytes that Python
+    did not store (a C++ program's Buffer) read back as ``bytes``."""
     view = memoryview(data)
-    magic, count, length = _HEAD.unpack_from(view, 0)
-    if magic != _MAGIC:
-        raise ValueError(
-            "this object was not stored by shoal's Python API (a C++ value "
-            "or raw bytes); read it from C++")
+    if view.nbytes < _HEAD.size or bytes(view[:4]) != _MAGIC:
+        return bytes(view)  # raw bytes a C++ program stored (a Buffer)
+    _, count, length = _HEAD.unpack_from(view, 0)
     buffers = []
     for i in range(count):
         at, size = _ENTRY.unpack_from(view, _HEAD.size + i * _ENTRY.size)
         buffers.append(view[at:at + size])
     start = _HEAD.size + _ENTRY.size * count
     return pickle.loads(view[start:start + length], buffers=buffers)
+
+
+def stored_value(stored):
+    """A value from what _shoal gives for an object: a Python value's
+    stored bytes, or ("msgpack", bytes) for a C++ program's value."""
+    if isinstance(stored, tuple):
+        import msgpack
+        return msgpack.unpackb(stored[1], raw=False)
+    return loads(stored)

@@ -101,6 +101,7 @@ void internal::InitDriver(const InitOptions& options,
   rt.token = options.token;
   rt.workers_run_this_program = program.workers_run_this_program;
   rt.worker_command = program.worker_command;
+  rt.cpp_program = program.cpp_program;
   if (const char* role = getenv("SHOAL_ROLE");
       role != nullptr && std::string(role) == "worker") {
     const char* worker = getenv("SHOAL_WORKER_ID");

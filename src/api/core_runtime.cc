@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -115,7 +117,21 @@ class CoreRuntimeImpl : public CoreRuntime,
     job_id_ = reply.job_id();
     owner_ = absl::StrCat("driver of job ", job_id_, " (pid ", getpid(), ")");
     peer_name_ = "driver " + job_id_;
-    if (options_.workers_run_this_program) RETURN_IF_ERROR(UploadBinary());
+    if (options_.workers_run_this_program) {
+      RETURN_IF_ERROR(UploadBinary("/proc/self/exe", binary_hash_));
+    }
+    if (!options_.cpp_program.empty()) {
+      cpp_binary_path_ =
+          std::filesystem::absolute(options_.cpp_program).string();
+      auto hash = Sha256File(cpp_binary_path_);
+      if (!hash.ok()) {
+        return OtherError(
+            absl::StrCat("the C++ program ", cpp_binary_path_,
+                         " cannot be read: ", hash.status().message()));
+      }
+      cpp_binary_hash_ = *hash;
+      RETURN_IF_ERROR(UploadBinary(cpp_binary_path_, cpp_binary_hash_));
+    }
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
     std::string store_agent;
     RunOnLoop([&] {
@@ -131,6 +147,14 @@ class CoreRuntimeImpl : public CoreRuntime,
       submit.token = options_.token;
       submit.peer_name = peer_name_;
       submit.lease_idle_ms = options_.lease_idle_ms;
+      if (!cpp_binary_hash_.empty()) {
+        TaskSubmitter::Options cpp = submit;
+        cpp.binary_path = cpp_binary_path_;
+        cpp.binary_hash = cpp_binary_hash_;
+        cpp.worker_command = WorkerCommand();
+        cpp_submitter_ = std::make_unique<TaskSubmitter>(
+            loop_.get(), nodes_.get(), this, std::move(cpp));
+      }
       submitter_ = std::make_unique<TaskSubmitter>(loop_.get(), nodes_.get(),
                                                    this, std::move(submit));
       nodes_->Update(status);
@@ -173,7 +197,14 @@ class CoreRuntimeImpl : public CoreRuntime,
   absl::StatusOr<std::shared_ptr<RefHandle>> Submit(
       const std::string& function_name, std::vector<TaskArg> args,
       const TaskOptions& options) override {
-    RETURN_IF_ERROR(CheckRunsTasks(function_name));
+    if (!options.in_cpp_program) {
+      RETURN_IF_ERROR(CheckRunsTasks(function_name));
+    } else if (cpp_submitter_ == nullptr) {
+      return OtherError(absl::StrCat(
+          "cannot run C++ function ", function_name,
+          ": this driver named no C++ program (shoal.init(cpp_program=PATH), "
+          "a program built with Shoal that registers it with SHOAL_REMOTE)"));
+    }
     std::map<std::string, double> resources = options.resources;
     if (resources.count("CPU") == 0) resources["CPU"] = 1;
     auto shape =
@@ -194,6 +225,7 @@ class CoreRuntimeImpl : public CoreRuntime,
     task->shape_key = shape->DebugString();
     task->retries_left = options.max_retries;
     task->depth = SubmitDepth();
+    task->in_cpp_program = options.in_cpp_program;
     objects_.AddPending(task->id);
     auto handle = objects_.NewHandle(task->id);
     TaskEntry* raw = task.release();
@@ -478,8 +510,10 @@ class CoreRuntimeImpl : public CoreRuntime,
                 [finish](absl::StatusOr<proto::Empty>) { finish(); }, 1000);
           }
         }
-        ++*remaining;
-        submitter_->ReturnAll(finish);
+        ForEachSubmitter([&](TaskSubmitter& submitter) {
+          ++*remaining;
+          submitter.ReturnAll(finish);
+        });
         finish();
       });
     }
@@ -491,7 +525,7 @@ class CoreRuntimeImpl : public CoreRuntime,
     std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks;
     RunOnLoop([&] {
       actors_.Shutdown();
-      if (submitter_ != nullptr) submitter_->Clear();
+      ForEachSubmitter([](TaskSubmitter& submitter) { submitter.Clear(); });
       if (nodes_ != nullptr) nodes_->CloseChannels();
       if (head_ != nullptr) head_->Close();
       lineage = recovery_.TakeAll();
@@ -509,6 +543,7 @@ class CoreRuntimeImpl : public CoreRuntime,
     actor_args.clear();
     loop_->Stop();
     submitter_.reset();
+    cpp_submitter_.reset();
     nodes_.reset();
     loop_.reset();
     objects_.Clear();
@@ -626,16 +661,17 @@ class CoreRuntimeImpl : public CoreRuntime,
     });
   }
 
-  absl::Status UploadBinary() {
+  // Puts the workers' binary at `path` in the head's blob store, once.
+  absl::Status UploadBinary(const std::string& path, const std::string& hash) {
     proto::BlobRef ref;
-    ref.set_hash(binary_hash_);
+    ref.set_hash(hash);
     ASSIGN_OR_RETURN(auto has, head_->HasBlob(ref));
     if (has.present()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string data, ReadFile("/proc/self/exe"));
+    ASSIGN_OR_RETURN(std::string data, ReadFile(path));
     int64_t offset = 0;
     do {
       proto::BlobChunk chunk;
-      chunk.set_hash(binary_hash_);
+      chunk.set_hash(hash);
       chunk.set_offset(offset);
       int64_t n = std::min<int64_t>(kBlobChunk, data.size() - offset);
       chunk.set_data(data.substr(offset, n));
@@ -651,7 +687,7 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   void ScheduleMaintenance() {
     loop_->RunAfter(100, [this] {
-      submitter_->Tick();
+      ForEachSubmitter([](TaskSubmitter& submitter) { submitter.Tick(); });
       ScheduleMaintenance();
     });
   }
@@ -694,7 +730,16 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   void Enqueue(TaskEntry* t, bool front = false) {
     if (!t->actor_id.empty()) return actors_.Ready(t->actor_id, t->id);
-    submitter_->Enqueue(t->id, t->shape, t->shape_key, t->depth, front);
+    TaskSubmitter& submitter =
+        t->in_cpp_program ? *cpp_submitter_ : *submitter_;
+    submitter.Enqueue(t->id, t->shape, t->shape_key, t->depth, front);
+  }
+
+  // The submitter of this program's workers, and that of the C++ program
+  // when there is one.
+  void ForEachSubmitter(const std::function<void(TaskSubmitter&)>& fn) {
+    if (submitter_ != nullptr) fn(*submitter_);
+    if (cpp_submitter_ != nullptr) fn(*cpp_submitter_);
   }
 
   // The spec of task `t` for a worker on `node_id` (which will pull its
@@ -942,6 +987,10 @@ class CoreRuntimeImpl : public CoreRuntime,
   ObjectRecovery recovery_;
   std::unique_ptr<NodeView> nodes_;           // made by Start()
   std::unique_ptr<TaskSubmitter> submitter_;  // made by Start()
+  // The workers of RuntimeOptions::cpp_program, when it is set.
+  std::unique_ptr<TaskSubmitter> cpp_submitter_;
+  std::string cpp_binary_path_;
+  std::string cpp_binary_hash_;
   ActorSubmitter actors_;
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
   // Refs inside each object's value, by object id: kept while it lives.

@@ -46,6 +46,10 @@ struct RuntimeOptions {
   // this job's workers (`python -m shoal.worker`), which makes task and
   // actor submission work again, for functions that command knows.
   WorkerCommand worker_command;
+  // A program built with Shoal whose registered C++ functions this driver
+  // of another language calls (TaskOptions::in_cpp_program); uploaded, and
+  // run as those tasks' workers. Empty: none.
+  std::string cpp_program;
 };
 
 // Errors come back as Status (see api/task_error.h: the payload says which

@@ -23,6 +23,8 @@ struct DriverProgram {
   // With workers_run_this_program false: what the nodes run as this
   // program's workers (RuntimeOptions::worker_command).
   WorkerCommand worker_command;
+  // RuntimeOptions::cpp_program.
+  std::string cpp_program;
 };
 
 // Throws shoal::Error as shoal::Init does.

@@ -32,8 +32,9 @@ struct TaskEntry {
   std::string shape_key;
   int retries_left = 3;
   int attempt = 0;
-  std::string actor_id;  // a call of this actor's method
-  int depth = 0;         // how deeply it is nested (a driver's: 0)
+  std::string actor_id;         // a call of this actor's method
+  int depth = 0;                // how deeply it is nested (a driver's: 0)
+  bool in_cpp_program = false;  // runs in the job's C++ program's workers
 };
 
 }  // namespace shoal::internal

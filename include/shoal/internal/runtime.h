@@ -66,6 +66,9 @@ struct TaskOptions {
   // the bundle's reservation).
   std::string placement_group_id;
   int bundle_index = -1;
+  // A registered C++ function called from a driver of another language (a
+  // Python driver's shoal.cpp_function): it runs in the job's C++ program.
+  bool in_cpp_program = false;
 };
 
 // Throws shoal::Error unless 0 <= bundle_index < bundle_count, and for a
