@@ -8,7 +8,6 @@ version is examples/seed_walkthrough.cc.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -62,17 +61,12 @@ def tpu_hosts():
 
 
 def shoal_cli():
-    """The `shoal` command: SHOAL_CLI, else the build's, else PATH's."""
-    explicit = os.environ.get("SHOAL_CLI")
-    if explicit:
-        return explicit
+    """The `shoal` command, found as shoal.init() finds it for a local
+    cluster: SHOAL_CLI, else the build's, else PATH's."""
     try:
-        from shoal._build import SHOAL_CLI  # written by the build
-    except ImportError:
-        SHOAL_CLI = ""
-    if SHOAL_CLI and os.path.exists(SHOAL_CLI):
-        return SHOAL_CLI
-    return shutil.which("shoal") or "shoal"
+        return shoal._cluster_program()
+    except shoal.ShoalError:
+        return "shoal"
 
 
 def rank_of(line):
