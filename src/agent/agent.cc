@@ -16,6 +16,7 @@
 #include "agent/binary_cache.h"
 #include "agent/bundle_reservations.h"
 #include "agent/device_allocator.h"
+#include "agent/job_runner.h"
 #include "agent/lease_policy.h"
 #include "agent/lease_queue.h"
 #include "agent/lease_table.h"
@@ -141,6 +142,26 @@ class AgentImpl : public NodeAgent {
           "agent " + node_id_);
       workers_ = std::make_unique<WorkerPool>(PoolOptions(),
                                               agent::SystemProcessLauncher());
+      agent::JobRunnerOptions jobs;
+      jobs.jobs_dir = options_.session_dir + "/jobs";
+      jobs.token = options_.token;
+      jobs.report = [this](const proto::JobEvent& event) {
+        if (head_ == nullptr) return;
+        head_->JobEvent(event, [id = event.submission_id()](
+                                   absl::StatusOr<proto::Empty> r) {
+          if (!r.ok()) {
+            SHOAL_LOG(WARNING)
+                << "job " << id
+                << ": the head did not take a report: " << r.status();
+          }
+        });
+      };
+      jobs.fetch_blob =
+          [this](const std::string& hash,
+                 std::function<void(absl::StatusOr<std::string>)> done) {
+            binaries_.Resolve("", hash, std::move(done));
+          };
+      jobs_ = std::make_unique<agent::JobRunner>(loop_.get(), std::move(jobs));
       RegisterHandlers();
       return StartObjectStore();
     });
@@ -192,6 +213,7 @@ class AgentImpl : public NodeAgent {
       std::unique_ptr<rpc::HeadClient> head = std::move(head_);
       if (head != nullptr) head->Close();
       if (workers_ != nullptr) workers_->StopAll();
+      jobs_.reset();  // ends their process groups
       return absl::OkStatus();
     }).IgnoreError();
     // Transfer threads and pulls need the loop to finish.
@@ -235,6 +257,19 @@ class AgentImpl : public NodeAgent {
 
   void RegisterHandlers() {
     rpc::Server* s = server_.get();
+    rpc::RegisterProto<proto::JobSpec>(
+        s, proto::START_JOB, [this](const auto& r, rpc::Responder resp) {
+          jobs_->Start(r, [resp](absl::Status st) {
+            if (!st.ok()) return resp.Error(st);
+            resp.Reply(proto::Empty());
+          });
+        });
+    rpc::RegisterProto<proto::JobRef>(
+        s, proto::SIGNAL_JOB, [this](const auto& r, rpc::Responder resp) {
+          absl::Status st = jobs_->Signal(r.submission_id());
+          if (!st.ok()) return resp.Error(st);
+          resp.Reply(proto::Empty());
+        });
     rpc::RegisterProto<proto::RequestLeaseRequest>(
         s, proto::REQUEST_LEASE,
         [this](const auto& r, rpc::Responder resp) { RequestLease(r, resp); });
@@ -901,7 +936,11 @@ class AgentImpl : public NodeAgent {
   }
 
   void Reap() {
-    std::vector<WorkerPool::Exited> exited = workers_->Reap();
+    std::vector<agent::ProcessLauncher::Exit> others;
+    std::vector<WorkerPool::Exited> exited = workers_->Reap(&others);
+    for (const auto& other : others) {
+      if (jobs_ != nullptr) jobs_->Reaped(other.pid, other.wait_status);
+    }
     for (const WorkerPool::Exited& e : exited) {
       EndLeftovers(e.worker.id);
       if (e.worker.state == Worker::State::kStarting) {
@@ -961,7 +1000,8 @@ class AgentImpl : public NodeAgent {
   BundleReservations bundles_;  // changes node_
   DeviceAllocator devices_;
   BinaryCache binaries_;
-  std::unique_ptr<WorkerPool> workers_;  // made in Start()
+  std::unique_ptr<WorkerPool> workers_;     // made in Start()
+  std::unique_ptr<agent::JobRunner> jobs_;  // made in Start()
   std::vector<proto::NodeInfo> view_;
   uint64_t next_request_seq_ = 0;
   std::map<std::string, PendingGrant> starting_;  // by worker id

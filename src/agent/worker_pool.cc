@@ -160,9 +160,11 @@ void WorkerPool::Remove(const std::string& id, const std::string& what) {
   if (workers_.erase(id) > 0) RememberExit(id, what);
 }
 
-std::vector<WorkerPool::Exited> WorkerPool::Reap() {
+std::vector<WorkerPool::Exited> WorkerPool::Reap(
+    std::vector<ProcessLauncher::Exit>* others) {
   std::vector<Exited> exited;
   while (std::optional<ProcessLauncher::Exit> exit = launcher_->ReapAny()) {
+    bool worker = false;
     for (auto it = workers_.begin(); it != workers_.end(); ++it) {
       const Worker& w = it->second;
       if (w.pid != exit->pid) continue;
@@ -182,8 +184,10 @@ std::vector<WorkerPool::Exited> WorkerPool::Reap() {
       RememberExit(w.id, what);
       exited.push_back({w, std::move(what)});
       workers_.erase(it);
+      worker = true;
       break;
     }
+    if (!worker && others != nullptr) others->push_back(*exit);
   }
   return exited;
 }

@@ -137,7 +137,10 @@ class WorkerPool {
   };
   // Reaps every worker process that has exited: each is logged (a warning
   // unless the agent ended it or it was idle), remembered and forgotten.
-  std::vector<Exited> Reap();
+  // Other children of the agent that exited (a job's entrypoint) go to
+  // `others` when it is given.
+  std::vector<Exited> Reap(
+      std::vector<ProcessLauncher::Exit>* others = nullptr);
 
   // SIGTERMs workers idle for longer than the idle timeout at `now_us`
   // (again each period while one lingers; Reap() forgets them).

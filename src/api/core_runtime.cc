@@ -37,8 +37,6 @@
 namespace shoal::internal {
 namespace {
 
-constexpr int64_t kBlobChunk = 4 << 20;
-
 // The resources a task or actor asks for, as agents name them: inside a
 // placement group's bundle, that bundle's own resources.
 absl::StatusOr<ResourceSet> ShapeFor(std::map<std::string, double> resources,
@@ -663,24 +661,7 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   // Puts the workers' binary at `path` in the head's blob store, once.
   absl::Status UploadBinary(const std::string& path, const std::string& hash) {
-    proto::BlobRef ref;
-    ref.set_hash(hash);
-    ASSIGN_OR_RETURN(auto has, head_->HasBlob(ref));
-    if (has.present()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string data, ReadFile(path));
-    int64_t offset = 0;
-    do {
-      proto::BlobChunk chunk;
-      chunk.set_hash(hash);
-      chunk.set_offset(offset);
-      int64_t n = std::min<int64_t>(kBlobChunk, data.size() - offset);
-      chunk.set_data(data.substr(offset, n));
-      offset += n;
-      chunk.set_last(offset >= static_cast<int64_t>(data.size()));
-      chunk.set_total_size(data.size());
-      RETURN_IF_ERROR(head_->PutBlobChunk(chunk));
-    } while (offset < static_cast<int64_t>(data.size()));
-    return absl::OkStatus();
+    return head_->UploadBlob(path, hash);
   }
 
   // ---- Loop thread ----

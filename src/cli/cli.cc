@@ -5,15 +5,18 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -765,6 +768,305 @@ int Status(std::string address, std::string token, const std::string& temp_dir,
   return 0;
 }
 
+// ---- job ----
+
+struct JobFlags {
+  std::string address, token, temp_dir;
+  std::string submission_id;
+  std::string working_dir;       // packed and run in
+  std::vector<std::string> env;  // K=V
+  double entrypoint_num_cpus = 0;
+  double entrypoint_num_gpus = 0;
+  std::string entrypoint_resources;  // JSON
+  bool no_wait = false;
+  bool follow = false;
+  std::string format = "text";
+};
+
+const char* JobStateName(proto::JobInfo::State state) {
+  return proto::JobInfo::State_Name(state).c_str();
+}
+
+bool JobFinished(const proto::JobInfo& info) {
+  return info.state() == proto::JobInfo::SUCCEEDED ||
+         info.state() == proto::JobInfo::FAILED ||
+         info.state() == proto::JobInfo::STOPPED;
+}
+
+std::string JobDuration(const proto::JobInfo& info) {
+  int64_t end = info.end_time_ms() > 0 ? info.end_time_ms() : NowMs();
+  char text[32];
+  snprintf(text, sizeof(text), "%.1fs",
+           std::max<int64_t>(0, end - info.start_time_ms()) / 1000.0);
+  return text;
+}
+
+// Runs `fn` with a client of the head the one rule finds (--address, else
+// SHOAL_ADDRESS, else the cluster started from this host's temp dir).
+int WithJobHead(const JobFlags& f,
+                const std::function<int(rpc::HeadClient&)>& fn) {
+  if (absl::Status st = CheckAddressEnvironment(f.address); !st.ok()) {
+    return UsageFail(std::string(st.message()));
+  }
+  std::string address = f.address, token = f.token;
+  absl::Status found = ResolveClusterAddress(
+      f.temp_dir.empty() ? DefaultTempDir() : f.temp_dir, &address, &token);
+  if (!found.ok()) return Fail(std::string(found.message()));
+  auto loop = rpc::EventLoop::Create("shoal-cli");
+  if (!loop.ok()) return Fail(std::string(loop.status().message()));
+  int rc;
+  {
+    rpc::HeadClient head(loop->get(), address, token, "cli");
+    rc = fn(head);
+  }
+  (*loop)->Stop();
+  return rc;
+}
+
+int JobError(const std::string& what, const absl::Status& status) {
+  return Fail(absl::StrCat(what, ": ", status.message()));
+}
+
+// The exit status that stands for a job that ended as `info` says.
+int JobExitStatus(const proto::JobInfo& info) {
+  if (info.state() == proto::JobInfo::SUCCEEDED) return 0;
+  if (info.exit_code() > 0 && info.exit_code() < 256) return info.exit_code();
+  return 1;
+}
+
+// Prints the job's output from `offset` as it comes; with `follow`, until
+// the job ends. Returns the job's exit status, or a failure's.
+int FollowJobLogs(rpc::HeadClient& head, const std::string& id, bool follow) {
+  proto::JobLogsRequest req;
+  req.set_submission_id(id);
+  req.set_wait_ms(follow ? 5000 : 0);
+  while (true) {
+    auto logs = head.GetJobLogs(req);
+    if (!logs.ok())
+      return JobError("cannot read the job's logs", logs.status());
+    std::cout << logs->data() << std::flush;
+    req.set_offset(logs->next_offset());
+    if (logs->finished() || (!follow && logs->data().empty())) break;
+  }
+  if (!follow) return 0;
+  proto::JobRef ref;
+  ref.set_submission_id(id);
+  auto info = head.GetJob(ref);
+  if (!info.ok()) return JobError("cannot get the job", info.status());
+  std::cerr << "Job " << id << " " << JobStateName(info->state()) << ": "
+            << info->message() << " (" << JobDuration(*info) << ")\n";
+  return JobExitStatus(*info);
+}
+
+constexpr int64_t kMaxWorkingDirBytes = 100 << 20;  // packed
+
+// `dir` packed as a .tar.gz in a temp file of its own; its path.
+absl::StatusOr<std::string> PackWorkingDir(const std::string& dir) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--working-dir ", dir, " is not a folder"));
+  }
+  std::string archive =
+      (std::filesystem::temp_directory_path() / "shoal-working-dir-XXXXXX")
+          .string();
+  int fd = mkstemp(archive.data());
+  if (fd < 0) return absl::InternalError("cannot make a temp file to pack it");
+  close(fd);
+  SpawnOptions tar;
+  tar.argv = {"tar", "-czf", archive, "-C", dir, "."};
+  tar.log_path = archive + ".log";
+  auto pid = Spawn(tar);
+  int status = 0;
+  if (pid.ok()) waitpid(*pid, &status, 0);
+  std::string log = ReadFile(tar.log_path).value_or("");
+  unlink(tar.log_path.c_str());
+  if (!pid.ok() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    unlink(archive.c_str());
+    return absl::InternalError(absl::StrCat(
+        "cannot pack --working-dir ", dir, " with tar: ",
+        pid.ok() ? DescribeWaitStatus(status) : pid.status().message(), " ",
+        log));
+  }
+  int64_t size = static_cast<int64_t>(std::filesystem::file_size(archive));
+  if (size > kMaxWorkingDirBytes) {
+    unlink(archive.c_str());
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--working-dir ", dir, " packs to ", size >> 20, " MiB, over the ",
+        kMaxWorkingDirBytes >> 20,
+        " MiB limit: leave data and build outputs out of it (read them from "
+        "shared storage instead)"));
+  }
+  return archive;
+}
+
+int JobSubmit(const JobFlags& f, const std::vector<std::string>& command) {
+  if (command.empty()) {
+    return UsageFail(
+        "say the entrypoint after --, e.g. shoal job submit -- python3 "
+        "train.py");
+  }
+  proto::JobSpec spec;
+  spec.set_submission_id(f.submission_id);
+  std::vector<std::string> words;
+  for (const std::string& w : command) words.push_back(ShellQuote(w));
+  spec.set_entrypoint(absl::StrJoin(words, " "));
+  for (const std::string& kv : f.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return UsageFail(
+          absl::StrCat("--env takes NAME=VALUE, not \"", kv, "\""));
+    }
+    (*spec.mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  ResourceSet need;
+  if (!f.entrypoint_resources.empty()) {
+    auto parsed = ResourceSet::FromJson(f.entrypoint_resources);
+    if (!parsed.ok()) {
+      return UsageFail(
+          absl::StrCat("--entrypoint-resources: ", parsed.status().message()));
+    }
+    need = *parsed;
+  }
+  auto add = [&](const char* name, double amount) -> bool {
+    if (amount <= 0) return true;
+    auto one = ResourceSet::FromDoubles({{name, amount}});
+    if (!one.ok()) return false;
+    need.Add(*one);
+    return true;
+  };
+  if (!add("CPU", f.entrypoint_num_cpus) ||
+      !add("GPU", f.entrypoint_num_gpus)) {
+    return UsageFail(
+        "--entrypoint-num-cpus and --entrypoint-num-gpus take "
+        "a number of 0 or more");
+  }
+  need.ToProto(spec.mutable_entrypoint_resources());
+  std::string archive;
+  if (!f.working_dir.empty()) {
+    auto packed = PackWorkingDir(f.working_dir);
+    if (!packed.ok()) return Fail(std::string(packed.status().message()));
+    archive = *packed;
+  }
+  return WithJobHead(f, [&](rpc::HeadClient& head) {
+    if (!archive.empty()) {
+      auto hash = Sha256File(archive);
+      absl::Status sent =
+          hash.ok() ? head.UploadBlob(archive, *hash) : hash.status();
+      unlink(archive.c_str());
+      if (!sent.ok()) return JobError("cannot send the working dir", sent);
+      spec.set_working_dir_blob(*hash);
+    }
+    auto info = head.SubmitJob(spec);
+    if (!info.ok()) return JobError("cannot submit the job", info.status());
+    const std::string& id = info->spec().submission_id();
+    if (info->state() == proto::JobInfo::FAILED) {
+      return Fail(absl::StrCat("job ", id, " failed: ", info->message()));
+    }
+    std::cerr << "Job " << id << " submitted (node " << info->node_id()
+              << ").\n";
+    if (f.no_wait) {
+      std::cerr << "  logs:   shoal job logs -f " << id << "\n"
+                << "  status: shoal job status " << id << "\n"
+                << "  stop:   shoal job stop " << id << "\n";
+      std::cout << id << "\n";
+      return 0;
+    }
+    return FollowJobLogs(head, id, /*follow=*/true);
+  });
+}
+
+void PrintJob(const proto::JobInfo& info) {
+  std::cout << info.spec().submission_id() << ": " << JobStateName(info.state())
+            << " on node " << info.node_id();
+  if (info.pid() > 0) std::cout << " (pid " << info.pid() << ")";
+  std::cout << ", " << JobDuration(info) << "\n"
+            << "  entrypoint: " << info.spec().entrypoint() << "\n";
+  if (!info.message().empty()) std::cout << "  " << info.message() << "\n";
+}
+
+nlohmann::json JobJson(const proto::JobInfo& info) {
+  return {{"submission_id", info.spec().submission_id()},
+          {"status", JobStateName(info.state())},
+          {"entrypoint", info.spec().entrypoint()},
+          {"message", info.message()},
+          {"exit_code", info.exit_code()},
+          {"node_id", info.node_id()},
+          {"start_time", info.start_time_ms()},
+          {"end_time", info.end_time_ms()},
+          {"driver_pid", info.pid()}};
+}
+
+int JobStatus(const JobFlags& f, const std::string& id) {
+  return WithJobHead(f, [&](rpc::HeadClient& head) {
+    proto::JobRef ref;
+    ref.set_submission_id(id);
+    auto info = head.GetJob(ref);
+    if (!info.ok()) return JobError("cannot get the job", info.status());
+    if (f.format == "json") {
+      std::cout << JobJson(*info).dump(2) << "\n";
+    } else {
+      PrintJob(*info);
+    }
+    return 0;
+  });
+}
+
+int JobStop(const JobFlags& f, const std::string& id) {
+  return WithJobHead(f, [&](rpc::HeadClient& head) {
+    proto::JobRef ref;
+    ref.set_submission_id(id);
+    auto info = head.StopJob(ref);
+    if (!info.ok()) return JobError("cannot stop the job", info.status());
+    if (JobFinished(*info)) {
+      std::cout << "Job " << id << " already ended ("
+                << JobStateName(info->state()) << ").\n";
+      return 0;
+    }
+    std::cout << "Stopping job " << id << " (SIGTERM, then SIGKILL)...\n";
+    for (int i = 0; i < 200 && !JobFinished(*info); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      info = head.GetJob(ref);
+      if (!info.ok()) return JobError("cannot get the job", info.status());
+    }
+    if (!JobFinished(*info)) return Fail("the job did not end within 20 s");
+    std::cout << "Job " << id << " " << JobStateName(info->state()) << ": "
+              << info->message() << "\n";
+    return 0;
+  });
+}
+
+int JobLogs(const JobFlags& f, const std::string& id) {
+  return WithJobHead(f, [&](rpc::HeadClient& head) {
+    return FollowJobLogs(head, id, f.follow);
+  });
+}
+
+int JobList(const JobFlags& f) {
+  return WithJobHead(f, [&](rpc::HeadClient& head) {
+    auto list = head.ListJobs();
+    if (!list.ok()) return JobError("cannot list the jobs", list.status());
+    if (f.format == "json") {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& info : list->jobs()) out.push_back(JobJson(info));
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    if (list->jobs().empty()) {
+      std::cout << "No jobs (shoal job submit -- CMD starts one).\n";
+      return 0;
+    }
+    printf("%-24s %-10s %-14s %9s  %s\n", "SUBMISSION ID", "STATUS", "NODE",
+           "DURATION", "ENTRYPOINT");
+    for (const auto& info : list->jobs()) {
+      printf("%-24s %-10s %-14s %9s  %s\n", info.spec().submission_id().c_str(),
+             JobStateName(info.state()), info.node_id().c_str(),
+             JobDuration(info).c_str(), info.spec().entrypoint().c_str());
+    }
+    return 0;
+  });
+}
+
 // ---- dev fake-tpu ----
 
 struct FakeTpuFlags {
@@ -899,6 +1201,59 @@ int Dispatch(int argc, char** argv) {
   status_cmd->add_flag("--verbose,-v", verbose,
                        "Per-node resources and labels");
 
+  JobFlags job;
+  std::string job_id;
+  auto* job_cmd = app.add_subcommand(
+      "job", "Submit a command as a job and watch it (shoal job --help)");
+  job_cmd->require_subcommand(1);
+  auto job_connection = [&](CLI::App* cmd) {
+    cmd->add_option("--address", job.address, "Head, HOST:PORT")
+        ->check(HostPort());
+    cmd->add_option("--token", job.token, "Cluster token");
+    cmd->add_option("--temp-dir", job.temp_dir, "Temp dir of a local head");
+  };
+  auto* job_submit = job_cmd->add_subcommand(
+      "submit", "Run a command on the cluster under supervision");
+  job_connection(job_submit);
+  job_submit->add_option("--submission-id", job.submission_id,
+                         "The job's id (default: made up)");
+  job_submit->add_option("--env", job.env, "NAME=VALUE for the entrypoint");
+  job_submit->add_option(
+      "--working-dir", job.working_dir,
+      "A folder sent with the job; the entrypoint runs in its copy");
+  job_submit
+      ->add_option("--entrypoint-num-cpus", job.entrypoint_num_cpus,
+                   "CPUs the entrypoint's node must have")
+      ->check(AtLeast(0));
+  job_submit
+      ->add_option("--entrypoint-num-gpus", job.entrypoint_num_gpus,
+                   "GPUs the entrypoint's node must have")
+      ->check(AtLeast(0));
+  job_submit->add_option("--entrypoint-resources", job.entrypoint_resources,
+                         "Resources the entrypoint's node must have (JSON)");
+  job_submit->add_flag("--no-wait", job.no_wait,
+                       "Print the id and return; do not follow the logs");
+  job_submit->footer(
+      "The entrypoint follows --, e.g. shoal job submit -- python3 train.py");
+  auto job_with_id = [&](const char* name, const char* help) {
+    CLI::App* cmd = job_cmd->add_subcommand(name, help);
+    job_connection(cmd);
+    cmd->add_option("id", job_id, "The job's submission id")->required();
+    return cmd;
+  };
+  CLI::App* job_logs = job_with_id("logs", "Print a job's output");
+  job_logs->add_flag("--follow,-f", job.follow,
+                     "Keep printing until the job ends");
+  CLI::App* job_status = job_with_id("status", "Show a job's state");
+  job_status->add_option("--format", job.format, "text (default) or json")
+      ->check(OneOf({"text", "json"}));
+  CLI::App* job_stop = job_with_id(
+      "stop", "SIGTERM, then SIGKILL, the job's whole process group");
+  auto* job_list = job_cmd->add_subcommand("list", "List the jobs");
+  job_connection(job_list);
+  job_list->add_option("--format", job.format, "text (default) or json")
+      ->check(OneOf({"text", "json"}));
+
   HeadFlags head;
   auto* head_cmd = app.add_subcommand("_head", "Run a head in the foreground");
   head_cmd->group("");
@@ -1020,6 +1375,16 @@ int Dispatch(int argc, char** argv) {
     }
     return launch::RunLaunch(launch_opts);
   }
+  if (job_submit->parsed()) return JobSubmit(job, launch_opts.argv);
+  if (!launch_opts.argv.empty()) {
+    return UsageFail(
+        "a command after -- is for shoal launch and shoal job "
+        "submit only");
+  }
+  if (job_logs->parsed()) return JobLogs(job, job_id);
+  if (job_status->parsed()) return JobStatus(job, job_id);
+  if (job_stop->parsed()) return JobStop(job, job_id);
+  if (job_list->parsed()) return JobList(job);
   if (start_cmd->parsed()) return Start(start);
   if (stop_cmd->parsed()) return Stop(stop_temp_dir, force);
   if (status_cmd->parsed()) {

@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "head/actor_manager.h"
+#include "head/job_manager.h"
 #include "head/table_storage.h"
 #include "rpc/rpc.h"
 #include "scheduling/placement.h"
@@ -61,10 +62,20 @@ class HeadImpl : public Head {
       actor_options.alive_nodes = [this] { return ActorNodes(); };
       actors_ =
           std::make_unique<ActorManager>(loop_.get(), std::move(actor_options));
+      JobManagerOptions job_options;
+      job_options.log_dir = options_.session_dir + "/logs";
+      job_options.head_address =
+          absl::StrCat(options_.host, ":", server_->port());
+      job_options.agent_channel = [this](const std::string& address) {
+        return AgentChannel(address);
+      };
+      job_options.alive_nodes = [this] { return JobNodes(); };
+      jobs_ = std::make_unique<JobManager>(loop_.get(), std::move(job_options));
       RegisterHandlers();
       ScheduleHealthCheck();
     });
     RETURN_IF_ERROR(MakeDirs(BlobDir()));
+    RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/logs"));
     return status;
   }
 
@@ -85,6 +96,7 @@ class HeadImpl : public Head {
     loop_->RunSync([&] {
       if (server_) server_->Shutdown();
       actors_.reset();
+      jobs_.reset();
       agents_.clear();
     });
     loop_->Stop();
@@ -191,6 +203,7 @@ class HeadImpl : public Head {
           resp.Reply(proto::Empty());
         });
     actors_->RegisterHandlers(s);
+    jobs_->RegisterHandlers(s);
     server_->OnDisconnect([this](uint64_t conn) { OnDisconnect(conn); });
   }
 
@@ -342,6 +355,16 @@ class HeadImpl : public Head {
   }
 
   // The alive nodes for actor placement, in the order PlacementNodes uses.
+  std::vector<JobNode> JobNodes() const {
+    std::vector<JobNode> out;
+    for (const auto& [id, entry] : nodes_) {
+      const proto::NodeInfo& n = entry.info;
+      if (!n.alive()) continue;
+      out.push_back({n.node_id(), n.address(), n.total(), n.is_head_node()});
+    }
+    return out;
+  }
+
   std::vector<ActorNode> ActorNodes() const {
     std::vector<ActorNode> out;
     for (const PlacementNode& p : PlacementNodes(/*use_totals=*/false)) {
@@ -553,6 +576,7 @@ class HeadImpl : public Head {
     it->second.demands.clear();
     it->second.leases.clear();
     Persist(it->second);
+    if (jobs_ != nullptr) jobs_->NodeDied(node_id, reason);
     SHOAL_LOG(WARNING) << "node " << node_id << " ("
                        << it->second.info.address() << ") is dead: " << reason;
     // Null only while stopping.
@@ -715,6 +739,7 @@ class HeadImpl : public Head {
   std::map<std::string, std::string> pg_by_name_;
   std::deque<std::string> pending_pgs_;
   std::map<std::string, std::unique_ptr<rpc::Channel>> agents_;
+  std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<ActorManager> actors_;
   bool placing_ = false;
   bool retry_timer_armed_ = false;

@@ -1,9 +1,12 @@
 #include "rpc/head_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/util.h"
 #include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 
@@ -178,6 +181,60 @@ absl::Status HeadClient::ActorExiting(const proto::ActorExitingRequest& request,
                                       int64_t timeout_ms) {
   return CallAndWait<proto::Empty>(proto::ACTOR_EXITING, request, timeout_ms)
       .status();
+}
+
+absl::Status HeadClient::UploadBlob(const std::string& path,
+                                    const std::string& hash) {
+  constexpr int64_t kChunk = 4 << 20;
+  proto::BlobRef ref;
+  ref.set_hash(hash);
+  ASSIGN_OR_RETURN(auto has, HasBlob(ref));
+  if (has.present()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string data, ReadFile(path));
+  int64_t offset = 0;
+  do {
+    proto::BlobChunk chunk;
+    chunk.set_hash(hash);
+    chunk.set_offset(offset);
+    int64_t n = std::min<int64_t>(kChunk, data.size() - offset);
+    chunk.set_data(data.substr(offset, n));
+    offset += n;
+    chunk.set_last(offset >= static_cast<int64_t>(data.size()));
+    chunk.set_total_size(data.size());
+    RETURN_IF_ERROR(PutBlobChunk(chunk));
+  } while (offset < static_cast<int64_t>(data.size()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::JobInfo> HeadClient::SubmitJob(const proto::JobSpec& spec,
+                                                     int64_t timeout_ms) {
+  return CallAndWait<proto::JobInfo>(proto::SUBMIT_JOB, spec, timeout_ms);
+}
+
+absl::StatusOr<proto::JobInfo> HeadClient::GetJob(const proto::JobRef& job,
+                                                  int64_t timeout_ms) {
+  return CallAndWait<proto::JobInfo>(proto::GET_JOB, job, timeout_ms);
+}
+
+absl::StatusOr<proto::JobList> HeadClient::ListJobs(int64_t timeout_ms) {
+  return CallAndWait<proto::JobList>(proto::LIST_JOBS, proto::Empty(),
+                                     timeout_ms);
+}
+
+absl::StatusOr<proto::JobInfo> HeadClient::StopJob(const proto::JobRef& job,
+                                                   int64_t timeout_ms) {
+  return CallAndWait<proto::JobInfo>(proto::STOP_JOB, job, timeout_ms);
+}
+
+absl::StatusOr<proto::JobLogs> HeadClient::GetJobLogs(
+    const proto::JobLogsRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::JobLogs>(proto::GET_JOB_LOGS, request,
+                                     timeout_ms + request.wait_ms());
+}
+
+void HeadClient::JobEvent(const proto::JobEvent& event,
+                          Callback<proto::Empty> done, int64_t timeout_ms) {
+  Call<proto::Empty>(proto::JOB_EVENT, event, std::move(done), timeout_ms);
 }
 
 }  // namespace shoal::rpc

@@ -129,6 +129,27 @@ class HeadClient {
   absl::Status ActorExiting(const proto::ActorExitingRequest& request,
                             int64_t timeout_ms = kDefaultTimeoutMs);
 
+  // Puts the file at `path`, whose SHA-256 is `hash`, in the head's blob
+  // store unless it is there already (in chunks, from this thread).
+  absl::Status UploadBlob(const std::string& path, const std::string& hash);
+
+  // Jobs (head/job_manager.h).
+  absl::StatusOr<proto::JobInfo> SubmitJob(
+      const proto::JobSpec& spec, int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::JobInfo> GetJob(const proto::JobRef& job,
+                                        int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::JobList> ListJobs(
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::JobInfo> StopJob(
+      const proto::JobRef& job, int64_t timeout_ms = kDefaultTimeoutMs);
+  // Waits up to request.wait_ms() for output past request.offset().
+  absl::StatusOr<proto::JobLogs> GetJobLogs(
+      const proto::JobLogsRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  // An agent's report of a job it runs.
+  void JobEvent(const proto::JobEvent& event, Callback<proto::Empty> done,
+                int64_t timeout_ms = kDefaultTimeoutMs);
+
  private:
   template <typename Reply>
   void Call(proto::Method method, const google::protobuf::MessageLite& request,
