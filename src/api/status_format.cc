@@ -436,6 +436,7 @@ std::string FormatStatusJson(const proto::ClusterStatus& status) {
         {{"id", pg.pg_id()},
          {"name", pg.spec().name()},
          {"state", StateName(pg.state())},
+         {"strategy", proto::PlacementStrategy_Name(pg.spec().strategy())},
          {"job_id", pg.job_id()},
          {"detached", pg.spec().detached()},
          {"age_ms", pg.age_ms()},

@@ -12,6 +12,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@
 #include "common/session.h"
 #include "common/status_macros.h"
 #include "common/util.h"
+#include "dashboard/dashboard.h"
+#include "dashboard/formats.h"
+#include "dashboard/job_submit.h"
 #include "head/head.h"
 #include "launch/launcher.h"
 #include "rpc/event_loop.h"
@@ -369,7 +373,35 @@ struct HeadFlags {
   int64_t health_timeout_ms = 5000;
   int64_t heartbeat_ms = 500;
   int64_t infeasible_grace_ms = 5000;
+  std::string dashboard_host = "127.0.0.1";
+  int dashboard_port = -1;  // -1: none
+  // When dashboard_port is taken, serve on any free port instead.
+  bool dashboard_port_fallback = false;
 };
+
+// The head's HTTP port (dashboard/dashboard.h); null when it serves none.
+std::unique_ptr<dashboard::Dashboard> StartDashboard(
+    const HeadFlags& f, const std::string& head_address,
+    const std::string& token) {
+  if (f.dashboard_port < 0) return nullptr;
+  dashboard::DashboardOptions o;
+  o.host = f.dashboard_host;
+  o.port = f.dashboard_port;
+  o.token = token;
+  o.head_address = head_address;
+  auto started = dashboard::Dashboard::Start(o);
+  if (!started.ok() && f.dashboard_port_fallback) {
+    SHOAL_LOG(WARNING) << "dashboard: " << started.status()
+                       << "; serving on another port";
+    o.port = 0;
+    started = dashboard::Dashboard::Start(o);
+  }
+  if (!started.ok()) {
+    SHOAL_LOG(ERROR) << "no dashboard: " << started.status();
+    return nullptr;
+  }
+  return std::move(*started);
+}
 
 int RunHead(const HeadFlags& f) {
   internal::SetLogComponent("head");
@@ -390,9 +422,22 @@ int RunHead(const HeadFlags& f) {
   std::string address = absl::StrCat(options.host, ":", (*head)->port());
   WriteFile(f.session_dir + "/head.pid", std::to_string(getpid()))
       .IgnoreError();
+  // Before cluster_address, which `shoal start` waits for.
+  std::unique_ptr<dashboard::Dashboard> dashboard =
+      StartDashboard(f, address, options.token);
+  if (dashboard != nullptr) {
+    std::string url_host =
+        f.dashboard_host == "0.0.0.0" ? options.host : f.dashboard_host;
+    WriteFile(f.session_dir + "/dashboard_address",
+              absl::StrCat(url_host, ":", dashboard->port()))
+        .IgnoreError();
+    SHOAL_LOG(INFO) << "dashboard on " << f.dashboard_host << ":"
+                    << dashboard->port();
+  }
   WriteFile(f.session_dir + "/cluster_address", address).IgnoreError();
   SHOAL_LOG(INFO) << "head listening on " << address;
   ServeUntilStopped(stop, **head, "head");
+  dashboard.reset();
   return 0;
 }
 
@@ -408,6 +453,7 @@ struct AgentFlags {
   std::string node_id;
   int64_t infeasible_grace_ms = 5000;
   int64_t worker_idle_timeout_ms = 10000;
+  int metrics_port = -1;  // -1: no /metrics
 };
 
 absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
@@ -463,9 +509,27 @@ int RunAgent(const AgentFlags& f) {
   WriteFile(f.session_dir + "/agent.pid", std::to_string(getpid()))
       .IgnoreError();
   WriteFile(f.session_dir + "/node_id", (*agent)->node_id()).IgnoreError();
+  std::unique_ptr<dashboard::Dashboard> metrics;
+  if (f.metrics_port >= 0) {
+    dashboard::DashboardOptions o;
+    o.host = options->node_ip;
+    o.port = f.metrics_port;
+    o.token = options->token;
+    o.agent_address = (*agent)->address();
+    auto started = dashboard::Dashboard::Start(o);
+    if (!started.ok()) {
+      return Fail(absl::StrCat("cannot serve --metrics-port: ",
+                               started.status().message()));
+    }
+    metrics = std::move(*started);
+    WriteFile(f.session_dir + "/metrics_address",
+              absl::StrCat(options->node_ip, ":", metrics->port()))
+        .IgnoreError();
+  }
   WriteFile(f.session_dir + "/agent_address", (*agent)->address())
       .IgnoreError();
   ServeUntilStopped(stop, **agent, "node agent");
+  metrics.reset();
   return 0;
 }
 
@@ -510,7 +574,23 @@ struct StartFlags {
   int64_t health_timeout_ms = 5000;
   int64_t infeasible_grace_ms = 5000;
   std::string node_id;
+  std::string dashboard_host = "127.0.0.1";
+  std::optional<int> dashboard_port;  // unset: 8265, or any free port
+  bool include_dashboard = true;
+  int metrics_port = -1;  // the agent's /metrics; -1: none
 };
+
+constexpr int kDefaultDashboardPort = 8265;
+
+// What `shoal start --head` says of the dashboard its head serves.
+std::string DashboardLine(const std::string& session_dir,
+                          const std::string& token) {
+  std::string address = ReadSessionFile(session_dir, "dashboard_address");
+  if (address.empty()) return "not started (see the head's log)";
+  return absl::StrCat(
+      "http://", address, "/?token=", token,
+      " (REST API and /metrics: Authorization: Bearer <token>)");
+}
 
 std::vector<std::string> AgentArgs(const StartFlags& f,
                                    const std::string& head_address,
@@ -534,6 +614,8 @@ std::vector<std::string> AgentArgs(const StartFlags& f,
   if (!a.labels_json.empty()) add("--labels", a.labels_json);
   if (!f.node_id.empty()) add("--node-id", f.node_id);
   add("--infeasible-grace-ms", std::to_string(f.infeasible_grace_ms));
+  if (f.metrics_port >= 0)
+    add("--metrics-port", std::to_string(f.metrics_port));
   if (f.head) argv.push_back("--head-node");
   return argv;
 }
@@ -641,7 +723,13 @@ int Start(const StartFlags& f) {
         {SelfExecutable(), "_head", "--node-ip-address", host, "--port",
          std::to_string(f.port), "--session-dir", dir, "--health-timeout-ms",
          std::to_string(f.health_timeout_ms), "--infeasible-grace-ms",
-         std::to_string(f.infeasible_grace_ms)},
+         std::to_string(f.infeasible_grace_ms), "--dashboard-host",
+         f.dashboard_host, "--dashboard-port",
+         std::to_string(!f.include_dashboard ? -1
+                        : f.dashboard_port   ? *f.dashboard_port
+                                             : kDefaultDashboardPort),
+         "--dashboard-port-fallback",
+         f.dashboard_port || !f.include_dashboard ? "0" : "1"},
         dir, token, "head", "cluster_address", f.block);
     if (!pid.ok()) {
       std::string msg(pid.status().message());
@@ -683,7 +771,7 @@ int Start(const StartFlags& f) {
               << "  Head address:   " << head_address << "\n"
               << "  Node:           " << node_id << " at "
               << ReadSessionFile(dir, "agent_address") << "\n"
-              << "  Dashboard:      none yet\n\n"
+              << "  Dashboard:      " << DashboardLine(dir, token) << "\n\n"
               << "To add another host to this cluster, run there:\n"
               << "  shoal start --address=" << head_address
               << " --token=" << token << "\n"
@@ -858,48 +946,6 @@ int FollowJobLogs(rpc::HeadClient& head, const std::string& id, bool follow) {
   return JobExitStatus(*info);
 }
 
-constexpr int64_t kMaxWorkingDirBytes = 100 << 20;  // packed
-
-// `dir` packed as a .tar.gz in a temp file of its own; its path.
-absl::StatusOr<std::string> PackWorkingDir(const std::string& dir) {
-  std::error_code error;
-  if (!std::filesystem::is_directory(dir, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--working-dir ", dir, " is not a folder"));
-  }
-  std::string archive =
-      (std::filesystem::temp_directory_path() / "shoal-working-dir-XXXXXX")
-          .string();
-  int fd = mkstemp(archive.data());
-  if (fd < 0) return absl::InternalError("cannot make a temp file to pack it");
-  close(fd);
-  SpawnOptions tar;
-  tar.argv = {"tar", "-czf", archive, "-C", dir, "."};
-  tar.log_path = archive + ".log";
-  auto pid = Spawn(tar);
-  int status = 0;
-  if (pid.ok()) waitpid(*pid, &status, 0);
-  std::string log = ReadFile(tar.log_path).value_or("");
-  unlink(tar.log_path.c_str());
-  if (!pid.ok() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    unlink(archive.c_str());
-    return absl::InternalError(absl::StrCat(
-        "cannot pack --working-dir ", dir, " with tar: ",
-        pid.ok() ? DescribeWaitStatus(status) : pid.status().message(), " ",
-        log));
-  }
-  int64_t size = static_cast<int64_t>(std::filesystem::file_size(archive));
-  if (size > kMaxWorkingDirBytes) {
-    unlink(archive.c_str());
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--working-dir ", dir, " packs to ", size >> 20, " MiB, over the ",
-        kMaxWorkingDirBytes >> 20,
-        " MiB limit: leave data and build outputs out of it (read them from "
-        "shared storage instead)"));
-  }
-  return archive;
-}
-
 int JobSubmit(const JobFlags& f, const std::vector<std::string>& command) {
   if (command.empty()) {
     return UsageFail(
@@ -942,20 +988,11 @@ int JobSubmit(const JobFlags& f, const std::vector<std::string>& command) {
         "a number of 0 or more");
   }
   need.ToProto(spec.mutable_entrypoint_resources());
-  std::string archive;
-  if (!f.working_dir.empty()) {
-    auto packed = PackWorkingDir(f.working_dir);
-    if (!packed.ok()) return Fail(std::string(packed.status().message()));
-    archive = *packed;
-  }
   return WithJobHead(f, [&](rpc::HeadClient& head) {
-    if (!archive.empty()) {
-      auto hash = Sha256File(archive);
+    if (!f.working_dir.empty()) {
       absl::Status sent =
-          hash.ok() ? head.UploadBlob(archive, *hash) : hash.status();
-      unlink(archive.c_str());
-      if (!sent.ok()) return JobError("cannot send the working dir", sent);
-      spec.set_working_dir_blob(*hash);
+          dashboard::AttachWorkingDir(head, f.working_dir, &spec);
+      if (!sent.ok()) return Fail(std::string(sent.message()));
     }
     auto info = head.SubmitJob(spec);
     if (!info.ok()) return JobError("cannot submit the job", info.status());
@@ -1178,6 +1215,21 @@ int Dispatch(int argc, char** argv) {
       ->check(AtLeast(0));
   start_cmd->add_flag("--block", start.block,
                       "Stay in the foreground; stop everything on Ctrl-C");
+  start_cmd->add_option("--dashboard-host", start.dashboard_host,
+                        "Head: the dashboard's address (default 127.0.0.1; "
+                        "0.0.0.0 for every interface)");
+  start_cmd
+      ->add_option("--dashboard-port", start.dashboard_port,
+                   "Head: the dashboard's port (default 8265, else any free "
+                   "one; 0: any free one)")
+      ->check(CLI::Range(0, 65535));
+  start_cmd->add_option("--include-dashboard", start.include_dashboard,
+                        "Head: serve the dashboard (default true)");
+  start_cmd
+      ->add_option("--metrics-port", start.metrics_port,
+                   "This node's /metrics in the Prometheus format (0: any "
+                   "free port; default none)")
+      ->check(CLI::Range(0, 65535));
 
   std::string stop_temp_dir;
   bool force = false;
@@ -1263,6 +1315,10 @@ int Dispatch(int argc, char** argv) {
   head_cmd->add_option("--health-timeout-ms", head.health_timeout_ms);
   head_cmd->add_option("--heartbeat-ms", head.heartbeat_ms);
   head_cmd->add_option("--infeasible-grace-ms", head.infeasible_grace_ms);
+  head_cmd->add_option("--dashboard-host", head.dashboard_host);
+  head_cmd->add_option("--dashboard-port", head.dashboard_port);
+  head_cmd->add_option("--dashboard-port-fallback",
+                       head.dashboard_port_fallback);
 
   AgentFlags agent;
   auto* agent_cmd =
@@ -1286,6 +1342,7 @@ int Dispatch(int argc, char** argv) {
   agent_cmd->add_flag("--head-node", agent.head_node);
   agent_cmd->add_option("--node-id", agent.node_id);
   agent_cmd->add_option("--infeasible-grace-ms", agent.infeasible_grace_ms);
+  agent_cmd->add_option("--metrics-port", agent.metrics_port);
   agent_cmd->add_option("--worker-idle-timeout-ms",
                         agent.worker_idle_timeout_ms);
 

@@ -84,6 +84,23 @@ void JobManager::RegisterHandlers(rpc::Server* s) {
                                     [this](const auto& r, rpc::Responder resp) {
                                       Stop(r.submission_id(), resp);
                                     });
+  rpc::RegisterProto<proto::JobRef>(
+      s, proto::DELETE_JOB, [this](const auto& r, rpc::Responder resp) {
+        Entry* e = Find(r.submission_id());
+        if (e == nullptr) {
+          return resp.Error(absl::NotFoundError(
+              absl::StrCat("no job ", r.submission_id(), " on this cluster")));
+        }
+        if (!Finished(e->info)) {
+          return resp.Error(absl::FailedPreconditionError(
+              absl::StrCat("job ", r.submission_id(), " is ",
+                           StateName(e->info.state()),
+                           ": stop it first (shoal job stop)")));
+        }
+        unlink(e->log_path.c_str());
+        jobs_.erase(r.submission_id());
+        resp.Reply(proto::Empty());
+      });
   rpc::RegisterProto<proto::JobLogsRequest>(
       s, proto::GET_JOB_LOGS,
       [this](const auto& r, rpc::Responder resp) { Logs(r, resp); });

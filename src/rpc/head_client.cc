@@ -226,6 +226,12 @@ absl::StatusOr<proto::JobInfo> HeadClient::StopJob(const proto::JobRef& job,
   return CallAndWait<proto::JobInfo>(proto::STOP_JOB, job, timeout_ms);
 }
 
+absl::Status HeadClient::DeleteJob(const proto::JobRef& job,
+                                   int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::DELETE_JOB, job, timeout_ms)
+      .status();
+}
+
 absl::StatusOr<proto::JobLogs> HeadClient::GetJobLogs(
     const proto::JobLogsRequest& request, int64_t timeout_ms) {
   return CallAndWait<proto::JobLogs>(proto::GET_JOB_LOGS, request,

@@ -142,6 +142,8 @@ class HeadClient {
       int64_t timeout_ms = kDefaultTimeoutMs);
   absl::StatusOr<proto::JobInfo> StopJob(
       const proto::JobRef& job, int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::Status DeleteJob(const proto::JobRef& job,
+                         int64_t timeout_ms = kDefaultTimeoutMs);
   // Waits up to request.wait_ms() for output past request.offset().
   absl::StatusOr<proto::JobLogs> GetJobLogs(
       const proto::JobLogsRequest& request,

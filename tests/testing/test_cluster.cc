@@ -185,8 +185,10 @@ absl::Status TestCluster::AddNode(const NodeSpec& node) {
 absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
   std::vector<std::string> args = {"start"};
   if (head) {
+    // Any free dashboard port: tests run clusters side by side.
     args.insert(args.end(), {"--head", "--port", "0", "--health-timeout-ms",
-                             std::to_string(spec_.health_timeout_ms)});
+                             std::to_string(spec_.health_timeout_ms),
+                             "--dashboard-port", "0"});
   } else {
     args.insert(args.end(), {"--address", address_, "--token", token_});
   }
@@ -210,6 +212,7 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
     args.push_back("--resources");
     args.push_back(node.resources_json);
   }
+  args.insert(args.end(), node.extra_args.begin(), node.extra_args.end());
   std::vector<std::string> env = node.env;
   bool has_root = std::any_of(env.begin(), env.end(), [](const std::string& e) {
     return e.rfind("SHOAL_DEVICE_ROOT=", 0) == 0;

@@ -34,6 +34,8 @@ struct NodeSpec {
   // tier, tests/system/netns.h); "" for loopback. A node in a namespace is
   // not given --node-ip-address: it finds its own address, as a host would.
   std::string netns;
+  // More flags of its `shoal start` (e.g. --metrics-port 0).
+  std::vector<std::string> extra_args;
 };
 
 struct ClusterSpec {

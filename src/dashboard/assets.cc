@@ -1,0 +1,232 @@
+#include "dashboard/assets.h"
+
+namespace shoal::dashboard {
+
+// One page: it fetches /api/cluster_status and /api/jobs/ every 2 s and
+// draws the nodes (with usage bars, slice and TPU worker id), jobs (with a
+// live log of the one picked), actors, placement groups, leases and
+// demands. Large clusters stay usable: the node table shows at most 200
+// rows, filtered by what is typed above it.
+const char kDashboardPage[] = R"html(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Shoal dashboard</title>
+<style>
+  body { font-family: system-ui, sans-serif; margin: 0; color: #1d2733;
+         background: #f5f7fa; }
+  header { background: #163a5f; color: #fff; padding: 10px 20px;
+           display: flex; gap: 24px; align-items: baseline; }
+  header h1 { font-size: 20px; margin: 0; }
+  header span { opacity: .85; font-size: 14px; }
+  nav a { color: #cfe3ff; margin-right: 14px; text-decoration: none; }
+  main { padding: 12px 20px; }
+  section { background: #fff; border-radius: 6px; padding: 10px 14px;
+            margin-bottom: 14px; box-shadow: 0 1px 2px rgba(0,0,0,.08); }
+  h2 { font-size: 16px; margin: 4px 0 8px; }
+  table { border-collapse: collapse; width: 100%; font-size: 13px; }
+  th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e6e9ee;
+           vertical-align: top; }
+  th { background: #f0f3f7; font-weight: 600; }
+  .bar { background: #e3e8ef; border-radius: 3px; width: 110px; height: 9px;
+         display: inline-block; vertical-align: middle; margin-right: 4px; }
+  .bar > div { background: #2f80ed; height: 9px; border-radius: 3px; }
+  .state-ALIVE, .state-RUNNING, .state-CREATED, .state-SUCCEEDED
+    { color: #137333; font-weight: 600; }
+  .state-DEAD, .state-FAILED { color: #b3261e; font-weight: 600; }
+  .state-PENDING, .state-RESTARTING, .state-STOPPED
+    { color: #a15c00; font-weight: 600; }
+  pre#log { background: #0f1720; color: #d7e2ee; padding: 10px; max-height: 360px;
+            overflow: auto; font-size: 12px; white-space: pre-wrap; }
+  .muted { color: #6b7785; }
+  input { padding: 3px 6px; margin-bottom: 6px; }
+  tr.pick { cursor: pointer; }
+  tr.pick:hover { background: #eef4ff; }
+</style>
+</head>
+<body>
+<header><h1>Shoal</h1><span id="summary">loading...</span>
+<nav><a href="#cluster">Cluster</a><a href="#jobs">Jobs</a>
+<a href="#actors">Actors</a><a href="#groups">Placement groups</a>
+<a href="#demands">Demands</a></nav></header>
+<main>
+<section id="cluster"><h2>Cluster</h2>
+<input id="filter" placeholder="filter nodes (id, address, label)">
+<span class="muted" id="shown"></span>
+<table><thead><tr><th>Node</th><th>Address</th><th>State</th><th>Slice</th>
+<th>TPU worker</th><th>Usage</th><th>Labels</th></tr></thead>
+<tbody id="nodes"></tbody></table></section>
+<section id="jobs"><h2>Jobs</h2>
+<table><thead><tr><th>Submission id</th><th>Status</th><th>Node</th>
+<th>Duration</th><th>Entrypoint</th><th>Message</th></tr></thead>
+<tbody id="jobrows"></tbody></table>
+<h2 id="logtitle" class="muted">Pick a job to follow its log</h2>
+<pre id="log"></pre></section>
+<section id="actors"><h2>Actors</h2>
+<table><thead><tr><th>Actor</th><th>Class</th><th>Name</th><th>State</th>
+<th>Node</th><th>Job</th><th>Restarts</th></tr></thead>
+<tbody id="actorrows"></tbody></table></section>
+<section id="groups"><h2>Placement groups and launch gangs</h2>
+<table><thead><tr><th>Group</th><th>Name</th><th>State</th><th>Strategy</th>
+<th>Bundles (node)</th><th>Job</th></tr></thead>
+<tbody id="grouprows"></tbody></table></section>
+<section id="demands"><h2>Pending demands and leases</h2>
+<table><thead><tr><th>Shape</th><th>Count</th><th>Feasible</th></tr></thead>
+<tbody id="demandrows"></tbody></table>
+<p class="muted" id="leases"></p></section>
+</main>
+<script>
+"use strict";
+const MAX_NODES = 200;
+let picked = null, logOffset = 0, lastStatus = null;
+function esc(s) {
+  return String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;",
+    ">": "&gt;", '"': "&quot;", "'": "&#39;"})[c]);
+}
+function amount(name, v) {
+  if (name === "memory" || name === "object_store_memory") {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return v.toFixed(i ? 1 : 0) + units[i];
+  }
+  return (Math.round(v * 100) / 100).toString();
+}
+function usage(n) {
+  const names = ["CPU", "GPU", "TPU", "memory", "object_store_memory"];
+  return names.filter(k => n.total[k] !== undefined).map(k => {
+    const total = n.total[k], used = total - (n.available[k] ?? 0);
+    const pct = total > 0 ? Math.min(100, 100 * used / total) : 0;
+    return `<div><span class="bar"><div style="width:${pct}%"></div></span>` +
+      `${esc(k)} ${amount(k, used)}/${amount(k, total)}</div>`;
+  }).join("");
+}
+function shape(s) {
+  return Object.entries(s || {}).map(([k, v]) => `${esc(k)}: ${v}`).join(", ");
+}
+async function getJson(path) {
+  const r = await fetch(path, {credentials: "same-origin"});
+  if (r.status === 401) { location.reload(); throw new Error("token"); }
+  if (!r.ok) throw new Error(path + ": " + r.status);
+  return r.json();
+}
+function drawNodes(status) {
+  const want = document.getElementById("filter").value.toLowerCase();
+  const match = status.nodes.filter(n => !want || JSON.stringify(
+    [n.node_id, n.address, n.labels]).toLowerCase().includes(want));
+  const rows = match.slice(0, MAX_NODES).map(n => {
+    const l = n.labels || {};
+    const state = n.state + (n.is_head_node ? " (head)" : "");
+    return `<tr><td>${esc(n.node_id)}</td><td>${esc(n.address)}</td>` +
+      `<td class="state-${esc(n.state)}">${esc(state)}</td>` +
+      `<td>${esc(l["shoal.io/tpu-slice-name"] || "")}</td>` +
+      `<td>${esc(l["shoal.io/tpu-worker-id"] || "")}</td>` +
+      `<td>${usage(n)}</td><td class="muted">${esc(Object.entries(l).map(
+        ([k, v]) => k + "=" + v).join(" "))}</td></tr>`;
+  });
+  document.getElementById("nodes").innerHTML = rows.join("");
+  document.getElementById("shown").textContent =
+    `${Math.min(match.length, MAX_NODES)} of ${status.nodes.length} nodes shown`;
+}
+function drawStatus(status) {
+  lastStatus = status;
+  const alive = status.nodes.filter(n => n.state === "ALIVE").length;
+  const u = status.usage || {};
+  const parts = Object.entries(u).filter(([k]) => ["CPU", "GPU", "TPU"]
+    .includes(k)).map(([k, v]) => `${amount(k, v.used)}/${amount(k, v.total)} ${k}`);
+  document.getElementById("summary").textContent =
+    `${alive} alive node(s) of ${status.nodes.length}; ${parts.join(", ")}; ` +
+    `head ${status.head_address}`;
+  drawNodes(status);
+  document.getElementById("actorrows").innerHTML = (status.actors || []).map(a =>
+    `<tr><td>${esc(a.id)}</td><td>${esc(a.class)}</td><td>${esc(a.name)}</td>` +
+    `<td class="state-${esc(a.state)}">${esc(a.state)}</td>` +
+    `<td>${esc(a.node_id)}</td><td>${esc(a.job_id)}</td>` +
+    `<td>${esc(a.num_restarts ?? "")}</td></tr>`).join("") ||
+    `<tr><td colspan="7" class="muted">no actors</td></tr>`;
+  document.getElementById("grouprows").innerHTML =
+    (status.placement_groups || []).map(g =>
+    `<tr><td>${esc(g.id)}</td><td>${esc(g.name)}</td>` +
+    `<td class="state-${esc(g.state)}">${esc(g.state)}</td>` +
+    `<td>${esc(g.strategy)}</td><td>${(g.bundles || []).map((b, i) =>
+      `${i}: ${shape(b)} (${esc((g.bundle_nodes || [])[i] || "-")})`).join("<br>")}` +
+    `</td><td>${esc(g.job_id)}</td></tr>`).join("") ||
+    `<tr><td colspan="6" class="muted">no placement groups</td></tr>`;
+  document.getElementById("demandrows").innerHTML = (status.demands || []).map(d =>
+    `<tr><td>${shape(d.shape)}</td><td>${esc(d.count)}</td>` +
+    `<td>${d.infeasible ? "no node can hold it" : "yes"}</td></tr>`).join("") ||
+    `<tr><td colspan="3" class="muted">no pending demands</td></tr>`;
+  document.getElementById("leases").textContent =
+    `${(status.leases || []).length} worker lease(s) held`;
+}
+function duration(j) {
+  const end = j.end_time || Date.now();
+  return ((end - j.start_time) / 1000).toFixed(1) + " s";
+}
+function drawJobs(jobs) {
+  document.getElementById("jobrows").innerHTML = jobs.map(j =>
+    `<tr class="pick" data-id="${esc(j.submission_id)}">` +
+    `<td>${esc(j.submission_id)}</td>` +
+    `<td class="state-${esc(j.status)}">${esc(j.status)}</td>` +
+    `<td>${esc(j.driver_node_id)}</td><td>${duration(j)}</td>` +
+    `<td><code>${esc(j.entrypoint)}</code></td><td>${esc(j.message)}</td></tr>`)
+    .join("") || `<tr><td colspan="6" class="muted">no jobs yet: ` +
+    `shoal job submit -- CMD</td></tr>`;
+  for (const row of document.querySelectorAll("#jobrows tr.pick")) {
+    row.onclick = () => pick(row.dataset.id);
+  }
+  if (!picked && jobs.length) pick(jobs[jobs.length - 1].submission_id);
+}
+function pick(id) {
+  if (picked === id) return;
+  picked = id; logOffset = 0;
+  document.getElementById("log").textContent = "";
+  document.getElementById("logtitle").textContent = "Log of job " + id;
+  refreshLog();
+}
+async function refreshLog() {
+  if (!picked) return;
+  const body = await getJson(`/api/jobs/${encodeURIComponent(picked)}/logs`);
+  const log = document.getElementById("log");
+  const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+  log.textContent = body.logs;
+  if (atEnd) log.scrollTop = log.scrollHeight;
+}
+async function refresh() {
+  try {
+    drawStatus(await getJson("/api/cluster_status"));
+    drawJobs(await getJson("/api/jobs/"));
+    await refreshLog();
+  } catch (e) {
+    document.getElementById("summary").textContent = "cannot reach the head: " + e;
+  }
+}
+document.getElementById("filter").oninput = () => lastStatus && drawNodes(lastStatus);
+refresh();
+setInterval(refresh, 2000);
+</script>
+</body>
+</html>
+)html";
+
+const char kLoginPage[] = R"html(<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Shoal dashboard: token</title>
+<style>
+  body { font-family: system-ui, sans-serif; background: #f5f7fa;
+         display: flex; justify-content: center; margin-top: 12vh; }
+  form { background: #fff; padding: 24px 28px; border-radius: 6px;
+         box-shadow: 0 1px 3px rgba(0,0,0,.12); max-width: 460px; }
+  input { width: 100%; padding: 6px; margin: 10px 0; font-family: monospace; }
+  p { color: #44505c; font-size: 14px; }
+</style></head>
+<body><form method="get" action="/">
+<h2>Shoal dashboard</h2>
+<p>This cluster needs its token. `shoal start --head` printed it, and it is
+in the head's session folder (<code>token</code>, mode 0600).</p>
+<input name="token" type="password" placeholder="cluster token" autofocus>
+<button type="submit">Open</button>
+</form></body></html>
+)html";
+
+}  // namespace shoal::dashboard

@@ -1,0 +1,357 @@
+#include "dashboard/dashboard.h"
+
+#include <httplib.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "api/status_format.h"
+#include "common/logging.h"
+#include "dashboard/assets.h"
+#include "dashboard/formats.h"
+#include "dashboard/job_submit.h"
+#include "rpc/blocking_channel.h"
+#include "rpc/event_loop.h"
+#include "rpc/head_client.h"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::dashboard {
+namespace {
+
+constexpr char kCookie[] = "shoal_token";
+
+// Compares in time that does not depend on where they differ.
+bool SameToken(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+std::string CookieToken(const httplib::Request& req) {
+  std::string cookies = req.get_header_value("Cookie");
+  std::string prefix = absl::StrCat(kCookie, "=");
+  for (size_t at = 0; at < cookies.size();) {
+    size_t end = cookies.find(';', at);
+    if (end == std::string::npos) end = cookies.size();
+    std::string part = cookies.substr(at, end - at);
+    size_t start = part.find_first_not_of(' ');
+    if (start != std::string::npos &&
+        part.compare(start, prefix.size(), prefix) == 0) {
+      return part.substr(start + prefix.size());
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+void SendJson(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, "application/json");
+}
+
+void SendError(httplib::Response& res, int status, const std::string& what) {
+  SendJson(res, status, nlohmann::json{{"error", what}}.dump() + "\n");
+}
+
+int HttpStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return 401;
+    default:
+      return 500;
+  }
+}
+
+void SendStatus(httplib::Response& res, const absl::Status& status) {
+  SendError(res, HttpStatus(status), std::string(status.message()));
+}
+
+class DashboardImpl : public Dashboard {
+ public:
+  explicit DashboardImpl(DashboardOptions options)
+      : options_(std::move(options)) {}
+
+  ~DashboardImpl() override {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+    if (loop_ != nullptr) {
+      head_.reset();  // closes on the loop
+      loop_->Stop();
+    }
+  }
+
+  absl::Status Start() {
+    if (!options_.head_address.empty()) {
+      auto loop = rpc::EventLoop::Create("shoal-dashboard");
+      if (!loop.ok()) return loop.status();
+      loop_ = std::move(*loop);
+      head_ = std::make_unique<rpc::HeadClient>(
+          loop_.get(), options_.head_address, options_.token, "dashboard");
+      Routes();
+    } else {
+      server_.Get("/metrics", [this](const auto& req, auto& res) {
+        if (!Authorized(req, res)) return;
+        AgentMetricsPage(res);
+      });
+    }
+    server_.set_exception_handler(
+        [](const auto&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "internal error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          SendError(res, 500, what);
+        });
+    if (options_.port == 0) {
+      port_ = server_.bind_to_any_port(options_.host);
+    } else if (server_.bind_to_port(options_.host, options_.port)) {
+      port_ = options_.port;
+    }
+    if (port_ <= 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                                 options_.host, ":",
+                                                 options_.port, " (in use?)"));
+    }
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    return absl::OkStatus();
+  }
+
+  int port() const override { return port_; }
+
+ private:
+  // True when the request carries the token; else answers 401.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) {
+    std::string auth = req.get_header_value("Authorization");
+    const std::string bearer = "Bearer ";
+    if (auth.compare(0, bearer.size(), bearer) == 0 &&
+        SameToken(auth.substr(bearer.size()), options_.token)) {
+      return true;
+    }
+    if (SameToken(CookieToken(req), options_.token)) return true;
+    SHOAL_LOG(WARNING) << "dashboard: refused " << req.method << " " << req.path
+                       << " from " << req.remote_addr << " (no or wrong token)";
+    SendError(res, 401,
+              "this needs the cluster token: send `Authorization: Bearer "
+              "<token>` (the token is in the head's session folder, or "
+              "printed by shoal start --head)");
+    return false;
+  }
+
+  void Routes() {
+    server_.Get("/", [this](const httplib::Request& req, auto& res) {
+      if (req.has_param("token")) {
+        if (!SameToken(req.get_param_value("token"), options_.token)) {
+          res.status = 401;
+          res.set_content(kLoginPage, "text/html");
+          return;
+        }
+        res.set_header("Set-Cookie",
+                       absl::StrCat(kCookie, "=", options_.token,
+                                    "; Path=/; HttpOnly; SameSite=Strict"));
+        res.set_redirect("/");
+        return;
+      }
+      if (!SameToken(CookieToken(req), options_.token)) {
+        res.set_content(kLoginPage, "text/html");
+        return;
+      }
+      res.set_content(kDashboardPage, "text/html");
+    });
+    server_.Get("/api/cluster_status", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      auto status = head_->ClusterStatus(5000);
+      if (!status.ok()) return SendStatus(res, status.status());
+      SendJson(res, 200, internal::FormatStatusJson(*status));
+    });
+    server_.Get("/metrics", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      auto status = head_->ClusterStatus(5000);
+      if (!status.ok()) return SendStatus(res, status.status());
+      auto jobs = head_->ListJobs();
+      if (!jobs.ok()) return SendStatus(res, jobs.status());
+      res.set_content(ClusterMetrics(*status, *jobs),
+                      "text/plain; version=0.0.4");
+    });
+    // The Jobs REST API, with Ray's paths.
+    server_.Get("/api/jobs/", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      auto jobs = head_->ListJobs();
+      if (!jobs.ok()) return SendStatus(res, jobs.status());
+      SendJson(res, 200, JobListJson(*jobs));
+    });
+    server_.Post("/api/jobs/", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      SubmitJob(req, res);
+    });
+    server_.Get(R"(/api/jobs/([^/]+))", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      auto job = head_->GetJob(Ref(req));
+      if (!job.ok()) return SendStatus(res, job.status());
+      SendJson(res, 200, JobJson(*job));
+    });
+    server_.Get(R"(/api/jobs/([^/]+)/logs)",
+                [this](const auto& req, auto& res) {
+                  if (!Authorized(req, res)) return;
+                  JobLogs(req, res);
+                });
+    server_.Post(R"(/api/jobs/([^/]+)/stop)", [this](const auto& req,
+                                                     auto& res) {
+      if (!Authorized(req, res)) return;
+      auto job = head_->StopJob(Ref(req));
+      if (!job.ok()) return SendStatus(res, job.status());
+      bool stopping = job->end_time_ms() == 0;
+      SendJson(res, 200, nlohmann::json{{"stopped", stopping}}.dump() + "\n");
+    });
+    server_.Delete(R"(/api/jobs/([^/]+))", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      absl::Status deleted = head_->DeleteJob(Ref(req));
+      if (!deleted.ok()) return SendStatus(res, deleted);
+      SendJson(res, 200, nlohmann::json{{"deleted", true}}.dump() + "\n");
+    });
+  }
+
+  static proto::JobRef Ref(const httplib::Request& req) {
+    proto::JobRef ref;
+    ref.set_submission_id(req.matches[1]);
+    return ref;
+  }
+
+  // POST /api/jobs/ {"entrypoint": ..., "submission_id": ..., "runtime_env":
+  // {"env_vars": {...}, "working_dir": PATH on this host},
+  // "entrypoint_num_cpus": N, "entrypoint_num_gpus": N,
+  // "entrypoint_resources": {...}} -> {"submission_id": ..., "job_id": null}
+  void SubmitJob(const httplib::Request& req, httplib::Response& res) {
+    nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      return SendError(res, 400, "the body must be a JSON object");
+    }
+    if (!body.contains("entrypoint") || !body["entrypoint"].is_string() ||
+        body["entrypoint"].get<std::string>().empty()) {
+      return SendError(res, 400, "\"entrypoint\" (a command line) is required");
+    }
+    proto::JobSpec spec;
+    spec.set_entrypoint(body["entrypoint"].get<std::string>());
+    if (body.contains("submission_id") && body["submission_id"].is_string()) {
+      spec.set_submission_id(body["submission_id"].get<std::string>());
+    }
+    std::map<std::string, double> need;
+    try {
+      if (body.contains("entrypoint_resources") &&
+          !body["entrypoint_resources"].is_null()) {
+        need =
+            body["entrypoint_resources"].get<std::map<std::string, double>>();
+      }
+      for (const auto& [field, name] :
+           std::map<std::string, std::string>{{"entrypoint_num_cpus", "CPU"},
+                                              {"entrypoint_num_gpus", "GPU"}}) {
+        if (body.contains(field) && !body[field].is_null()) {
+          need[name] += body[field].get<double>();
+        }
+      }
+    } catch (const nlohmann::json::exception& e) {
+      return SendError(res, 400,
+                       absl::StrCat("bad entrypoint resources: ", e.what()));
+    }
+    auto shape = ResourceSet::FromDoubles(need);
+    if (!shape.ok()) return SendStatus(res, shape.status());
+    shape->ToProto(spec.mutable_entrypoint_resources());
+    std::string working_dir;
+    if (body.contains("runtime_env") && body["runtime_env"].is_object()) {
+      const nlohmann::json& env = body["runtime_env"];
+      for (const auto& [key, value] : env.items()) {
+        if (key == "env_vars" && value.is_object()) {
+          for (const auto& [k, v] : value.items()) {
+            if (!v.is_string()) {
+              return SendError(res, 400, "env_vars values must be strings");
+            }
+            (*spec.mutable_env())[k] = v.get<std::string>();
+          }
+        } else if (key == "working_dir" && value.is_string()) {
+          working_dir = value.get<std::string>();
+        } else {
+          return SendError(
+              res, 400,
+              absl::StrCat("runtime_env field \"", key,
+                           "\" is not supported (env_vars and working_dir, a "
+                           "folder on the head's host, are)"));
+        }
+      }
+    }
+    if (!working_dir.empty()) {
+      absl::Status sent = AttachWorkingDir(*head_, working_dir, &spec);
+      if (!sent.ok()) return SendStatus(res, sent);
+    }
+    auto job = head_->SubmitJob(spec);
+    if (!job.ok()) return SendStatus(res, job.status());
+    if (job->state() == proto::JobInfo::FAILED) {
+      return SendError(res, 400, job->message());
+    }
+    SendJson(res, 200,
+             nlohmann::json{{"submission_id", job->spec().submission_id()},
+                            {"job_id", nullptr}}
+                     .dump() +
+                 "\n");
+  }
+
+  // {"logs": everything the job printed so far}
+  void JobLogs(const httplib::Request& req, httplib::Response& res) {
+    proto::JobLogsRequest logs_req;
+    logs_req.set_submission_id(req.matches[1]);
+    std::string logs;
+    while (true) {
+      auto part = head_->GetJobLogs(logs_req);
+      if (!part.ok()) return SendStatus(res, part.status());
+      logs += part->data();
+      logs_req.set_offset(part->next_offset());
+      if (part->data().empty()) break;
+    }
+    SendJson(res, 200, nlohmann::json{{"logs", logs}}.dump() + "\n");
+  }
+
+  void AgentMetricsPage(httplib::Response& res) {
+    auto channel = rpc::BlockingChannel::Connect(
+        options_.agent_address, options_.token, "metrics", 5000);
+    if (!channel.ok()) return SendStatus(res, channel.status());
+    proto::AgentInfo info;
+    absl::Status got = (*channel)->CallProto(proto::GET_AGENT_INFO,
+                                             proto::Empty(), &info, 5000);
+    if (!got.ok()) return SendStatus(res, got);
+    res.set_content(AgentMetrics(info), "text/plain; version=0.0.4");
+  }
+
+  const DashboardOptions options_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::unique_ptr<rpc::EventLoop> loop_;
+  std::unique_ptr<rpc::HeadClient> head_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dashboard>> Dashboard::Start(
+    const DashboardOptions& options) {
+  auto dashboard = std::make_unique<DashboardImpl>(options);
+  absl::Status started = dashboard->Start();
+  if (!started.ok()) return started;
+  return dashboard;
+}
+
+}  // namespace shoal::dashboard

@@ -1,0 +1,252 @@
+#include "dashboard/formats.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal::dashboard {
+namespace {
+
+nlohmann::json JobObject(const proto::JobInfo& job) {
+  const proto::JobSpec& spec = job.spec();
+  bool ended = job.end_time_ms() > 0;
+  nlohmann::json runtime_env = nlohmann::json::object();
+  if (!spec.env().empty()) {
+    runtime_env["env_vars"] = std::map<std::string, std::string>(
+        spec.env().begin(), spec.env().end());
+  }
+  if (!spec.working_dir_blob().empty()) {
+    runtime_env["working_dir"] = "blob:" + spec.working_dir_blob();
+  }
+  return {
+      {"type", "SUBMISSION"},
+      {"job_id", nullptr},
+      {"submission_id", spec.submission_id()},
+      {"status", proto::JobInfo::State_Name(job.state())},
+      {"entrypoint", spec.entrypoint()},
+      {"message", job.message()},
+      {"error_type", job.state() == proto::JobInfo::FAILED
+                         ? nlohmann::json("JOB_ENTRYPOINT_COMMAND_ERROR")
+                         : nlohmann::json(nullptr)},
+      {"start_time", job.start_time_ms()},
+      {"end_time",
+       ended ? nlohmann::json(job.end_time_ms()) : nlohmann::json(nullptr)},
+      {"metadata", nlohmann::json::object()},
+      {"runtime_env", runtime_env},
+      {"entrypoint_resources",
+       ResourceSet::FromProto(spec.entrypoint_resources()).ToDoubles()},
+      {"driver_node_id", job.node_id()},
+      {"driver_pid", job.pid()},
+      {"driver_exit_code", ended && job.state() != proto::JobInfo::STOPPED
+                               ? nlohmann::json(job.exit_code())
+                               : nlohmann::json(nullptr)},
+  };
+}
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string Label(const std::string& value) {
+  return absl::StrReplaceAll(value,
+                             {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}});
+}
+
+// A sample's value, exact: whole numbers (byte counts) in full.
+std::string Value(double v) {
+  if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 9.0e15 &&
+      v > -9.0e15) {
+    return absl::StrCat(static_cast<int64_t>(v));
+  }
+  return absl::StrFormat("%.17g", v);
+}
+
+// One metric family: its HELP and TYPE lines, then its samples.
+class Family {
+ public:
+  Family(std::string name, std::string type, std::string help)
+      : name_(std::move(name)),
+        type_(std::move(type)),
+        help_(std::move(help)) {}
+  void Add(const std::vector<std::pair<std::string, std::string>>& labels,
+           double value) {
+    std::string line = name_;
+    if (!labels.empty()) {
+      line += "{";
+      for (size_t i = 0; i < labels.size(); ++i) {
+        absl::StrAppend(&line, i ? "," : "", labels[i].first, "=\"",
+                        Label(labels[i].second), "\"");
+      }
+      line += "}";
+    }
+    absl::StrAppend(&line, " ", Value(value), "\n");
+    samples_ += line;
+  }
+  void AppendTo(std::string* out) const {
+    absl::StrAppend(out, "# HELP ", name_, " ", help_, "\n# TYPE ", name_, " ",
+                    type_, "\n", samples_);
+  }
+
+ private:
+  std::string name_, type_, help_, samples_;
+};
+
+// A resource amount as users count it (memory resources are bytes).
+double Amount(int64_t fixed) {
+  return fixed / static_cast<double>(kResourceUnit);
+}
+
+}  // namespace
+
+std::string JobJson(const proto::JobInfo& job) {
+  return JobObject(job).dump(2) + "\n";
+}
+
+std::string JobListJson(const proto::JobList& jobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const proto::JobInfo& job : jobs.jobs()) out.push_back(JobObject(job));
+  return out.dump(2) + "\n";
+}
+
+std::string ClusterMetrics(const proto::ClusterStatus& status,
+                           const proto::JobList& jobs) {
+  Family nodes("shoal_nodes", "gauge", "Nodes of the cluster, by state.");
+  Family total("shoal_node_resource_capacity", "gauge",
+               "Resources of each alive node (bytes for memory and "
+               "object_store_memory).");
+  Family used("shoal_node_resource_used", "gauge",
+              "Resources in use on each alive node (bytes for memory and "
+              "object_store_memory).");
+  Family leases("shoal_node_leases", "gauge",
+                "Worker leases held on each alive node.");
+  Family actors("shoal_actors", "gauge", "Actors, by state.");
+  Family groups("shoal_placement_groups", "gauge",
+                "Placement groups, by state.");
+  Family job_states("shoal_jobs", "gauge", "Submitted jobs, by status.");
+  Family demands("shoal_pending_demands", "gauge",
+                 "Resource shapes waiting for a node (tasks and actors), "
+                 "by whether any node can ever hold them.");
+
+  std::map<std::string, int> node_counts = {{"ALIVE", 0}, {"DEAD", 0}};
+  std::map<std::string, int> lease_counts;
+  for (const auto& n : status.nodes()) {
+    ++node_counts[n.alive() ? "ALIVE" : "DEAD"];
+    if (!n.alive()) continue;
+    lease_counts[n.node_id()] = 0;
+    ResourceSet t = WithoutBundleResources(ResourceSet::FromProto(n.total()));
+    ResourceSet a =
+        WithoutBundleResources(ResourceSet::FromProto(n.available()));
+    for (const auto& [name, amount] : t.amounts()) {
+      total.Add({{"node_id", n.node_id()}, {"resource", name}}, Amount(amount));
+      used.Add({{"node_id", n.node_id()}, {"resource", name}},
+               Amount(amount - a.Get(name)));
+    }
+  }
+  for (const auto& [state, count] : node_counts) {
+    nodes.Add({{"state", state}}, count);
+  }
+  for (const auto& l : status.leases()) ++lease_counts[l.node_id()];
+  for (const auto& [node, count] : lease_counts) {
+    leases.Add({{"node_id", node}}, count);
+  }
+  std::map<std::string, int> actor_counts;
+  for (int s = proto::ActorInfo::State_MIN; s <= proto::ActorInfo::State_MAX;
+       ++s) {
+    if (proto::ActorInfo::State_IsValid(s)) {
+      actor_counts[proto::ActorInfo::State_Name(
+          static_cast<proto::ActorInfo::State>(s))] = 0;
+    }
+  }
+  for (const auto& a : status.actors()) {
+    ++actor_counts[proto::ActorInfo::State_Name(a.state())];
+  }
+  for (const auto& [state, count] : actor_counts) {
+    actors.Add({{"state", state}}, count);
+  }
+  std::map<std::string, int> group_counts;
+  for (int s = proto::PlacementGroupInfo::State_MIN;
+       s <= proto::PlacementGroupInfo::State_MAX; ++s) {
+    if (proto::PlacementGroupInfo::State_IsValid(s)) {
+      group_counts[proto::PlacementGroupInfo::State_Name(
+          static_cast<proto::PlacementGroupInfo::State>(s))] = 0;
+    }
+  }
+  for (const auto& pg : status.placement_groups()) {
+    ++group_counts[proto::PlacementGroupInfo::State_Name(pg.state())];
+  }
+  for (const auto& [state, count] : group_counts) {
+    groups.Add({{"state", state}}, count);
+  }
+  std::map<std::string, int> job_counts;
+  for (int s = proto::JobInfo::State_MIN; s <= proto::JobInfo::State_MAX; ++s) {
+    if (proto::JobInfo::State_IsValid(s)) {
+      job_counts[proto::JobInfo::State_Name(
+          static_cast<proto::JobInfo::State>(s))] = 0;
+    }
+  }
+  for (const auto& j : jobs.jobs()) {
+    ++job_counts[proto::JobInfo::State_Name(j.state())];
+  }
+  for (const auto& [state, count] : job_counts) {
+    job_states.Add({{"status", state}}, count);
+  }
+  int64_t feasible = 0, infeasible = 0;
+  for (const auto& d : status.demands()) {
+    (d.infeasible() ? infeasible : feasible) += d.count();
+  }
+  demands.Add({{"infeasible", "false"}}, static_cast<double>(feasible));
+  demands.Add({{"infeasible", "true"}}, static_cast<double>(infeasible));
+
+  std::string out;
+  for (const Family* f : {&nodes, &total, &used, &leases, &actors, &groups,
+                          &job_states, &demands}) {
+    f->AppendTo(&out);
+  }
+  return out;
+}
+
+std::string AgentMetrics(const proto::AgentInfo& info) {
+  const std::string& node = info.node().node_id();
+  const proto::ObjectStoreInfo& store = info.object_store();
+  std::string out;
+  auto gauge = [&](const std::string& name, const std::string& help,
+                   double value) {
+    Family f(name, "gauge", help);
+    f.Add({{"node_id", node}}, value);
+    f.AppendTo(&out);
+  };
+  auto counter = [&](const std::string& name, const std::string& help,
+                     double value) {
+    Family f(name, "counter", help);
+    f.Add({{"node_id", node}}, value);
+    f.AppendTo(&out);
+  };
+  gauge("shoal_agent_worker_processes", "Worker processes of this node.",
+        static_cast<double>(info.num_workers()));
+  gauge("shoal_agent_leases", "Worker leases this node holds.",
+        static_cast<double>(info.num_leases()));
+  gauge("shoal_object_store_capacity_bytes",
+        "Size of this node's shared-memory object store.",
+        static_cast<double>(store.capacity()));
+  gauge("shoal_object_store_used_bytes", "Bytes of objects in the store.",
+        static_cast<double>(store.used_bytes()));
+  gauge("shoal_object_store_pinned_bytes",
+        "Bytes of objects in use by a process (not evictable).",
+        static_cast<double>(store.pinned_bytes()));
+  gauge("shoal_object_store_objects", "Objects in the store.",
+        static_cast<double>(store.num_objects()));
+  gauge("shoal_object_store_spilled_objects", "Objects spilled to disk now.",
+        static_cast<double>(store.num_spilled()));
+  gauge("shoal_object_store_spilled_bytes", "Bytes spilled to disk now.",
+        static_cast<double>(store.spilled_bytes()));
+  counter("shoal_object_store_evictions_total",
+          "Objects evicted from the store since the node started.",
+          static_cast<double>(store.evictions()));
+  return out;
+}
+
+}  // namespace shoal::dashboard
