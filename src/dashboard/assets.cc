@@ -28,6 +28,7 @@ const char kDashboardPage[] = R"html(<!doctype html>
   th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e6e9ee;
            vertical-align: top; }
   th { background: #f0f3f7; font-weight: 600; }
+  .usage div { white-space: nowrap; }
   .bar { background: #e3e8ef; border-radius: 3px; width: 110px; height: 9px;
          display: inline-block; vertical-align: middle; margin-right: 4px; }
   .bar > div { background: #2f80ed; height: 9px; border-radius: 3px; }
@@ -121,7 +122,7 @@ function drawNodes(status) {
       `<td class="state-${esc(n.state)}">${esc(state)}</td>` +
       `<td>${esc(l["shoal.io/tpu-slice-name"] || "")}</td>` +
       `<td>${esc(l["shoal.io/tpu-worker-id"] || "")}</td>` +
-      `<td>${usage(n)}</td><td class="muted">${esc(Object.entries(l).map(
+      `<td class="usage">${usage(n)}</td><td class="muted">${esc(Object.entries(l).map(
         ([k, v]) => k + "=" + v).join(" "))}</td></tr>`;
   });
   document.getElementById("nodes").innerHTML = rows.join("");

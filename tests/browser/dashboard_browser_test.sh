@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The dashboard in a real browser: headless Chromium (Debian's) opens the
+# page of a two-host simulated TPU v5p-16 cluster running a job and a
+# `shoal launch` gang, and the page it drew must show both nodes with their
+# slice and TPU worker id, the job's log lines and the gang's placement
+# group. The screenshot is kept in <build>/artifacts/dashboard.png.
+#
+#   dashboard_browser_test.sh <shoal-cli> <artifacts-dir>
+set -euo pipefail
+shoal=$1
+artifacts=$2
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z "$browser" ]]; then
+  echo "SKIP: no chromium (Debian package chromium; scripts/setup-deps installs it)"
+  exit 0
+fi
+mkdir -p "$artifacts"
+work=$(mktemp -d /tmp/shoal-browser.XXXXXX)
+cleanup() {
+  "$shoal" stop --temp-dir "$work/b" >/dev/null 2>&1 || true
+  "$shoal" stop --temp-dir "$work/a" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+unset SHOAL_ADDRESS SHOAL_TOKEN
+
+"$shoal" dev fake-tpu --type v5p-16 --worker 0 --root "$work/tpu-0" > "$work/tpu-0.env" 2>/dev/null
+"$shoal" dev fake-tpu --type v5p-16 --worker 1 --root "$work/tpu-1" > "$work/tpu-1.env" 2>/dev/null
+( . "$work/tpu-0.env"
+  "$shoal" start --head --port 0 --dashboard-port 0 --node-ip-address 127.0.0.1 \
+    --temp-dir "$work/a" --node-id tpu-host-0 --num-cpus 2 >/dev/null )
+session=$work/a/session_latest
+address=$(cat "$session/cluster_address")
+token=$(cat "$session/token")
+dashboard=$(cat "$session/dashboard_address")
+( . "$work/tpu-1.env"
+  "$shoal" start --address "$address" --token "$token" --node-ip-address 127.0.0.1 \
+    --temp-dir "$work/b" --node-id tpu-host-1 --num-cpus 2 >/dev/null )
+export SHOAL_TEMP_DIR=$work/a
+
+"$shoal" job submit --no-wait --submission-id browser-job -- \
+  sh -c 'for i in 1 2 3; do echo "training step $i: loss 0.$((9 - i))"; done; sleep 60' >/dev/null 2>&1
+"$shoal" launch --per-host --slice my-tpu -- sleep 60 > "$work/launch.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do
+  "$shoal" status --format json | grep -q '"CREATED"' && break
+  sleep 0.1
+done
+
+fail=0
+check() {  # check WHAT TEXT: the page shows TEXT
+  if grep -qF -- "$2" "$work/dom.html"; then
+    echo "  ok: $1"
+  else
+    echo "  FAIL: $1: \"$2\" is not on the page"
+    fail=1
+  fi
+}
+url="http://$dashboard/?token=$token"
+flags=(--headless --no-sandbox --disable-gpu --disable-dev-shm-usage
+       --user-data-dir="$work/profile" --virtual-time-budget=8000)
+timeout 120 "$browser" "${flags[@]}" --dump-dom "$url" > "$work/dom.html" 2>"$work/browser.log" || true
+timeout 120 "$browser" "${flags[@]}" --window-size=1400,1200 \
+  --screenshot="$artifacts/dashboard.png" "$url" >/dev/null 2>>"$work/browser.log" || true
+cp "$work/dom.html" "$artifacts/dashboard-dom.html"
+echo "the page at $url:"
+check "the head node" "tpu-host-0"
+check "the second host" "tpu-host-1"
+check "the slice name" "my-tpu"
+check "a usage bar" 'class="bar"'
+check "the job" "browser-job"
+check "the job's log lines" "training step 3: loss 0.6"
+check "the gang's placement group" "STRICT_SPREAD"
+check "its bundles on both hosts" "(tpu-host-1)"
+if [[ ! -s "$artifacts/dashboard.png" ]]; then
+  echo "  FAIL: no screenshot"
+  fail=1
+else
+  echo "  screenshot: $artifacts/dashboard.png"
+fi
+# Without the token the browser gets the sign-in page, not the cluster.
+timeout 120 "$browser" "${flags[@]}" --dump-dom "http://$dashboard/" > "$work/login.html" 2>/dev/null || true
+if grep -q "needs its token" "$work/login.html" && ! grep -q "tpu-host-0" "$work/login.html"; then
+  echo "  ok: without the token, the sign-in page"
+else
+  echo "  FAIL: without the token the page was not the sign-in page"
+  fail=1
+fi
+kill "$launcher" 2>/dev/null || true
+wait "$launcher" 2>/dev/null || true
+"$shoal" job stop browser-job >/dev/null 2>&1 || true
+if [[ $fail -ne 0 ]]; then
+  echo "browser log:"; tail -20 "$work/browser.log"
+  exit 1
+fi
+echo "dashboard_browser_test: PASS"
