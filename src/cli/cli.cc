@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "accel/accelerator_manager.h"
 #include "accel/detect.h"
 #include "accel/fake_host.h"
 #include "agent/agent.h"
@@ -1104,6 +1105,187 @@ int JobList(const JobFlags& f) {
   });
 }
 
+// ---- list ----
+
+struct ListFlags {
+  std::string address, token, temp_dir;
+  std::string format = "table";
+  std::vector<std::string> filters;  // KEY=VALUE
+  int limit = 100;
+};
+
+using Row = std::vector<std::pair<std::string, std::string>>;
+
+std::string ResourceSummary(const proto::ResourceMap& map) {
+  std::vector<std::string> parts;
+  for (const auto& [name, amount] :
+       WithoutBundleResources(ResourceSet::FromProto(map)).ToDoubles()) {
+    if (name == "memory" || name == "object_store_memory") continue;
+    parts.push_back(absl::StrCat(name, ":", amount));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+// The rows of `what` (nodes, jobs, actors, placement-groups).
+absl::StatusOr<std::vector<Row>> ListRows(rpc::HeadClient& head,
+                                          const std::string& what) {
+  std::vector<Row> rows;
+  if (what == "jobs") {
+    ASSIGN_OR_RETURN(proto::JobList jobs, head.ListJobs());
+    for (const auto& j : jobs.jobs()) {
+      rows.push_back({{"submission_id", j.spec().submission_id()},
+                      {"status", JobStateName(j.state())},
+                      {"node_id", j.node_id()},
+                      {"duration", JobDuration(j)},
+                      {"entrypoint", j.spec().entrypoint()}});
+    }
+    return rows;
+  }
+  ASSIGN_OR_RETURN(proto::ClusterStatus status, head.ClusterStatus());
+  if (what == "nodes") {
+    for (const auto& n : status.nodes()) {
+      auto label = [&](const char* key) {
+        auto it = n.labels().find(key);
+        return it == n.labels().end() ? std::string() : it->second;
+      };
+      rows.push_back({{"node_id", n.node_id()},
+                      {"address", n.address()},
+                      {"state", n.alive() ? "ALIVE" : "DEAD"},
+                      {"head", n.is_head_node() ? "yes" : "no"},
+                      {"resources", ResourceSummary(n.total())},
+                      {"slice", label(accel::kLabelTpuSliceName)},
+                      {"tpu_worker_id", label(accel::kLabelTpuWorkerId)}});
+    }
+  } else if (what == "actors") {
+    for (const auto& a : status.actors()) {
+      rows.push_back({{"actor_id", a.spec().actor_id()},
+                      {"class", a.spec().class_name()},
+                      {"name", a.spec().name()},
+                      {"state", proto::ActorInfo::State_Name(a.state())},
+                      {"node_id", a.node_id()},
+                      {"job_id", a.spec().job_id()},
+                      {"pid", a.pid() > 0 ? absl::StrCat(a.pid()) : ""},
+                      {"restarts", absl::StrCat(a.num_restarts())}});
+    }
+  } else if (what == "placement-groups") {
+    for (const auto& pg : status.placement_groups()) {
+      std::vector<std::string> bundles;
+      for (int i = 0; i < pg.spec().bundles_size(); ++i) {
+        bundles.push_back(absl::StrCat(
+            ResourceSummary(pg.spec().bundles(i)), "@",
+            i < pg.bundle_nodes_size() ? pg.bundle_nodes(i) : "-"));
+      }
+      rows.push_back(
+          {{"placement_group_id", pg.pg_id()},
+           {"name", pg.spec().name()},
+           {"state", proto::PlacementGroupInfo::State_Name(pg.state())},
+           {"strategy", proto::PlacementStrategy_Name(pg.spec().strategy())},
+           {"bundles", absl::StrJoin(bundles, ", ")},
+           {"job_id", pg.job_id()}});
+    }
+  }
+  return rows;
+}
+
+int List(const ListFlags& f, const std::string& what) {
+  if (what == "tasks" || what == "objects") {
+    return Fail(absl::StrCat(
+        "shoal list ", what,
+        " is not available yet: drivers do not report task events to the "
+        "head (shoal status shows leases and demands; the dashboard shows "
+        "jobs, actors and groups)"));
+  }
+  std::vector<std::pair<std::string, std::string>> filters;
+  for (const std::string& kv : f.filters) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return UsageFail(absl::StrCat(
+          "--filter takes KEY=VALUE, e.g. state=ALIVE (got \"", kv, "\")"));
+    }
+    filters.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  JobFlags connection;
+  connection.address = f.address;
+  connection.token = f.token;
+  connection.temp_dir = f.temp_dir;
+  return WithJobHead(connection, [&](rpc::HeadClient& head) {
+    auto rows = ListRows(head, what);
+    if (!rows.ok()) return JobError("cannot list " + what, rows.status());
+    std::vector<Row> kept;
+    for (const Row& row : *rows) {
+      bool match = true;
+      for (const auto& [key, value] : filters) {
+        auto it = std::find_if(row.begin(), row.end(),
+                               [&](const auto& c) { return c.first == key; });
+        if (it == row.end() || it->second != value) match = false;
+      }
+      if (match && static_cast<int>(kept.size()) < f.limit) {
+        kept.push_back(row);
+      }
+    }
+    if (!filters.empty() && !rows->empty()) {
+      for (const auto& [key, value] : filters) {
+        const Row& first = rows->front();
+        if (std::none_of(first.begin(), first.end(),
+                         [&](const auto& c) { return c.first == key; })) {
+          std::vector<std::string> keys;
+          for (const auto& c : first) keys.push_back(c.first);
+          return UsageFail(absl::StrCat("--filter: ", what, " have no key \"",
+                                        key, "\" (they have ",
+                                        absl::StrJoin(keys, ", "), ")"));
+        }
+      }
+    }
+    if (f.format == "json") {
+      nlohmann::json out = nlohmann::json::array();
+      for (const Row& row : kept) {
+        nlohmann::json o = nlohmann::json::object();
+        for (const auto& [k, v] : row) o[k] = v;
+        out.push_back(o);
+      }
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    if (kept.empty()) {
+      std::cout << "No " << what << (filters.empty() ? "" : " match") << ".\n";
+      return 0;
+    }
+    std::vector<size_t> width(kept.front().size(), 0);
+    for (size_t c = 0; c < width.size(); ++c) {
+      width[c] = kept.front()[c].first.size();
+      for (const Row& row : kept) {
+        width[c] =
+            std::max(width[c], std::min<size_t>(row[c].second.size(), 60));
+      }
+    }
+    auto print = [&](const std::vector<std::string>& cells) {
+      std::string line;
+      for (size_t c = 0; c < cells.size(); ++c) {
+        std::string cell = cells[c].substr(0, 60);
+        absl::StrAppend(&line, c ? "  " : "", cell,
+                        c + 1 < cells.size()
+                            ? std::string(width[c] - cell.size(), ' ')
+                            : "");
+      }
+      std::cout << line << "\n";
+    };
+    std::vector<std::string> header;
+    for (const auto& c : kept.front()) {
+      header.push_back(absl::AsciiStrToUpper(c.first));
+    }
+    print(header);
+    for (const Row& row : kept) {
+      std::vector<std::string> cells;
+      for (const auto& c : row) cells.push_back(c.second);
+      print(cells);
+    }
+    if (static_cast<int>(kept.size()) == f.limit) {
+      std::cout << "(first " << f.limit << "; --limit N shows more)\n";
+    }
+    return 0;
+  });
+}
+
 // ---- dev fake-tpu ----
 
 struct FakeTpuFlags {
@@ -1306,6 +1488,26 @@ int Dispatch(int argc, char** argv) {
   job_list->add_option("--format", job.format, "text (default) or json")
       ->check(OneOf({"text", "json"}));
 
+  ListFlags list;
+  std::string list_what;
+  auto* list_cmd = app.add_subcommand(
+      "list", "List nodes, jobs, actors or placement-groups of the cluster");
+  list_cmd
+      ->add_option("what", list_what, "nodes, jobs, actors, placement-groups")
+      ->required()
+      ->check(OneOf(
+          {"nodes", "jobs", "actors", "placement-groups", "tasks", "objects"}));
+  list_cmd->add_option("--address", list.address, "Head, HOST:PORT")
+      ->check(HostPort());
+  list_cmd->add_option("--token", list.token, "Cluster token");
+  list_cmd->add_option("--temp-dir", list.temp_dir, "Temp dir of a local head");
+  list_cmd->add_option("--format", list.format, "table (default) or json")
+      ->check(OneOf({"table", "json"}));
+  list_cmd->add_option("--filter", list.filters,
+                       "KEY=VALUE, e.g. state=ALIVE (repeatable)");
+  list_cmd->add_option("--limit", list.limit, "At most N rows (default 100)")
+      ->check(AtLeast(1));
+
   HeadFlags head;
   auto* head_cmd = app.add_subcommand("_head", "Run a head in the foreground");
   head_cmd->group("");
@@ -1442,6 +1644,7 @@ int Dispatch(int argc, char** argv) {
   if (job_status->parsed()) return JobStatus(job, job_id);
   if (job_stop->parsed()) return JobStop(job, job_id);
   if (job_list->parsed()) return JobList(job);
+  if (list_cmd->parsed()) return List(list, list_what);
   if (start_cmd->parsed()) return Start(start);
   if (stop_cmd->parsed()) return Stop(stop_temp_dir, force);
   if (status_cmd->parsed()) {

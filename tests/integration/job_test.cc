@@ -279,4 +279,35 @@ TEST_F(JobTest, BadInputGetsAClearError) {
   EXPECT_EQ(Job({"logs"}, &out), 2);
 }
 
+TEST_F(JobTest, ShoalListShowsTheClustersState) {
+  std::string out;
+  ASSERT_EQ(RunCli({"list", "nodes"}, &out, Env()), 0) << out;
+  EXPECT_THAT(out, HasSubstr("NODE_ID"));
+  EXPECT_THAT(out, HasSubstr("job-head"));
+  EXPECT_THAT(out, HasSubstr("job-big"));
+  ASSERT_EQ(RunCli({"list", "nodes", "--filter", "node_id=job-big", "--format",
+                    "json"},
+                   &out, Env()),
+            0)
+      << out;
+  nlohmann::json nodes = nlohmann::json::parse(out);
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["state"], "ALIVE");
+  EXPECT_THAT(nodes[0]["resources"].get<std::string>(), HasSubstr("big:1"));
+  EXPECT_EQ(Job({"submit", "--submission-id", "listed", "--", "true"}, &out),
+            0);
+  ASSERT_EQ(
+      RunCli({"list", "jobs", "--filter", "submission_id=listed"}, &out, Env()),
+      0);
+  EXPECT_THAT(out, HasSubstr("SUCCEEDED"));
+  ASSERT_EQ(RunCli({"list", "jobs", "--limit", "1"}, &out, Env()), 0);
+  EXPECT_THAT(out, HasSubstr("--limit N shows more"));
+  EXPECT_EQ(RunCli({"list", "nodes", "--filter", "colour=red"}, &out, Env()),
+            2);
+  EXPECT_THAT(out, HasSubstr("have no key \"colour\""));
+  EXPECT_EQ(RunCli({"list", "tasks"}, &out, Env()), 1);
+  EXPECT_THAT(out, HasSubstr("not available yet"));
+  EXPECT_EQ(RunCli({"list", "things"}, &out, Env()), 2);
+}
+
 }  // namespace
