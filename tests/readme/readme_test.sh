@@ -497,6 +497,17 @@ for line in "${one_host[@]}"; do
       check_token_note "$head_out" "$head_address" "$t1" "$node3"
       ;;
 
+    "shoal job submit "*)
+      seen+="job "
+      step "shoal job submit runs a command under supervision and follows it"
+      type_in "$work" "$t1" 120 "$typed_line"
+      problem=""
+      [[ $rc -ne 0 ]] && problem+="exit code $rc, not 0; "
+      grep -qx "hello from a job" <<<"$out" || problem+="no 'hello from a job' line; "
+      grep -q "SUCCEEDED" <<<"$out" || problem+="no 'SUCCEEDED' line; "
+      if [[ -n "$problem" ]]; then fail "${problem%; }"; else pass; fi
+      ;;
+
     "shoal stop --temp-dir "*)
       seen+="stop-node2 "
       step "stop the second node: $cmd"
@@ -534,7 +545,7 @@ done
 step "the one-host block has every step this tier checks"
 absent=""
 for want in head join status launch-per-device launch-per-host launch-sh \
-            launch-fail hello stop-node2 stop; do
+            launch-fail hello job stop-node2 stop; do
   [[ "$seen" == *" $want "* ]] || absent+="$want "
 done
 if [[ -n "$absent" ]]; then
