@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "google/protobuf/descriptor.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -100,6 +101,22 @@ double Amount(int64_t fixed) {
   return fixed / static_cast<double>(kResourceUnit);
 }
 
+// Every value of an enum, counted 0: a state with nothing in it is still
+// a sample (0), not a missing series.
+std::map<std::string, int> ZeroCounts(
+    const google::protobuf::EnumDescriptor* states) {
+  std::map<std::string, int> out;
+  for (int i = 0; i < states->value_count(); ++i) {
+    out[states->value(i)->name()] = 0;
+  }
+  return out;
+}
+
+void AddCounts(Family& family, const std::string& label,
+               const std::map<std::string, int>& counts) {
+  for (const auto& [value, count] : counts) family.Add({{label, value}}, count);
+}
+
 }  // namespace
 
 std::string JobJson(const proto::JobInfo& job) {
@@ -146,54 +163,29 @@ std::string ClusterMetrics(const proto::ClusterStatus& status,
                Amount(amount - a.Get(name)));
     }
   }
-  for (const auto& [state, count] : node_counts) {
-    nodes.Add({{"state", state}}, count);
-  }
+  AddCounts(nodes, "state", node_counts);
   for (const auto& l : status.leases()) ++lease_counts[l.node_id()];
   for (const auto& [node, count] : lease_counts) {
     leases.Add({{"node_id", node}}, count);
   }
-  std::map<std::string, int> actor_counts;
-  for (int s = proto::ActorInfo::State_MIN; s <= proto::ActorInfo::State_MAX;
-       ++s) {
-    if (proto::ActorInfo::State_IsValid(s)) {
-      actor_counts[proto::ActorInfo::State_Name(
-          static_cast<proto::ActorInfo::State>(s))] = 0;
-    }
-  }
+  std::map<std::string, int> actor_counts =
+      ZeroCounts(proto::ActorInfo::State_descriptor());
   for (const auto& a : status.actors()) {
     ++actor_counts[proto::ActorInfo::State_Name(a.state())];
   }
-  for (const auto& [state, count] : actor_counts) {
-    actors.Add({{"state", state}}, count);
-  }
-  std::map<std::string, int> group_counts;
-  for (int s = proto::PlacementGroupInfo::State_MIN;
-       s <= proto::PlacementGroupInfo::State_MAX; ++s) {
-    if (proto::PlacementGroupInfo::State_IsValid(s)) {
-      group_counts[proto::PlacementGroupInfo::State_Name(
-          static_cast<proto::PlacementGroupInfo::State>(s))] = 0;
-    }
-  }
+  AddCounts(actors, "state", actor_counts);
+  std::map<std::string, int> group_counts =
+      ZeroCounts(proto::PlacementGroupInfo::State_descriptor());
   for (const auto& pg : status.placement_groups()) {
     ++group_counts[proto::PlacementGroupInfo::State_Name(pg.state())];
   }
-  for (const auto& [state, count] : group_counts) {
-    groups.Add({{"state", state}}, count);
-  }
-  std::map<std::string, int> job_counts;
-  for (int s = proto::JobInfo::State_MIN; s <= proto::JobInfo::State_MAX; ++s) {
-    if (proto::JobInfo::State_IsValid(s)) {
-      job_counts[proto::JobInfo::State_Name(
-          static_cast<proto::JobInfo::State>(s))] = 0;
-    }
-  }
+  AddCounts(groups, "state", group_counts);
+  std::map<std::string, int> job_counts =
+      ZeroCounts(proto::JobInfo::State_descriptor());
   for (const auto& j : jobs.jobs()) {
     ++job_counts[proto::JobInfo::State_Name(j.state())];
   }
-  for (const auto& [state, count] : job_counts) {
-    job_states.Add({{"status", state}}, count);
-  }
+  AddCounts(job_states, "status", job_counts);
   int64_t feasible = 0, infeasible = 0;
   for (const auto& d : status.demands()) {
     (d.infeasible() ? infeasible : feasible) += d.count();
