@@ -17,21 +17,8 @@ namespace {
 constexpr int64_t kMaxLogChunk = 1 << 20;  // bytes per GET_JOB_LOGS answer
 constexpr int64_t kMaxLogWaitMs = 30000;
 
-const char* StateName(proto::JobInfo::State state) {
-  switch (state) {
-    case proto::JobInfo::PENDING:
-      return "PENDING";
-    case proto::JobInfo::RUNNING:
-      return "RUNNING";
-    case proto::JobInfo::SUCCEEDED:
-      return "SUCCEEDED";
-    case proto::JobInfo::FAILED:
-      return "FAILED";
-    case proto::JobInfo::STOPPED:
-      return "STOPPED";
-    default:
-      return "?";
-  }
+const std::string& StateName(proto::JobInfo::State state) {
+  return proto::JobInfo::State_Name(state);
 }
 
 bool Finished(const proto::JobInfo& info) {
@@ -92,10 +79,9 @@ void JobManager::RegisterHandlers(rpc::Server* s) {
               absl::StrCat("no job ", r.submission_id(), " on this cluster")));
         }
         if (!Finished(e->info)) {
-          return resp.Error(absl::FailedPreconditionError(
-              absl::StrCat("job ", r.submission_id(), " is ",
-                           StateName(e->info.state()),
-                           ": stop it first (shoal job stop)")));
+          return resp.Error(absl::FailedPreconditionError(absl::StrCat(
+              "job ", r.submission_id(), " is ", StateName(e->info.state()),
+              ": stop it first (shoal job stop)")));
         }
         unlink(e->log_path.c_str());
         jobs_.erase(r.submission_id());

@@ -228,8 +228,7 @@ absl::StatusOr<proto::JobInfo> HeadClient::StopJob(const proto::JobRef& job,
 
 absl::Status HeadClient::DeleteJob(const proto::JobRef& job,
                                    int64_t timeout_ms) {
-  return CallAndWait<proto::Empty>(proto::DELETE_JOB, job, timeout_ms)
-      .status();
+  return CallAndWait<proto::Empty>(proto::DELETE_JOB, job, timeout_ms).status();
 }
 
 absl::StatusOr<proto::JobLogs> HeadClient::GetJobLogs(
