@@ -4,11 +4,12 @@ A function or class is cloudpickled once and stored in the head's
 key-value store under ``pyfn/<job>/<sha256>/<name>``; a task names only that
 key, and each worker fetches it once (shoal._worker).
 
-A call's arguments travel as one "frame", the pickled ``(args, kwargs)``
-with each top-level ObjectRef replaced by a marker, followed by those refs,
-which the runtime resolves before the task runs (on any node), as Ray
-resolves top-level ref arguments. A small frame travels inside the task; a
-large one (big arrays) goes through the object store.
+A call's arguments travel as one "frame", the pickled ``(args, kwargs)``,
+followed by every ObjectRef found in it, which the runtime resolves before
+the task runs (on any node). A top-level ref argument reads back as its
+value, as in Ray; one inside a value reads back as a ResolvedRef. A small
+frame travels inside the task; a large one (big arrays) goes through the
+object store.
 """
 
 import functools
@@ -43,9 +44,9 @@ def encode_call(args, kwargs):
     its value, as in Ray; a ref inside a value (a list of refs) reads back
     as a ResolvedRef that shoal.get() takes."""
     frame = (list(args), dict(kwargs))
-    refs = (ObjectRef, ResolvedRef)
-    positions = ([i for i, a in enumerate(args) if isinstance(a, refs)],
-                 [k for k, v in kwargs.items() if isinstance(v, refs)])
+    ref_types = (ObjectRef, ResolvedRef)
+    positions = ([i for i, a in enumerate(args) if isinstance(a, ref_types)],
+                 [k for k, v in kwargs.items() if isinstance(v, ref_types)])
     pieces, size, refs = dumps_capturing_refs((frame, positions))
     inline = as_inline(pieces, size)
     first = inline if inline is not None else _shoal.put_pieces(pieces, size)
