@@ -27,11 +27,14 @@
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
 
 using ::shoal::testing::ClusterSpec;
+using ::shoal::testing::StartSuiteCluster;
+using ::shoal::testing::StopSuiteCluster;
 using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
 
@@ -42,15 +45,9 @@ class DashboardTest : public ::testing::Test {
     spec.nodes = {{"dash-head", 2, ""}, {"dash-node", 2, ""}};
     spec.nodes[0].extra_args = {"--metrics-port", "0"};
     spec.nodes[1].extra_args = {"--metrics-port", "0"};
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
+    StartSuiteCluster(spec, &cluster_);
   }
-  static void TearDownTestSuite() {
-    cluster_->Stop();
-    EXPECT_EQ(cluster_->sanitizer_reports(), "");
-    cluster_.reset();
-  }
+  static void TearDownTestSuite() { StopSuiteCluster(&cluster_); }
 
   static std::string SessionFile(size_t node, const std::string& name) {
     return shoal::ReadSessionFile(cluster_->session_dir(node), name);

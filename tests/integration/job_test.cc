@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
@@ -31,6 +32,8 @@ using ::shoal::testing::FinishCli;
 using ::shoal::testing::ProcessesMentioning;
 using ::shoal::testing::RunCli;
 using ::shoal::testing::StartCli;
+using ::shoal::testing::StartSuiteCluster;
+using ::shoal::testing::StopSuiteCluster;
 using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -45,15 +48,9 @@ class JobTest : public ::testing::Test {
   static void SetUpTestSuite() {
     ClusterSpec spec;
     spec.nodes = {{"job-head", 2, ""}, {"job-big", 2, R"({"big": 1})"}};
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
+    StartSuiteCluster(spec, &cluster_);
   }
-  static void TearDownTestSuite() {
-    cluster_->Stop();
-    EXPECT_EQ(cluster_->sanitizer_reports(), "");
-    cluster_.reset();
-  }
+  static void TearDownTestSuite() { StopSuiteCluster(&cluster_); }
 
   // `shoal job ARGS` against the cluster; its exit code, output in *out.
   int Job(const std::vector<std::string>& args, std::string* out) {

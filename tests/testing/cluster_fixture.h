@@ -18,6 +18,23 @@
 
 namespace shoal::testing {
 
+// One cluster for a whole test suite (SetUpTestSuite/TearDownTestSuite):
+// starts `spec` into *cluster (a fatal failure when it cannot start) ...
+inline void StartSuiteCluster(const ClusterSpec& spec,
+                              std::unique_ptr<TestCluster>* cluster) {
+  auto started = TestCluster::Start(spec);
+  ASSERT_TRUE(started.ok()) << started.status();
+  *cluster = std::move(*started);
+}
+// ... and stops it, failing the suite if any of its processes logged a
+// sanitizer report.
+inline void StopSuiteCluster(std::unique_ptr<TestCluster>* cluster) {
+  if (*cluster == nullptr) return;
+  (*cluster)->Stop();
+  EXPECT_EQ((*cluster)->sanitizer_reports(), "");
+  cluster->reset();
+}
+
 // Owns cluster_: stops it after the test and fails the test if any of its
 // processes logged a sanitizer report.
 class ClusterTest : public ::testing::Test {
