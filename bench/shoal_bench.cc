@@ -29,6 +29,10 @@
 //                          (object_transfer_bench)
 //
 //   ./build/bin/shoal_bench [--tasks N] [--sync N] [--cpus-per-node C]
+//                           [--task-path-only]
+//
+// --task-path-only stops after the task figures (to compare, e.g., runs
+// with task events off: SHOAL_TASK_EVENTS_REPORT_INTERVAL_MS=0).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -196,7 +200,11 @@ int main(int argc, char** argv) {
   int num_tasks = 20000;
   int num_sync = 3000;
   double cpus = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool task_path_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--task-path-only")) task_path_only = true;
+  }
+  for (int i = 1; i + 1 < argc; ++i) {
     if (!strcmp(argv[i], "--tasks")) num_tasks = atoi(argv[i + 1]);
     if (!strcmp(argv[i], "--sync")) num_sync = atoi(argv[i + 1]);
     if (!strcmp(argv[i], "--cpus-per-node")) cpus = atof(argv[i + 1]);
@@ -287,6 +295,11 @@ int main(int argc, char** argv) {
   printf("task_roundtrip_p50_us %.1f us\n",
          latencies_us[latencies_us.size() / 2]);
   fflush(stdout);
+  if (task_path_only) {
+    shoal::Shutdown();
+    (*cluster)->Stop();
+    return 0;
+  }
   ActorFigures(num_tasks, num_sync);
   shoal::Shutdown();
   (*cluster)->Stop();

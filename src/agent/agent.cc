@@ -20,6 +20,7 @@
 #include "agent/lease_policy.h"
 #include "agent/lease_queue.h"
 #include "agent/lease_table.h"
+#include "agent/log_service.h"
 #include "agent/node_resources.h"
 #include "agent/object_service.h"
 #include "agent/tpu_lock.h"
@@ -103,6 +104,7 @@ class AgentImpl : public NodeAgent {
     object_options.loop = loop_.get();
     object_options.node_ip = options_.node_ip;
     object_options.token = options_.token;
+    object_options.node_id = node_id_;
     auto objects = ObjectService::Create(object_options);
     if (!objects.ok()) {
       return Annotate(objects.status(),
@@ -135,6 +137,7 @@ class AgentImpl : public NodeAgent {
       ASSIGN_OR_RETURN(server_,
                        rpc::Server::Create(loop_.get(), options_.node_ip,
                                            options_.port, options_.token));
+      server_->EnableStats();
       rpc::AlsoListenOnLoopback(server_.get(), options_.node_ip);
       address_ = absl::StrCat(options_.node_ip, ":", server_->port());
       head_ = std::make_unique<rpc::HeadClient>(
@@ -161,6 +164,21 @@ class AgentImpl : public NodeAgent {
                  std::function<void(absl::StatusOr<std::string>)> done) {
             binaries_.Resolve("", hash, std::move(done));
           };
+      jobs.reserve = [this](const ResourceSet& need) {
+        if (!node_.CanGrant(need)) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("the entrypoint's resources (", need.DebugString(),
+                           ") are not free on this node now"));
+        }
+        node_.available.Subtract(need);
+        ReportSoon();
+        return absl::OkStatus();
+      };
+      jobs.release = [this](const ResourceSet& held) {
+        node_.available.Add(held);
+        ReportSoon();
+        Dispatch();
+      };
       jobs_ = std::make_unique<agent::JobRunner>(loop_.get(), std::move(jobs));
       RegisterHandlers();
       return StartObjectStore();
@@ -257,6 +275,9 @@ class AgentImpl : public NodeAgent {
 
   void RegisterHandlers() {
     rpc::Server* s = server_.get();
+    logs_ = std::make_unique<agent::LogService>(
+        loop_.get(), options_.session_dir + "/logs", node_id_);
+    logs_->Register(s);
     rpc::RegisterProto<proto::JobSpec>(
         s, proto::START_JOB, [this](const auto& r, rpc::Responder resp) {
           jobs_->Start(r, [resp](absl::Status st) {
@@ -987,7 +1008,8 @@ class AgentImpl : public NodeAgent {
   std::unique_ptr<rpc::EventLoop> loop_;
   std::unique_ptr<rpc::Server> server_;
   std::unique_ptr<ObjectService> objects_;  // null: no object store memory
-  std::unique_ptr<rpc::HeadClient> head_;   // null once stopping
+  std::unique_ptr<agent::LogService> logs_;
+  std::unique_ptr<rpc::HeadClient> head_;  // null once stopping
   const std::string node_id_;
   std::string address_;
   bool registered_ = false;

@@ -57,22 +57,39 @@ void JobRunner::Start(const proto::JobSpec& spec,
     return done(absl::AlreadyExistsError(absl::StrCat(
         "job ", spec.submission_id(), " already runs on this node")));
   }
-  if (spec.working_dir_blob().empty()) return done(Spawn(spec, ""));
+  ResourceSet need = ResourceSet::FromProto(spec.entrypoint_resources());
+  if (!need.empty() && options_.reserve) {
+    if (absl::Status held = options_.reserve(need); !held.ok()) {
+      return done(held);
+    }
+  }
+  auto spawn = [this, spec, need](const std::string& archive) {
+    absl::Status st = Spawn(spec, archive, need);
+    if (!st.ok()) Release(need);
+    return st;
+  };
+  if (spec.working_dir_blob().empty()) return done(spawn(""));
   std::weak_ptr<bool> alive = alive_;
   options_.fetch_blob(
       spec.working_dir_blob(),
-      [this, alive, spec, done](absl::StatusOr<std::string> path) {
+      [this, alive, need, spawn, done](absl::StatusOr<std::string> path) {
         if (alive.expired() || !*alive.lock()) return;
         if (!path.ok()) {
+          Release(need);
           return done(absl::UnavailableError(absl::StrCat(
               "cannot fetch its working dir: ", path.status().message())));
         }
-        done(Spawn(spec, *path));
+        done(spawn(*path));
       });
 }
 
+void JobRunner::Release(const ResourceSet& reserved) {
+  if (!reserved.empty() && options_.release) options_.release(reserved);
+}
+
 absl::Status JobRunner::Spawn(const proto::JobSpec& spec,
-                              const std::string& archive) {
+                              const std::string& archive,
+                              const ResourceSet& reserved) {
   const std::string& id = spec.submission_id();
   if (jobs_.count(id)) {
     return absl::AlreadyExistsError(
@@ -114,6 +131,7 @@ absl::Status JobRunner::Spawn(const proto::JobSpec& spec,
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   Job& job = jobs_[id];
   job.id = id;
+  job.reserved = reserved;
   job.pid = *pid;
   job.output_fd = fds[0];
   loop_->AddFd(fds[0], EPOLLIN, [this, id](uint32_t) {
@@ -195,7 +213,9 @@ bool JobRunner::Reaped(pid_t pid, int wait_status) {
     event.set_description(DescribeWaitStatus(wait_status));
     SHOAL_LOG(INFO) << "job " << job.id << ": " << event.description();
     options_.report(event);
+    ResourceSet reserved = job.reserved;
     jobs_.erase(it);
+    Release(reserved);
     return true;
   }
   return false;

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "rpc/event_loop.h"
+#include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::agent {
@@ -35,6 +36,11 @@ struct JobRunnerOptions {
                      std::function<void(absl::StatusOr<std::string> path)>)>
       fetch_blob;
   int64_t stop_grace_ms = 3000;  // SIGTERM, then SIGKILL after this long
+  // Holds the entrypoint's resources on this node while it runs (so that
+  // no task takes them), or says why they are not free now
+  // (ResourceExhausted); `release` gives them back when it ends.
+  std::function<absl::Status(const ResourceSet&)> reserve;
+  std::function<void(const ResourceSet&)> release;
 };
 
 class JobRunner {
@@ -60,13 +66,16 @@ class JobRunner {
  private:
   struct Job {
     std::string id;
+    ResourceSet reserved;  // the entrypoint's resources, held while it runs
     pid_t pid = 0;
     int output_fd = -1;  // read end of its stdout and stderr; -1 once closed
   };
 
   // Starts the entrypoint with its packed working dir at `archive` ("":
   // none).
-  absl::Status Spawn(const proto::JobSpec& spec, const std::string& archive);
+  absl::Status Spawn(const proto::JobSpec& spec, const std::string& archive,
+                     const ResourceSet& reserved);
+  void Release(const ResourceSet& reserved);
   // Reads what the job wrote so far and reports it.
   void ReadOutput(Job& job);
   void CloseOutput(Job& job);

@@ -278,6 +278,34 @@ void ObjectService::Register(rpc::Server* s) {
         ForgetOwned(r.object_id());
         ReplyStatus(store_->Delete(r.object_id()), resp);
       });
+  rpc::RegisterProto<proto::ListObjectsRequest>(
+      s, proto::LIST_OBJECTS, [this](const auto& r, rpc::Responder resp) {
+        const size_t limit = r.limit() > 0 ? r.limit() : 100;
+        proto::ObjectList list;
+        int64_t total = 0;
+        store_->ForEach([&](const object_store::ObjectId& id,
+                            const object_store::ObjectInfo& info) {
+          if (info.deleted) return true;
+          ++total;
+          if (static_cast<size_t>(list.objects_size()) >= limit) return true;
+          proto::ObjectEntry* e = list.add_objects();
+          e->set_object_id(id);
+          e->set_node_id(options_.node_id);
+          e->set_size(static_cast<int64_t>(info.data_size));
+          e->set_owner(info.owner);
+          e->set_state(
+              info.state == object_store::ObjectState::kCreated   ? "CREATING"
+              : info.state == object_store::ObjectState::kSpilled ? "SPILLED"
+                                                                  : "SEALED");
+          e->set_copy(info.copy == object_store::CopyKind::kPrimary
+                          ? "PRIMARY"
+                          : "SECONDARY");
+          e->set_pins(info.pins);
+          return true;
+        });
+        list.set_total(total);
+        resp.Reply(list);
+      });
   rpc::RegisterProto<proto::ObjectPullRequest>(
       s, proto::OBJECT_PULL, [this](const auto& r, rpc::Responder resp) {
         StartPull(r, std::move(resp));

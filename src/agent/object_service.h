@@ -47,6 +47,7 @@ struct ObjectServiceOptions {
   // present `token`.
   std::string node_ip = "127.0.0.1";
   std::string token;
+  std::string node_id;  // names the node in LIST_OBJECTS
   // Tuning of pulls this node makes.
   PullOptions pull;
 };
@@ -59,7 +60,7 @@ class ObjectService : private TransferServer::ObjectPins {
   // REQUIRES: Shutdown() was called, or the loop has stopped.
   ~ObjectService() override;
 
-  // Adds the OBJECT_* handlers to `server`.
+  // Adds the OBJECT_* and LIST_OBJECTS handlers to `server`.
   void Register(rpc::Server* server);
   // A connection closed (the agent's disconnect callback calls this).
   void OnDisconnect(uint64_t connection_id);

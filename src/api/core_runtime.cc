@@ -24,6 +24,7 @@
 #include "api/task_context.h"
 #include "api/task_entry.h"
 #include "api/task_error.h"
+#include "api/task_events.h"
 #include "api/task_submitter.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -155,6 +156,8 @@ class CoreRuntimeImpl : public CoreRuntime,
       }
       submitter_ = std::make_unique<TaskSubmitter>(loop_.get(), nodes_.get(),
                                                    this, std::move(submit));
+      events_ = std::make_unique<TaskEventBuffer>(lease_job_id(),
+                                                  TaskEventsIntervalMs() > 0);
       nodes_->Update(status);
       store_agent = nodes_->LocalAgent();
       ScheduleMaintenance();
@@ -512,6 +515,9 @@ class CoreRuntimeImpl : public CoreRuntime,
           ++*remaining;
           submitter.ReturnAll(finish);
         });
+        // What the last tasks did reaches the head.
+        ++*remaining;
+        FlushTaskEvents(finish);
         finish();
       });
     }
@@ -669,8 +675,44 @@ class CoreRuntimeImpl : public CoreRuntime,
   void ScheduleMaintenance() {
     loop_->RunAfter(100, [this] {
       ForEachSubmitter([](TaskSubmitter& submitter) { submitter.Tick(); });
+      const int64_t interval = TaskEventsIntervalMs();
+      if (interval > 0 && ++event_ticks_ * 100 >= interval) {
+        event_ticks_ = 0;
+        FlushTaskEvents(nullptr);
+      }
       ScheduleMaintenance();
     });
+  }
+
+  // Sends the task events gathered since the last batch (one batch at a
+  // time: while one is out, the next keeps filling); `done`, if set, once
+  // the head answered or nothing was to be sent.
+  void FlushTaskEvents(std::function<void()> done) {
+    std::unique_ptr<proto::TaskEventBatch> batch;
+    if (events_ != nullptr && !events_in_flight_) batch = events_->Take();
+    if (batch == nullptr) {
+      if (done) done();
+      return;
+    }
+    events_in_flight_ = true;
+    head_->ReportTaskEvents(
+        *batch,
+        [this, done = std::move(done),
+         n = batch->events_size()](absl::StatusOr<proto::Empty> r) {
+          events_in_flight_ = false;
+          if (!r.ok() && !events_warned_) {
+            events_warned_ = true;
+            SHOAL_LOG(WARNING)
+                << "the head did not take " << n << " task events ("
+                << r.status() << "); shoal list tasks misses them";
+          }
+          if (done) done();
+        },
+        1000);
+  }
+
+  void RecordTask(TaskEntry& task, TaskEventBuffer::Change change) {
+    if (events_ != nullptr) events_->Record(task, change);
   }
 
   // The last reference to an object is gone (any thread).
@@ -706,10 +748,15 @@ class CoreRuntimeImpl : public CoreRuntime,
       loop_->Post([this, id = t->id, resolved] { FailTask(id, resolved); });
       return;
     }
-    if (t->args.pending == 0) Enqueue(t);
+    if (t->args.pending == 0) {
+      Enqueue(t);
+    } else {
+      RecordTask(*t, {.state = proto::TaskEvent::PENDING_ARGS_AVAIL});
+    }
   }
 
   void Enqueue(TaskEntry* t, bool front = false) {
+    RecordTask(*t, {.state = proto::TaskEvent::PENDING_NODE_ASSIGNMENT});
     if (!t->actor_id.empty()) return actors_.Ready(t->actor_id, t->id);
     TaskSubmitter& submitter =
         t->in_cpp_program ? *cpp_submitter_ : *submitter_;
@@ -726,10 +773,13 @@ class CoreRuntimeImpl : public CoreRuntime,
   // The spec of task `t` for a worker on `node_id` (which will pull its
   // stored arguments: freed there too, and a source for later pulls).
   bool FillSpec(const std::string& task_id, const std::string& node_id,
-                proto::TaskSpec* spec) {
+                const std::string& worker_id, proto::TaskSpec* spec) {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) return false;
-    const TaskEntry& t = *it->second;
+    TaskEntry& t = *it->second;
+    RecordTask(t, {.state = proto::TaskEvent::SUBMITTED_TO_WORKER,
+                   .node_id = node_id,
+                   .worker_id = worker_id});
     spec->set_task_id(t.id);
     spec->set_function_name(t.function);
     for (const auto& v : t.args.values) spec->add_args(v);
@@ -754,8 +804,8 @@ class CoreRuntimeImpl : public CoreRuntime,
   // ---- TaskSubmitter::Delegate ----
 
   bool BuildSpec(const std::string& task_id, const std::string& node_id,
-                 proto::TaskSpec* spec) override {
-    return FillSpec(task_id, node_id, spec);
+                 const std::string& worker_id, proto::TaskSpec* spec) override {
+    return FillSpec(task_id, node_id, worker_id, spec);
   }
 
   void TaskReplied(const std::string& task_id, const std::string& node_id,
@@ -813,7 +863,7 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   bool BuildCall(const std::string& task_id, const std::string& node_id,
                  proto::TaskSpec* spec) override {
-    return FillSpec(task_id, node_id, spec);
+    return FillSpec(task_id, node_id, "", spec);
   }
 
   void CallReplied(const std::string& task_id, const std::string& node_id,
@@ -855,6 +905,11 @@ class CoreRuntimeImpl : public CoreRuntime,
     if (auto t = tasks_.find(id); t != tasks_.end()) {
       done = std::move(t->second);
       tasks_.erase(t);
+      if (result.start_time_ms() != 0) {
+        RecordTask(*done, {.state = proto::TaskEvent::RUNNING,
+                           .time_ms = result.start_time_ms()});
+      }
+      RecordTask(*done, {.state = proto::TaskEvent::FINISHED});
     }
     // The task that made a stored object can make it again if every copy
     // is lost; it (and the arguments it holds) is kept while the object is.
@@ -867,6 +922,10 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   void FailTask(std::string id, absl::Status error) {
     if (auto t = tasks_.find(id); t != tasks_.end()) {
+      const std::string message(error.message());
+      RecordTask(*t->second, {.state = proto::TaskEvent::FAILED,
+                              .error = message,
+                              .error_type = TaskErrorTypeName(error)});
       std::string actor = t->second->actor_id;
       tasks_.erase(t);
       if (!actor.empty()) actors_.Drop(actor, id);
@@ -974,6 +1033,10 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::string cpp_binary_hash_;
   ActorSubmitter actors_;
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
+  std::unique_ptr<TaskEventBuffer> events_;  // made by Start()
+  bool events_in_flight_ = false;
+  bool events_warned_ = false;
+  int64_t event_ticks_ = 0;
   // Refs inside each object's value, by object id: kept while it lives.
   std::unordered_map<std::string, std::vector<std::shared_ptr<RefHandle>>>
       contained_;

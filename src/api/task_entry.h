@@ -35,6 +35,10 @@ struct TaskEntry {
   std::string actor_id;         // a call of this actor's method
   int depth = 0;                // how deeply it is nested (a driver's: 0)
   bool in_cpp_program = false;  // runs in the job's C++ program's workers
+  // Where its record is in the task event batch being filled (see
+  // api/task_events.h): that batch's number, and the index.
+  uint64_t event_batch = 0;
+  uint32_t event_index = 0;
 };
 
 }  // namespace shoal::internal

@@ -65,6 +65,26 @@ ErrorKind KindOf(const absl::Status& status) {
   return static_cast<ErrorKind>(kind[0]);
 }
 
+const char* TaskErrorTypeName(const absl::Status& status) {
+  switch (KindOf(status)) {
+    case ErrorKind::kRemote:
+      return "TASK_EXECUTION_EXCEPTION";
+    case ErrorKind::kWorkerDied:
+      return "WORKER_DIED";
+    case ErrorKind::kInfeasible:
+      return "INFEASIBLE";
+    case ErrorKind::kObjectLost:
+      return "OBJECT_LOST";
+    case ErrorKind::kActorDied:
+      return "ACTOR_DIED";
+    case ErrorKind::kTimeout:
+      return "TIMEOUT";
+    case ErrorKind::kOther:
+      break;
+  }
+  return "ERROR";
+}
+
 void ThrowStatus(const absl::Status& status) {
   std::string message(status.message());
   switch (KindOf(status)) {

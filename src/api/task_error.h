@@ -32,6 +32,9 @@ absl::Status RemoteFailure(absl::string_view function, absl::string_view node,
 
 // Which error `status` is; kOther when it carries no kind.
 ErrorKind KindOf(const absl::Status& status);
+// The kind as task records name it, after Ray's error types
+// ("TASK_EXECUTION_EXCEPTION", "WORKER_DIED", ...).
+const char* TaskErrorTypeName(const absl::Status& status);
 
 // Throws the shoal exception that `status` stands for (never returns).
 [[noreturn]] void ThrowStatus(const absl::Status& status);

@@ -121,7 +121,8 @@ void TaskSubmitter::WithdrawRequests(ShapeQueue& q) {
 
 void TaskSubmitter::Push(ShapeQueue& q, LeasedWorker& w, const Queued& task) {
   proto::TaskSpec spec;
-  if (!delegate_->BuildSpec(task.task_id, w.node_id, &spec)) return;
+  if (!delegate_->BuildSpec(task.task_id, w.node_id, w.worker_id, &spec))
+    return;
   w.in_flight.push_back(task);
   w.channel->Call(proto::PUSH_TASK, spec.SerializeAsString(),
                   [this, key = q.key, lease = w.lease_id,

@@ -30,10 +30,11 @@ class TaskSubmitter {
   class Delegate {
    public:
     virtual ~Delegate() = default;
-    // Fills the spec of `task_id` for a worker on `node_id`; false when the
-    // task is gone (it is then skipped).
+    // Fills the spec of `task_id` for worker `worker_id` on `node_id`;
+    // false when the task is gone (it is then skipped).
     virtual bool BuildSpec(const std::string& task_id,
                            const std::string& node_id,
+                           const std::string& worker_id,
                            proto::TaskSpec* spec) = 0;
     // The worker answered: its result, or why there is none (never
     // Unavailable: a lost worker comes to WorkerDied).

@@ -153,6 +153,7 @@ class FakeAgent {
 class FakeDelegate : public TaskSubmitter::Delegate {
  public:
   bool BuildSpec(const std::string& task_id, const std::string& node_id,
+                 const std::string& /*worker_id*/,
                  proto::TaskSpec* spec) override {
     built.push_back(task_id);
     if (gone.count(task_id)) return false;

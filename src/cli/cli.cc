@@ -32,6 +32,8 @@
 #include "agent/agent.h"
 #include "api/local_cluster.h"
 #include "api/status_format.h"
+#include "cli/common.h"
+#include "cli/state_commands.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/session.h"
@@ -51,23 +53,10 @@ namespace shoal::cli {
 namespace {
 
 constexpr int kStartupTimeoutMs = 20000;
-// Exit status of a command line that is wrong (a misspelled command, a bad
-// flag value), as for most Unix tools; 1 is for a command that failed.
-constexpr int kUsageError = 2;
 // The smallest object store worth having: objects of at least the inline
 // threshold (100 KiB) go to the store, and a store is one shared-memory
 // arena, so below a few such objects it only fails Puts.
 constexpr int64_t kMinObjectStoreBytes = int64_t{1} << 20;
-
-int Fail(const std::string& message) {
-  std::cerr << "shoal: " << message << "\n";
-  return 1;
-}
-
-int UsageFail(const std::string& message) {
-  std::cerr << "shoal: " << message << "\n";
-  return kUsageError;
-}
 
 // `word` as one shell word: unchanged when it has nothing a shell reads
 // specially, else in single quotes.
@@ -872,22 +861,10 @@ struct JobFlags {
   std::string format = "text";
 };
 
-const char* JobStateName(proto::JobInfo::State state) {
-  return proto::JobInfo::State_Name(state).c_str();
-}
-
 bool JobFinished(const proto::JobInfo& info) {
   return info.state() == proto::JobInfo::SUCCEEDED ||
          info.state() == proto::JobInfo::FAILED ||
          info.state() == proto::JobInfo::STOPPED;
-}
-
-std::string JobDuration(const proto::JobInfo& info) {
-  int64_t end = info.end_time_ms() > 0 ? info.end_time_ms() : NowMs();
-  char text[32];
-  snprintf(text, sizeof(text), "%.1fs",
-           std::max<int64_t>(0, end - info.start_time_ms()) / 1000.0);
-  return text;
 }
 
 // Runs `fn` with a client of the head the one rule finds (--address, else
@@ -1105,184 +1082,38 @@ int JobList(const JobFlags& f) {
   });
 }
 
-// ---- list ----
+// ---- list, summary, logs ----
 
 struct ListFlags {
   std::string address, token, temp_dir;
-  std::string format = "table";
-  std::vector<std::string> filters;  // KEY=VALUE
-  int limit = 100;
+  StateQuery query;
 };
 
-using Row = std::vector<std::pair<std::string, std::string>>;
-
-std::string ResourceSummary(const proto::ResourceMap& map) {
-  std::vector<std::string> parts;
-  for (const auto& [name, amount] :
-       WithoutBundleResources(ResourceSet::FromProto(map)).ToDoubles()) {
-    if (name == "memory" || name == "object_store_memory") continue;
-    parts.push_back(absl::StrCat(name, ":", amount));
-  }
-  return absl::StrJoin(parts, " ");
-}
-
-// The rows of `what` (nodes, jobs, actors, placement-groups).
-absl::StatusOr<std::vector<Row>> ListRows(rpc::HeadClient& head,
-                                          const std::string& what) {
-  std::vector<Row> rows;
-  if (what == "jobs") {
-    ASSIGN_OR_RETURN(proto::JobList jobs, head.ListJobs());
-    for (const auto& j : jobs.jobs()) {
-      rows.push_back({{"submission_id", j.spec().submission_id()},
-                      {"status", JobStateName(j.state())},
-                      {"node_id", j.node_id()},
-                      {"duration", JobDuration(j)},
-                      {"entrypoint", j.spec().entrypoint()}});
-    }
-    return rows;
-  }
-  ASSIGN_OR_RETURN(proto::ClusterStatus status, head.ClusterStatus());
-  if (what == "nodes") {
-    for (const auto& n : status.nodes()) {
-      auto label = [&](const char* key) {
-        auto it = n.labels().find(key);
-        return it == n.labels().end() ? std::string() : it->second;
-      };
-      rows.push_back({{"node_id", n.node_id()},
-                      {"address", n.address()},
-                      {"state", n.alive() ? "ALIVE" : "DEAD"},
-                      {"head", n.is_head_node() ? "yes" : "no"},
-                      {"resources", ResourceSummary(n.total())},
-                      {"slice", label(accel::kLabelTpuSliceName)},
-                      {"tpu_worker_id", label(accel::kLabelTpuWorkerId)}});
-    }
-  } else if (what == "actors") {
-    for (const auto& a : status.actors()) {
-      rows.push_back({{"actor_id", a.spec().actor_id()},
-                      {"class", a.spec().class_name()},
-                      {"name", a.spec().name()},
-                      {"state", proto::ActorInfo::State_Name(a.state())},
-                      {"node_id", a.node_id()},
-                      {"job_id", a.spec().job_id()},
-                      {"pid", a.pid() > 0 ? absl::StrCat(a.pid()) : ""},
-                      {"restarts", absl::StrCat(a.num_restarts())}});
-    }
-  } else if (what == "placement-groups") {
-    for (const auto& pg : status.placement_groups()) {
-      std::vector<std::string> bundles;
-      for (int i = 0; i < pg.spec().bundles_size(); ++i) {
-        bundles.push_back(absl::StrCat(
-            ResourceSummary(pg.spec().bundles(i)), "@",
-            i < pg.bundle_nodes_size() ? pg.bundle_nodes(i) : "-"));
-      }
-      rows.push_back(
-          {{"placement_group_id", pg.pg_id()},
-           {"name", pg.spec().name()},
-           {"state", proto::PlacementGroupInfo::State_Name(pg.state())},
-           {"strategy", proto::PlacementStrategy_Name(pg.spec().strategy())},
-           {"bundles", absl::StrJoin(bundles, ", ")},
-           {"job_id", pg.job_id()}});
-    }
-  }
-  return rows;
-}
-
 int List(const ListFlags& f, const std::string& what) {
-  if (what == "tasks" || what == "objects") {
-    return Fail(absl::StrCat(
-        "shoal list ", what,
-        " is not available yet: drivers do not report task events to the "
-        "head (shoal status shows leases and demands; the dashboard shows "
-        "jobs, actors and groups)"));
-  }
-  std::vector<std::pair<std::string, std::string>> filters;
-  for (const std::string& kv : f.filters) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return UsageFail(absl::StrCat(
-          "--filter takes KEY=VALUE, e.g. state=ALIVE (got \"", kv, "\")"));
-    }
-    filters.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
   JobFlags connection;
   connection.address = f.address;
   connection.token = f.token;
   connection.temp_dir = f.temp_dir;
   return WithJobHead(connection, [&](rpc::HeadClient& head) {
-    auto rows = ListRows(head, what);
-    if (!rows.ok()) return JobError("cannot list " + what, rows.status());
-    std::vector<Row> kept;
-    for (const Row& row : *rows) {
-      bool match = true;
-      for (const auto& [key, value] : filters) {
-        auto it = std::find_if(row.begin(), row.end(),
-                               [&](const auto& c) { return c.first == key; });
-        if (it == row.end() || it->second != value) match = false;
+    return what == "summary" ? SummarizeTasks(head, f.query)
+                             : ListState(head, what, f.query);
+  });
+}
+
+int Logs(const ListFlags& f, const LogsQuery& query) {
+  JobFlags connection;
+  connection.address = f.address;
+  connection.token = f.token;
+  connection.temp_dir = f.temp_dir;
+  return WithJobHead(connection, [&](rpc::HeadClient& head) {
+    if (!query.what.empty() && query.what[0] == "job") {
+      if (query.what.size() < 2) {
+        return UsageFail(
+            "shoal logs job needs the job's id: shoal logs job ID");
       }
-      if (match && static_cast<int>(kept.size()) < f.limit) {
-        kept.push_back(row);
-      }
+      return FollowJobLogs(head, query.what[1], query.follow);
     }
-    if (!filters.empty() && !rows->empty()) {
-      for (const auto& [key, value] : filters) {
-        const Row& first = rows->front();
-        if (std::none_of(first.begin(), first.end(),
-                         [&](const auto& c) { return c.first == key; })) {
-          std::vector<std::string> keys;
-          for (const auto& c : first) keys.push_back(c.first);
-          return UsageFail(absl::StrCat("--filter: ", what, " have no key \"",
-                                        key, "\" (they have ",
-                                        absl::StrJoin(keys, ", "), ")"));
-        }
-      }
-    }
-    if (f.format == "json") {
-      nlohmann::json out = nlohmann::json::array();
-      for (const Row& row : kept) {
-        nlohmann::json o = nlohmann::json::object();
-        for (const auto& [k, v] : row) o[k] = v;
-        out.push_back(o);
-      }
-      std::cout << out.dump(2) << "\n";
-      return 0;
-    }
-    if (kept.empty()) {
-      std::cout << "No " << what << (filters.empty() ? "" : " match") << ".\n";
-      return 0;
-    }
-    std::vector<size_t> width(kept.front().size(), 0);
-    for (size_t c = 0; c < width.size(); ++c) {
-      width[c] = kept.front()[c].first.size();
-      for (const Row& row : kept) {
-        width[c] =
-            std::max(width[c], std::min<size_t>(row[c].second.size(), 60));
-      }
-    }
-    auto print = [&](const std::vector<std::string>& cells) {
-      std::string line;
-      for (size_t c = 0; c < cells.size(); ++c) {
-        std::string cell = cells[c].substr(0, 60);
-        absl::StrAppend(&line, c ? "  " : "", cell,
-                        c + 1 < cells.size()
-                            ? std::string(width[c] - cell.size(), ' ')
-                            : "");
-      }
-      std::cout << line << "\n";
-    };
-    std::vector<std::string> header;
-    for (const auto& c : kept.front()) {
-      header.push_back(absl::AsciiStrToUpper(c.first));
-    }
-    print(header);
-    for (const Row& row : kept) {
-      std::vector<std::string> cells;
-      for (const auto& c : row) cells.push_back(c.second);
-      print(cells);
-    }
-    if (static_cast<int>(kept.size()) == f.limit) {
-      std::cout << "(first " << f.limit << "; --limit N shows more)\n";
-    }
-    return 0;
+    return ShowLogs(head, query);
   });
 }
 
@@ -1491,22 +1322,59 @@ int Dispatch(int argc, char** argv) {
   ListFlags list;
   std::string list_what;
   auto* list_cmd = app.add_subcommand(
-      "list", "List nodes, jobs, actors or placement-groups of the cluster");
+      "list",
+      "List nodes, jobs, actors, tasks, objects, placement-groups or gangs");
   list_cmd
-      ->add_option("what", list_what, "nodes, jobs, actors, placement-groups")
+      ->add_option("what", list_what,
+                   "nodes, jobs, actors, tasks, objects, placement-groups, "
+                   "gangs")
       ->required()
-      ->check(OneOf(
-          {"nodes", "jobs", "actors", "placement-groups", "tasks", "objects"}));
-  list_cmd->add_option("--address", list.address, "Head, HOST:PORT")
-      ->check(HostPort());
-  list_cmd->add_option("--token", list.token, "Cluster token");
-  list_cmd->add_option("--temp-dir", list.temp_dir, "Temp dir of a local head");
-  list_cmd->add_option("--format", list.format, "table (default) or json")
-      ->check(OneOf({"table", "json"}));
-  list_cmd->add_option("--filter", list.filters,
-                       "KEY=VALUE, e.g. state=ALIVE (repeatable)");
-  list_cmd->add_option("--limit", list.limit, "At most N rows (default 100)")
+      ->check(OneOf({"nodes", "jobs", "actors", "tasks", "objects",
+                     "placement-groups", "gangs"}));
+  auto state_connection = [](CLI::App* cmd, ListFlags& flags) {
+    cmd->add_option("--address", flags.address, "Head, HOST:PORT")
+        ->check(HostPort());
+    cmd->add_option("--token", flags.token, "Cluster token");
+    cmd->add_option("--temp-dir", flags.temp_dir, "Temp dir of a local head");
+  };
+  auto state_query = [&](CLI::App* cmd, ListFlags& flags) {
+    state_connection(cmd, flags);
+    cmd->add_option("--format", flags.query.format, "table (default) or json")
+        ->check(OneOf({"table", "json"}));
+    cmd->add_option("--filter", flags.query.filters,
+                    "KEY=VALUE, e.g. state=ALIVE (repeatable)");
+  };
+  state_query(list_cmd, list);
+  list_cmd
+      ->add_option("--limit", list.query.limit, "At most N rows (default 100)")
       ->check(AtLeast(1));
+
+  ListFlags summary;
+  std::string summary_what;
+  auto* summary_cmd = app.add_subcommand(
+      "summary", "Count the tasks by function and state (summary tasks)");
+  summary_cmd->add_option("what", summary_what, "tasks")
+      ->required()
+      ->check(OneOf({"tasks"}));
+  state_query(summary_cmd, summary);
+
+  ListFlags logs;
+  LogsQuery logs_query;
+  auto* logs_cmd = app.add_subcommand(
+      "logs",
+      "List the nodes' logs, or print one: head, agent [NODE], worker ID, "
+      "task ID, actor ID, gang ID RANK, job ID, or a log's name");
+  logs_cmd->add_option("what", logs_query.what,
+                       "head | agent [NODE] | worker ID | task ID | actor ID "
+                       "| gang ID [RANK] | job ID | NAME");
+  state_connection(logs_cmd, logs);
+  logs_cmd->add_option("--node-id", logs_query.node_id,
+                       "The node whose log to read (default: the head's, or "
+                       "the node that has it)");
+  logs_cmd->add_flag("-f,--follow", logs_query.follow,
+                     "Keep printing what is added to the log");
+  logs_cmd->add_option("--tail", logs_query.tail, "Only the last N lines")
+      ->check(AtLeast(0));
 
   HeadFlags head;
   auto* head_cmd = app.add_subcommand("_head", "Run a head in the foreground");
@@ -1645,6 +1513,8 @@ int Dispatch(int argc, char** argv) {
   if (job_stop->parsed()) return JobStop(job, job_id);
   if (job_list->parsed()) return JobList(job);
   if (list_cmd->parsed()) return List(list, list_what);
+  if (summary_cmd->parsed()) return List(summary, "summary");
+  if (logs_cmd->parsed()) return Logs(logs, logs_query);
   if (start_cmd->parsed()) return Start(start);
   if (stop_cmd->parsed()) return Stop(stop_temp_dir, force);
   if (status_cmd->parsed()) {

@@ -2,11 +2,13 @@
 
 namespace shoal::dashboard {
 
-// One page: it fetches /api/cluster_status and /api/jobs/ every 2 s and
-// draws the nodes (with usage bars, slice and TPU worker id), jobs (with a
-// live log of the one picked), actors, placement groups, leases and
-// demands. Large clusters stay usable: the node table shows at most 200
-// rows, filtered by what is typed above it.
+// One page: it fetches /api/cluster_status, /api/jobs/, /api/gangs and
+// /api/tasks?summary every 2 s and draws the nodes (with usage bars, slice
+// and TPU worker id), jobs (with a live log of the one picked), tasks by
+// function and state, actors, placement groups, launch gangs (their ranks,
+// hosts, restarts, and the log of the rank picked), leases and demands.
+// Large clusters stay usable: the node table shows at most 200 rows,
+// filtered by what is typed above it.
 const char kDashboardPage[] = R"html(<!doctype html>
 <html lang="en">
 <head>
@@ -37,7 +39,7 @@ const char kDashboardPage[] = R"html(<!doctype html>
   .state-DEAD, .state-FAILED { color: #b3261e; font-weight: 600; }
   .state-PENDING, .state-RESTARTING, .state-STOPPED
     { color: #a15c00; font-weight: 600; }
-  pre#log { background: #0f1720; color: #d7e2ee; padding: 10px; max-height: 360px;
+  pre.log { background: #0f1720; color: #d7e2ee; padding: 10px; max-height: 360px;
             overflow: auto; font-size: 12px; white-space: pre-wrap; }
   .muted { color: #6b7785; }
   input { padding: 3px 6px; margin-bottom: 6px; }
@@ -48,7 +50,8 @@ const char kDashboardPage[] = R"html(<!doctype html>
 <body>
 <header><h1>Shoal</h1><span id="summary">loading...</span>
 <nav><a href="#cluster">Cluster</a><a href="#jobs">Jobs</a>
-<a href="#actors">Actors</a><a href="#groups">Placement groups</a>
+<a href="#tasks">Tasks</a><a href="#actors">Actors</a>
+<a href="#groups">Placement groups</a><a href="#gangs">Launch gangs</a>
 <a href="#demands">Demands</a></nav></header>
 <main>
 <section id="cluster"><h2>Cluster</h2>
@@ -62,15 +65,30 @@ const char kDashboardPage[] = R"html(<!doctype html>
 <th>Duration</th><th>Entrypoint</th><th>Message</th></tr></thead>
 <tbody id="jobrows"></tbody></table>
 <h2 id="logtitle" class="muted">Pick a job to follow its log</h2>
-<pre id="log"></pre></section>
+<pre id="log" class="log"></pre></section>
+<section id="tasks"><h2>Tasks</h2>
+<p class="muted" id="taskcounts"></p>
+<table><thead><tr><th>Function</th><th>Type</th><th>States</th></tr></thead>
+<tbody id="taskrows"></tbody></table></section>
 <section id="actors"><h2>Actors</h2>
 <table><thead><tr><th>Actor</th><th>Class</th><th>Name</th><th>State</th>
 <th>Node</th><th>Job</th><th>Restarts</th></tr></thead>
 <tbody id="actorrows"></tbody></table></section>
-<section id="groups"><h2>Placement groups and launch gangs</h2>
+<section id="groups"><h2>Placement groups</h2>
 <table><thead><tr><th>Group</th><th>Name</th><th>State</th><th>Strategy</th>
 <th>Bundles (node)</th><th>Job</th></tr></thead>
 <tbody id="grouprows"></tbody></table></section>
+<section id="gangs"><h2>Launch gangs</h2>
+<table><thead><tr><th>Gang</th><th>State</th><th>Mode</th><th>Ranks</th>
+<th>Hosts</th><th>Restarts</th><th>Job</th><th>Duration</th><th>Command</th>
+<th>Message</th></tr></thead>
+<tbody id="gangrows"></tbody></table>
+<h2 id="ranktitle" class="muted">Pick a gang to see its ranks</h2>
+<table><thead><tr><th>Rank</th><th>Host</th><th>Node</th><th>Address</th>
+<th>Exit</th><th>Log</th></tr></thead>
+<tbody id="rankrows"></tbody></table>
+<h2 id="ranklogtitle" class="muted"></h2>
+<pre id="ranklog" class="log"></pre></section>
 <section id="demands"><h2>Pending demands and leases</h2>
 <table><thead><tr><th>Shape</th><th>Count</th><th>Feasible</th></tr></thead>
 <tbody id="demandrows"></tbody></table>
@@ -80,6 +98,7 @@ const char kDashboardPage[] = R"html(<!doctype html>
 "use strict";
 const MAX_NODES = 200;
 let picked = null, logOffset = 0, lastStatus = null;
+let pickedGang = null, pickedRank = null, lastGangs = [];
 function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;",
     ">": "&gt;", '"': "&quot;", "'": "&#39;"})[c]);
@@ -193,11 +212,83 @@ async function refreshLog() {
   log.textContent = body.logs;
   if (atEnd) log.scrollTop = log.scrollHeight;
 }
+function counts(c) {
+  return Object.entries(c || {}).filter(([, n]) => Number(n) > 0)
+    .map(([k, n]) => `<span class="state-${esc(k)}">${esc(k)}</span>: ${esc(n)}`)
+    .join(", ");
+}
+function drawTasks(t) {
+  document.getElementById("taskcounts").innerHTML =
+    "Now and since the head started: " + (counts(t.state_counts) || "none");
+  document.getElementById("taskrows").innerHTML = (t.summary || []).map(s =>
+    `<tr><td>${esc(s.name)}</td><td>${esc(s.type)}</td>` +
+    `<td>${counts(s.state_counts)}</td></tr>`).join("") ||
+    `<tr><td colspan="3" class="muted">no tasks reported</td></tr>`;
+}
+function gangDuration(g) {
+  const start = Number(g.start_time_ms), end = Number(g.end_time_ms) || Date.now();
+  return start ? ((end - start) / 1000).toFixed(1) + " s" : "";
+}
+function drawGangs(list) {
+  lastGangs = list.gangs || [];
+  document.getElementById("gangrows").innerHTML = lastGangs.map(g => {
+    const hosts = new Set((g.ranks || []).map(r => r.node_id)).size;
+    return `<tr class="pick" data-id="${esc(g.gang_id)}">` +
+      `<td>${esc(g.gang_id)}</td><td class="state-${esc(g.state)}">` +
+      `${esc(g.state)}</td><td>${g.per_host ? "per host" : "per device"}</td>` +
+      `<td>${(g.ranks || []).length}</td><td>${hosts}</td>` +
+      `<td>${esc(g.restarts)}/${esc(g.max_restarts)}</td><td>${esc(g.job_id)}</td>` +
+      `<td>${gangDuration(g)}</td><td><code>${esc((g.argv || []).join(" "))}` +
+      `</code></td><td>${esc(g.message)}</td></tr>`;
+  }).join("") || `<tr><td colspan="10" class="muted">no gangs yet: ` +
+    `shoal launch --per-device -- CMD</td></tr>`;
+  for (const row of document.querySelectorAll("#gangrows tr.pick")) {
+    row.onclick = () => { pickedGang = row.dataset.id; pickedRank = null; drawRanks(); };
+  }
+  if (!lastGangs.some(g => g.gang_id === pickedGang)) {
+    pickedGang = lastGangs.length ? lastGangs[0].gang_id : null;
+    pickedRank = null;
+  }
+  drawRanks();
+}
+function drawRanks() {
+  const g = lastGangs.find(g => g.gang_id === pickedGang);
+  document.getElementById("ranktitle").textContent = g ?
+    `Ranks of gang ${g.gang_id} (restart ${g.restarts})` : "Pick a gang to see its ranks";
+  const ranks = g ? g.ranks || [] : [];
+  document.getElementById("rankrows").innerHTML = ranks.map(r =>
+    `<tr class="pick" data-rank="${esc(r.rank)}"><td>${esc(r.rank)}</td>` +
+    `<td>${esc(r.host_index)}</td><td>${esc(r.node_id)}</td>` +
+    `<td>${esc(r.address)}</td><td>${r.exited ? esc(r.description) : "running"}` +
+    `</td><td><code>${esc(r.log_name)}</code></td></tr>`).join("");
+  for (const row of document.querySelectorAll("#rankrows tr.pick")) {
+    row.onclick = () => { pickedRank = Number(row.dataset.rank); refreshRankLog(); };
+  }
+  if (pickedRank === null && ranks.length) pickedRank = ranks[0].rank;
+}
+async function refreshRankLog() {
+  const g = lastGangs.find(g => g.gang_id === pickedGang);
+  const r = g && (g.ranks || []).find(r => r.rank === pickedRank);
+  const title = document.getElementById("ranklogtitle");
+  const log = document.getElementById("ranklog");
+  if (!r) { title.textContent = ""; log.textContent = ""; return; }
+  title.textContent = `Log of rank ${r.rank} (node ${r.node_id}, ${r.log_name})`;
+  try {
+    const body = await getJson(`/api/logs?node_id=${encodeURIComponent(r.node_id)}` +
+      `&name=${encodeURIComponent(r.log_name)}&offset=-65536`);
+    log.textContent = body.data;
+  } catch (e) {
+    log.textContent = "(no log yet: " + e.message + ")";
+  }
+}
 async function refresh() {
   try {
     drawStatus(await getJson("/api/cluster_status"));
     drawJobs(await getJson("/api/jobs/"));
     await refreshLog();
+    drawTasks(await getJson("/api/tasks?summary=1"));
+    drawGangs(await getJson("/api/gangs"));
+    await refreshRankLog();
   } catch (e) {
     document.getElementById("summary").textContent = "cannot reach the head: " + e;
   }

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "dashboard/assets.h"
 #include "dashboard/formats.h"
 #include "dashboard/job_submit.h"
+#include "google/protobuf/util/json_util.h"
 #include "rpc/blocking_channel.h"
 #include "rpc/event_loop.h"
 #include "rpc/head_client.h"
@@ -186,8 +188,61 @@ class DashboardImpl : public Dashboard {
       if (!status.ok()) return SendStatus(res, status.status());
       auto jobs = head_->ListJobs();
       if (!jobs.ok()) return SendStatus(res, jobs.status());
-      res.set_content(ClusterMetrics(*status, *jobs),
+      proto::ListTasksRequest counts;
+      counts.set_counts_only(true);
+      auto tasks = head_->ListTasks(counts);
+      if (!tasks.ok()) return SendStatus(res, tasks.status());
+      auto gangs = head_->ListGangs();
+      if (!gangs.ok()) return SendStatus(res, gangs.status());
+      auto rpc = head_->ServerStats();
+      if (!rpc.ok()) return SendStatus(res, rpc.status());
+      res.set_content(ClusterMetrics({.status = &*status,
+                                      .jobs = &*jobs,
+                                      .tasks = &*tasks,
+                                      .gangs = &*gangs,
+                                      .rpc = &*rpc}),
                       "text/plain; version=0.0.4");
+    });
+    // What the page shows beside the cluster status.
+    server_.Get("/api/gangs", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      auto gangs = head_->ListGangs();
+      if (!gangs.ok()) return SendStatus(res, gangs.status());
+      SendJson(res, 200, ProtoJson(*gangs));
+    });
+    server_.Get("/api/tasks", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      proto::ListTasksRequest list;
+      for (size_t i = 0; i < req.get_param_value_count("filter"); ++i) {
+        list.add_filters(req.get_param_value("filter", i));
+      }
+      list.set_summary(req.has_param("summary"));
+      if (req.has_param("limit")) {
+        list.set_limit(std::atoi(req.get_param_value("limit").c_str()));
+      }
+      auto tasks = head_->ListTasks(list);
+      if (!tasks.ok()) return SendStatus(res, tasks.status());
+      SendJson(res, 200, ProtoJson(*tasks));
+    });
+    // GET /api/logs?node_id=N&name=NAME[&offset=O]: a log of a node (a
+    // negative offset: that many bytes before its end).
+    server_.Get("/api/logs", [this](const auto& req, auto& res) {
+      if (!Authorized(req, res)) return;
+      proto::ReadLogRequest read;
+      read.set_node_id(req.get_param_value("node_id"));
+      read.set_name(req.get_param_value("name"));
+      if (req.has_param("offset")) {
+        read.set_offset(std::atoll(req.get_param_value("offset").c_str()));
+      }
+      auto chunk = head_->ReadLog(read);
+      if (!chunk.ok()) return SendStatus(res, chunk.status());
+      SendJson(res, 200,
+               nlohmann::json{{"data", chunk->data()},
+                              {"next_offset", chunk->next_offset()},
+                              {"size", chunk->size()}}
+                       .dump(-1, ' ', false,
+                             nlohmann::json::error_handler_t::replace) +
+                   "\n");
     });
     // The Jobs REST API, with Ray's paths.
     server_.Get("/api/jobs/", [this](const auto& req, auto& res) {
@@ -333,7 +388,24 @@ class DashboardImpl : public Dashboard {
     absl::Status got = (*channel)->CallProto(proto::GET_AGENT_INFO,
                                              proto::Empty(), &info, 5000);
     if (!got.ok()) return SendStatus(res, got);
-    res.set_content(AgentMetrics(info), "text/plain; version=0.0.4");
+    proto::ServerStats rpc;
+    got = (*channel)->CallProto(proto::GET_SERVER_STATS, proto::Empty(), &rpc,
+                                5000);
+    if (!got.ok()) return SendStatus(res, got);
+    res.set_content(AgentMetrics(info, &rpc), "text/plain; version=0.0.4");
+  }
+
+  // A message as JSON, with its proto field names.
+  static std::string ProtoJson(const google::protobuf::Message& message) {
+    std::string out;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    options.always_print_primitive_fields = true;
+    if (!google::protobuf::util::MessageToJsonString(message, &out, options)
+             .ok()) {
+      return "{}\n";
+    }
+    return out + "\n";
   }
 
   const DashboardOptions options_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/descriptor.h"
+#include "rpc/rpc.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -74,8 +75,8 @@ class Family {
         type_(std::move(type)),
         help_(std::move(help)) {}
   void Add(const std::vector<std::pair<std::string, std::string>>& labels,
-           double value) {
-    std::string line = name_;
+           double value, const std::string& suffix = "") {
+    std::string line = name_ + suffix;
     if (!labels.empty()) {
       line += "{";
       for (size_t i = 0; i < labels.size(); ++i) {
@@ -117,6 +118,41 @@ void AddCounts(Family& family, const std::string& label,
   for (const auto& [value, count] : counts) family.Add({{label, value}}, count);
 }
 
+// A server's RPC counts (a counter by method and outcome) and latencies (a
+// histogram by method), labelled with `labels`.
+void AppendRpcMetrics(
+    const proto::ServerStats& stats,
+    const std::vector<std::pair<std::string, std::string>>& labels,
+    std::string* out) {
+  Family requests("shoal_rpc_server_requests_total", "counter",
+                  "Requests this server answered, by method and outcome.");
+  Family latency("shoal_rpc_server_latency_seconds", "histogram",
+                 "Time from a request's arrival to its answer, by method.");
+  for (const proto::MethodStats& m : stats.methods()) {
+    auto with = [&](std::vector<std::pair<std::string, std::string>> more) {
+      std::vector<std::pair<std::string, std::string>> all = labels;
+      all.emplace_back("method", m.method());
+      for (auto& kv : more) all.push_back(std::move(kv));
+      return all;
+    };
+    requests.Add(with({{"outcome", "ok"}}), static_cast<double>(m.ok()));
+    requests.Add(with({{"outcome", "error"}}), static_cast<double>(m.errors()));
+    int64_t cumulative = 0;
+    for (int b = 0; b < m.buckets_size() && b < rpc::kNumLatencyBuckets; ++b) {
+      cumulative += m.buckets(b);
+      std::string le = b + 1 < rpc::kNumLatencyBuckets
+                           ? Value(rpc::kLatencyBucketsSeconds[b])
+                           : "+Inf";
+      latency.Add(with({{"le", le}}), static_cast<double>(cumulative),
+                  "_bucket");
+    }
+    latency.Add(with({}), m.sum_seconds(), "_sum");
+    latency.Add(with({}), static_cast<double>(m.ok() + m.errors()), "_count");
+  }
+  requests.AppendTo(out);
+  latency.AppendTo(out);
+}
+
 }  // namespace
 
 std::string JobJson(const proto::JobInfo& job) {
@@ -131,6 +167,12 @@ std::string JobListJson(const proto::JobList& jobs) {
 
 std::string ClusterMetrics(const proto::ClusterStatus& status,
                            const proto::JobList& jobs) {
+  return ClusterMetrics({.status = &status, .jobs = &jobs});
+}
+
+std::string ClusterMetrics(const ClusterMetricsInput& in) {
+  const proto::ClusterStatus& status = *in.status;
+  const proto::JobList& jobs = *in.jobs;
   Family nodes("shoal_nodes", "gauge", "Nodes of the cluster, by state.");
   Family total("shoal_node_resource_capacity", "gauge",
                "Resources of each alive node (bytes for memory and "
@@ -147,6 +189,8 @@ std::string ClusterMetrics(const proto::ClusterStatus& status,
   Family demands("shoal_pending_demands", "gauge",
                  "Resource shapes waiting for a node (tasks and actors), "
                  "by whether any node can ever hold them.");
+  Family heartbeat("shoal_node_heartbeat_age_seconds", "gauge",
+                   "Time since the head last heard from each alive node.");
 
   std::map<std::string, int> node_counts = {{"ALIVE", 0}, {"DEAD", 0}};
   std::map<std::string, int> lease_counts;
@@ -154,6 +198,7 @@ std::string ClusterMetrics(const proto::ClusterStatus& status,
     ++node_counts[n.alive() ? "ALIVE" : "DEAD"];
     if (!n.alive()) continue;
     lease_counts[n.node_id()] = 0;
+    heartbeat.Add({{"node_id", n.node_id()}}, n.heartbeat_age_ms() / 1000.0);
     ResourceSet t = WithoutBundleResources(ResourceSet::FromProto(n.total()));
     ResourceSet a =
         WithoutBundleResources(ResourceSet::FromProto(n.available()));
@@ -194,14 +239,50 @@ std::string ClusterMetrics(const proto::ClusterStatus& status,
   demands.Add({{"infeasible", "true"}}, static_cast<double>(infeasible));
 
   std::string out;
-  for (const Family* f : {&nodes, &total, &used, &leases, &actors, &groups,
-                          &job_states, &demands}) {
+  for (const Family* f : {&nodes, &heartbeat, &total, &used, &leases, &actors,
+                          &groups, &job_states, &demands}) {
     f->AppendTo(&out);
   }
+  if (in.tasks != nullptr) {
+    Family live("shoal_tasks", "gauge",
+                "Tasks waiting or running now, by state (from task events).");
+    Family ended("shoal_tasks_ended_total", "counter",
+                 "Tasks that finished or failed since the head started.");
+    for (const auto& [state, count] : in.tasks->state_counts()) {
+      const bool end = state == "FINISHED" || state == "FAILED";
+      (end ? ended : live).Add({{"state", state}}, static_cast<double>(count));
+    }
+    Family dropped("shoal_task_records_dropped_total", "counter",
+                   "Task records the head no longer keeps (it keeps the last "
+                   "ones of each job), and events reporters dropped.");
+    dropped.Add({{"where", "head"}}, static_cast<double>(in.tasks->dropped()));
+    dropped.Add({{"where", "reporter"}},
+                static_cast<double>(in.tasks->reporter_dropped()));
+    for (const Family* f : {&live, &ended, &dropped}) f->AppendTo(&out);
+  }
+  if (in.gangs != nullptr) {
+    Family gangs("shoal_launch_gangs", "gauge",
+                 "Launch gangs the head keeps, by state.");
+    std::map<std::string, int> gang_counts =
+        ZeroCounts(proto::GangInfo::State_descriptor());
+    for (const auto& g : in.gangs->gangs()) {
+      ++gang_counts[proto::GangInfo::State_Name(g.state())];
+    }
+    AddCounts(gangs, "state", gang_counts);
+    Family started("shoal_launch_gangs_started_total", "counter",
+                   "Launch gangs started since the head started.");
+    started.Add({}, static_cast<double>(in.gangs->started_total()));
+    Family restarts("shoal_launch_gang_restarts_total", "counter",
+                    "Restarts of launch gangs since the head started.");
+    restarts.Add({}, static_cast<double>(in.gangs->restarts_total()));
+    for (const Family* f : {&gangs, &started, &restarts}) f->AppendTo(&out);
+  }
+  if (in.rpc != nullptr) AppendRpcMetrics(*in.rpc, {{"server", "head"}}, &out);
   return out;
 }
 
-std::string AgentMetrics(const proto::AgentInfo& info) {
+std::string AgentMetrics(const proto::AgentInfo& info,
+                         const proto::ServerStats* rpc) {
   const std::string& node = info.node().node_id();
   const proto::ObjectStoreInfo& store = info.object_store();
   std::string out;
@@ -238,6 +319,9 @@ std::string AgentMetrics(const proto::AgentInfo& info) {
   counter("shoal_object_store_evictions_total",
           "Objects evicted from the store since the node started.",
           static_cast<double>(store.evictions()));
+  if (rpc != nullptr) {
+    AppendRpcMetrics(*rpc, {{"server", "agent"}, {"node_id", node}}, &out);
+  }
   return out;
 }
 

@@ -11,6 +11,9 @@ class ClusterStatus;
 class JobInfo;
 class JobList;
 class AgentInfo;
+class TaskList;
+class GangList;
+class ServerStats;
 }  // namespace shoal::proto
 
 namespace shoal::dashboard {
@@ -21,12 +24,24 @@ std::string JobJson(const proto::JobInfo& job);
 // A JSON array of JobJson.
 std::string JobListJson(const proto::JobList& jobs);
 
-// The head's /metrics: nodes, resources by node, actors, placement groups,
-// leases, jobs and demands.
+// The head's /metrics: nodes (and their heartbeat age), resources by node,
+// actors, placement groups, leases, jobs and demands; with `tasks` (its
+// state counts), tasks by state; with `gangs`, launch gangs and restarts;
+// with `rpc`, the head's RPC counts and latency histograms.
+struct ClusterMetricsInput {
+  const proto::ClusterStatus* status = nullptr;  // required
+  const proto::JobList* jobs = nullptr;          // required
+  const proto::TaskList* tasks = nullptr;
+  const proto::GangList* gangs = nullptr;
+  const proto::ServerStats* rpc = nullptr;
+};
+std::string ClusterMetrics(const ClusterMetricsInput& in);
 std::string ClusterMetrics(const proto::ClusterStatus& status,
                            const proto::JobList& jobs);
-// An agent's /metrics: its workers, leases and object store.
-std::string AgentMetrics(const proto::AgentInfo& info);
+// An agent's /metrics: its workers, leases and object store, and with
+// `rpc`, its RPC counts and latency histograms.
+std::string AgentMetrics(const proto::AgentInfo& info,
+                         const proto::ServerStats* rpc = nullptr);
 
 }  // namespace shoal::dashboard
 

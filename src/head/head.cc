@@ -18,8 +18,10 @@
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "head/actor_manager.h"
+#include "head/gang_table.h"
 #include "head/job_manager.h"
 #include "head/table_storage.h"
+#include "head/task_event_store.h"
 #include "rpc/rpc.h"
 #include "scheduling/placement.h"
 #include "scheduling/resource_set.h"
@@ -32,6 +34,8 @@ constexpr char kNodesTable[] = "nodes";
 constexpr char kJobsTable[] = "jobs";
 constexpr char kKvTable[] = "kv";
 constexpr int64_t kMaxBlobChunk = 4 << 20;
+// How long the head waits for a node's agent to answer for it.
+constexpr int64_t kAgentAskTimeoutMs = 5000;
 
 // Runs on the head's event loop; not thread-safe.
 class HeadImpl : public Head {
@@ -39,7 +43,8 @@ class HeadImpl : public Head {
   HeadImpl(HeadOptions options, std::unique_ptr<rpc::EventLoop> loop)
       : options_(std::move(options)),
         loop_(std::move(loop)),
-        storage_(NewInMemoryTableStorage()) {}
+        storage_(NewInMemoryTableStorage()),
+        task_events_(options_.max_task_events_per_job) {}
 
   ~HeadImpl() override { Stop(); }
 
@@ -53,6 +58,7 @@ class HeadImpl : public Head {
         return;
       }
       server_ = std::move(*server);
+      server_->EnableStats();
       rpc::AlsoListenOnLoopback(server_.get(), options_.host);
       ActorManagerOptions actor_options;
       actor_options.token = options_.token;
@@ -204,7 +210,127 @@ class HeadImpl : public Head {
         });
     actors_->RegisterHandlers(s);
     jobs_->RegisterHandlers(s);
+    RegisterStateHandlers(s);
     server_->OnDisconnect([this](uint64_t conn) { OnDisconnect(conn); });
+  }
+
+  // ---- Task events, gangs, and what the nodes' agents answer ----
+
+  void RegisterStateHandlers(rpc::Server* s) {
+    rpc::RegisterProto<proto::TaskEventBatch>(
+        s, proto::REPORT_TASK_EVENTS,
+        [this](const auto& r, rpc::Responder resp) {
+          task_events_.Add(r);
+          resp.Reply(proto::Empty());
+        });
+    rpc::RegisterProto<proto::ListTasksRequest>(
+        s, proto::LIST_TASKS, [this](const auto& r, rpc::Responder resp) {
+          auto list = task_events_.List(r);
+          if (!list.ok()) return resp.Error(list.status());
+          resp.Reply(*list);
+        });
+    rpc::RegisterProto<proto::GangInfo>(
+        s, proto::GANG_UPDATE, [this](const auto& r, rpc::Responder resp) {
+          gangs_.Update(r);
+          gangs_.SetConnection(r.gang_id(), resp.connection_id());
+          resp.Reply(proto::Empty());
+        });
+    rpc::RegisterProto<proto::Empty>(s, proto::LIST_GANGS,
+                                     [this](const auto&, rpc::Responder resp) {
+                                       resp.Reply(gangs_.List());
+                                     });
+    rpc::RegisterProto<proto::ListLogsRequest>(
+        s, proto::LIST_LOGS, [this](const auto& r, rpc::Responder resp) {
+          AskAgents<proto::LogList>(
+              proto::LIST_LOGS, r.node_id(), r, resp,
+              [](proto::LogList& all, proto::LogList& one) {
+                for (auto& f : *one.mutable_files()) {
+                  *all.add_files() = std::move(f);
+                }
+              });
+        });
+    rpc::RegisterProto<proto::ListObjectsRequest>(
+        s, proto::LIST_OBJECTS, [this](const auto& r, rpc::Responder resp) {
+          AskAgents<proto::ObjectList>(
+              proto::LIST_OBJECTS, r.node_id(), r, resp,
+              [](proto::ObjectList& all, proto::ObjectList& one) {
+                for (auto& o : *one.mutable_objects()) {
+                  *all.add_objects() = std::move(o);
+                }
+                all.set_total(all.total() + one.total());
+              });
+        });
+    rpc::RegisterProto<proto::ReadLogRequest>(
+        s, proto::READ_LOG, [this](const auto& r, rpc::Responder resp) {
+          std::string node_id = r.node_id();
+          if (node_id.empty()) {
+            for (const auto& [id, n] : nodes_) {
+              if (n.info.alive() && n.info.is_head_node()) node_id = id;
+            }
+          }
+          const NodeEntry* node = AliveNode(node_id);
+          if (node == nullptr) return resp.Error(NoSuchNode(r.node_id()));
+          AgentChannel(node->info.address())
+              ->Call(
+                  proto::READ_LOG, r.SerializeAsString(),
+                  [resp](absl::StatusOr<std::string> reply) {
+                    if (!reply.ok()) return resp.Error(reply.status());
+                    resp.ReplyRaw(std::move(*reply));
+                  },
+                  kAgentAskTimeoutMs + r.wait_ms());
+        });
+  }
+
+  const NodeEntry* AliveNode(const std::string& node_id) const {
+    auto it = nodes_.find(node_id);
+    if (it == nodes_.end() || !it->second.info.alive()) return nullptr;
+    return &it->second;
+  }
+
+  static absl::Status NoSuchNode(const std::string& node_id) {
+    return absl::NotFoundError(absl::StrCat(
+        node_id.empty() ? "the head's node" : "node " + node_id,
+        " is not alive in this cluster (`shoal list nodes` shows them)"));
+  }
+
+  // Asks the agent of node `node_id` (every alive node when empty) the
+  // same `request`, and answers `resp` with their replies merged into one;
+  // a node that cannot answer is named in the reply's errors.
+  template <typename Reply, typename Request, typename MergeFn>
+  void AskAgents(proto::Method method, const std::string& node_id,
+                 const Request& request, const rpc::Responder& resp,
+                 MergeFn merge) {
+    std::vector<std::pair<std::string, std::string>> targets;  // id, agent
+    for (const auto& [id, n] : nodes_) {
+      if (n.info.alive() && (node_id.empty() || id == node_id)) {
+        targets.emplace_back(id, n.info.address());
+      }
+    }
+    if (!node_id.empty() && targets.empty()) {
+      return resp.Error(NoSuchNode(node_id));
+    }
+    auto all = std::make_shared<Reply>();
+    auto left = std::make_shared<size_t>(targets.size());
+    if (targets.empty()) return resp.Reply(*all);
+    const std::string payload = request.SerializeAsString();
+    for (const auto& [id, agent] : targets) {
+      AgentChannel(agent)->Call(
+          method, payload,
+          [all, left, resp, merge, id = id](absl::StatusOr<std::string> r) {
+            Reply one;
+            if (!r.ok()) {
+              all->add_errors(
+                  absl::StrCat("node ", id, ": ", r.status().message()));
+            } else if (!one.ParseFromString(*r)) {
+              all->add_errors(
+                  absl::StrCat("node ", id, ": a malformed answer"));
+            } else {
+              merge(*all, one);
+            }
+            if (--*left == 0) resp.Reply(*all);
+          },
+          kAgentAskTimeoutMs);
+    }
   }
 
   // ---- Placement groups ----
@@ -360,7 +486,8 @@ class HeadImpl : public Head {
     for (const auto& [id, entry] : nodes_) {
       const proto::NodeInfo& n = entry.info;
       if (!n.alive()) continue;
-      out.push_back({n.node_id(), n.address(), n.total(), n.is_head_node()});
+      out.push_back({n.node_id(), n.address(), n.total(), n.is_head_node(),
+                     n.available()});
     }
     return out;
   }
@@ -613,9 +740,12 @@ class HeadImpl : public Head {
   proto::ClusterStatus Status() const {
     proto::ClusterStatus status;
     std::map<std::string, proto::ResourceDemand> demands;
+    const int64_t now_us = MonotonicUs();
     for (const auto& [id, n] : nodes_) {
-      *status.add_nodes() = n.info;
+      proto::NodeInfo* info = status.add_nodes();
+      *info = n.info;
       if (!n.info.alive()) continue;
+      info->set_heartbeat_age_ms((now_us - n.last_heartbeat_us) / 1000);
       for (const auto& l : n.leases) *status.add_leases() = l;
       for (const auto& d : n.demands) {
         std::string key = absl::StrCat(
@@ -661,6 +791,7 @@ class HeadImpl : public Head {
       job_by_conn_.erase(it);
     }
     node_by_conn_.erase(conn);
+    gangs_.LauncherLost(conn);
   }
 
   static bool ValidHash(const std::string& hash) {
@@ -741,6 +872,8 @@ class HeadImpl : public Head {
   std::map<std::string, std::unique_ptr<rpc::Channel>> agents_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<ActorManager> actors_;
+  TaskEventStore task_events_;
+  GangTable gangs_;
   bool placing_ = false;
   bool retry_timer_armed_ = false;
 

@@ -24,6 +24,8 @@ struct HeadOptions {
   int64_t health_timeout_ms = 5000;
   // How long a placement group that fits no node set waits for nodes.
   int64_t infeasible_grace_ms = 5000;
+  // Task records kept per job (shoal list tasks); older ones are dropped.
+  size_t max_task_events_per_job = 10000;
 };
 
 class Head {

@@ -16,6 +16,8 @@ namespace {
 
 constexpr int64_t kMaxLogChunk = 1 << 20;  // bytes per GET_JOB_LOGS answer
 constexpr int64_t kMaxLogWaitMs = 30000;
+// How often a job that waits for its entrypoint's resources looks again.
+constexpr int64_t kPlaceRetryMs = 500;
 
 const std::string& StateName(proto::JobInfo::State state) {
   return proto::JobInfo::State_Name(state);
@@ -138,8 +140,21 @@ void JobManager::Submit(const proto::JobSpec& request,
     return responder.Reply(e.info);
   }
 
+  Place(id);
+  responder.Reply(e.info);
+}
+
+void JobManager::Place(const std::string& id) {
+  Entry* e = Find(id);
+  if (e == nullptr || Finished(e->info) || !e->info.node_id().empty()) return;
+  if (e->stop_requested) {
+    Finish(*e, proto::JobInfo::STOPPED, -1,
+           "stopped by shoal job stop before it started");
+    return;
+  }
+  const proto::JobSpec& spec = e->info.spec();
   // The head's own node first (as Ray runs entrypoints), else the first
-  // node that has the entrypoint's resources.
+  // node that has the entrypoint's resources free.
   ResourceSet need = ResourceSet::FromProto(spec.entrypoint_resources());
   std::vector<JobNode> nodes = options_.alive_nodes();
   std::stable_sort(nodes.begin(), nodes.end(),
@@ -147,24 +162,38 @@ void JobManager::Submit(const proto::JobSpec& request,
                      return a.is_head_node && !b.is_head_node;
                    });
   const JobNode* chosen = nullptr;
+  bool fits = false;
   for (const JobNode& n : nodes) {
-    if (ResourceSet::FromProto(n.total).Contains(need)) {
+    if (!ResourceSet::FromProto(n.total).Contains(need)) continue;
+    fits = true;
+    if (ResourceSet::FromProto(n.available).Contains(need)) {
       chosen = &n;
       break;
     }
   }
-  if (chosen == nullptr) {
-    Finish(e, proto::JobInfo::FAILED, -1,
+  if (!fits) {
+    Finish(*e, proto::JobInfo::FAILED, -1,
            absl::StrCat("no alive node has the entrypoint's resources (",
                         need.DebugString(),
                         "): start a node that has them, or ask for less"));
-    return responder.Reply(e.info);
+    return;
   }
-  e.info.set_node_id(chosen->node_id);
+  if (chosen == nullptr) {
+    // Held by tasks or other jobs: it waits its turn.
+    e->info.set_message(absl::StrCat("waiting for the entrypoint's resources (",
+                                     need.DebugString(),
+                                     ") to be free on a node"));
+    std::weak_ptr<bool> alive = alive_;
+    loop_->RunAfter(kPlaceRetryMs, [this, alive, id] {
+      if (!alive.expired() && *alive.lock()) Place(id);
+    });
+    return;
+  }
+  e->info.clear_message();
+  e->info.set_node_id(chosen->node_id);
   node_addresses_[chosen->node_id] = chosen->address;
   SHOAL_LOG(INFO) << "job " << id << ": starting on node " << chosen->node_id
                   << ": " << spec.entrypoint();
-  responder.Reply(e.info);
   AgentCall(chosen->node_id, proto::START_JOB, spec,
             [this, id](absl::StatusOr<proto::Empty> r) { Started(id, r); });
 }
@@ -173,6 +202,16 @@ void JobManager::Started(const std::string& id,
                          absl::StatusOr<proto::Empty> reply) {
   Entry* e = Find(id);
   if (e == nullptr || reply.ok() || Finished(e->info)) return;
+  if (reply.status().code() == absl::StatusCode::kResourceExhausted) {
+    // The node's resources were taken before the job came: another turn.
+    e->info.clear_node_id();
+    e->info.set_message(std::string(reply.status().message()));
+    std::weak_ptr<bool> alive = alive_;
+    loop_->RunAfter(kPlaceRetryMs, [this, alive, id] {
+      if (!alive.expired() && *alive.lock()) Place(id);
+    });
+    return;
+  }
   Finish(*e, proto::JobInfo::FAILED, -1,
          absl::StrCat("node ", e->info.node_id(),
                       " could not start it: ", reply.status().message()));
@@ -236,6 +275,11 @@ void JobManager::Stop(const std::string& id, const rpc::Responder& responder) {
   }
   if (Finished(e->info)) return responder.Reply(e->info);
   e->stop_requested = true;
+  if (e->info.node_id().empty()) {
+    // Still waiting for a node: it never starts.
+    Place(id);
+    return responder.Reply(e->info);
+  }
   proto::JobRef ref;
   ref.set_submission_id(id);
   AgentCall(e->info.node_id(), proto::SIGNAL_JOB, ref,

@@ -30,6 +30,7 @@ struct JobNode {
   std::string address;  // its agent
   proto::ResourceMap total;
   bool is_head_node = false;
+  proto::ResourceMap available;  // as its agent last reported
 };
 
 struct JobManagerOptions {
@@ -67,6 +68,10 @@ class JobManager {
   };
 
   void Submit(const proto::JobSpec& spec, const rpc::Responder& responder);
+  // Starts job `id` on a node whose free resources hold its entrypoint's
+  // (the head's own node first); while none has them free, it stays
+  // PENDING and is tried again. Fails it when no node has them at all.
+  void Place(const std::string& id);
   void Started(const std::string& id, absl::StatusOr<proto::Empty> reply);
   void Event(const proto::JobEvent& event);
   void Stop(const std::string& id, const rpc::Responder& responder);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/cluster_status.h"
+#include "api/core_runtime.h"
 #include "api/status_format.h"
 #include "common/logging.h"
 #include "common/process.h"
@@ -388,7 +390,54 @@ struct LaunchState {
   bool have_failure = false;
   proto::LaunchExit first_failure;
   std::string first_failure_prefix;
+  // The exits runners reported in this attempt, by rank, for the head's
+  // gang record; `exits_changed` once there are some it has not heard of.
+  std::map<int, proto::LaunchExit> exits;
+  bool exits_changed = false;
 };
+
+// Tells the head how the gang stands (GANG_UPDATE), for `shoal list gangs`,
+// the dashboard and the metrics; a head that cannot be told is not the
+// gang's problem (said once).
+void ReportGang(const proto::GangInfo& gang) {
+  static bool warned = false;
+  absl::Status st;
+  try {
+    st = internal::RequireRuntime()->head().GangUpdate(gang, 2000);
+  } catch (const Error& e) {
+    st = absl::UnavailableError(e.what());
+  }
+  if (!st.ok() && !warned) {
+    warned = true;
+    SHOAL_LOG(WARNING) << "the head does not know of this gang: " << st;
+  }
+}
+
+// The gang's ranks for attempt `launch_id`: where each runs, its log.
+void SetGangRanks(const std::vector<std::pair<int, int>>& rank_hosts,
+                  const std::vector<proto::LaunchHost>& hosts,
+                  const std::string& launch_id, proto::GangInfo* gang) {
+  gang->clear_ranks();
+  for (const auto& [rank, host] : rank_hosts) {
+    proto::GangRank* r = gang->add_ranks();
+    r->set_rank(rank);
+    r->set_host_index(host);
+    r->set_node_id(hosts[host].node_id());
+    r->set_address(hosts[host].address());
+    r->set_log_name(absl::StrCat("launch-", launch_id, "/rank-", rank, ".log"));
+  }
+}
+
+void SetGangExits(const std::map<int, proto::LaunchExit>& exits,
+                  proto::GangInfo* gang) {
+  for (proto::GangRank& r : *gang->mutable_ranks()) {
+    auto it = exits.find(r.rank());
+    if (it == exits.end()) continue;
+    r.set_exited(true);
+    r.set_exit_code(it->second.exit_code());
+    r.set_description(it->second.description());
+  }
+}
 
 std::atomic<bool> g_interrupted{false};
 
@@ -563,6 +612,7 @@ int RunLaunch(const LaunchOptions& options) {
   // The gang must make sense before anything starts: the same check the
   // runners make, and the number of processes every launch must account for.
   int expected_processes = 0;
+  std::vector<std::pair<int, int>> rank_hosts;  // rank, host index
   {
     proto::LaunchHostSpec probe;
     for (const auto& h : hosts) *probe.add_hosts() = h;
@@ -589,6 +639,10 @@ int RunLaunch(const LaunchOptions& options) {
       }
     } else {
       expected_processes = static_cast<int>(envs->size());
+      for (const ProcessEnvironment& env : *envs) {
+        rank_hosts.emplace_back(env.rank, env.node_rank);
+      }
+      std::sort(rank_hosts.begin(), rank_hosts.end());
     }
     if (!problem.empty()) {
       std::cerr << "shoal launch: " << problem << "\n";
@@ -645,6 +699,8 @@ int RunLaunch(const LaunchOptions& options) {
             }
             std::cout.flush();
             for (const auto& e : r.exits()) {
+              state.exits[e.rank()] = e;
+              state.exits_changed = true;
               if (e.exit_code() == 0 || e.stopped()) continue;
               if (!state.have_failure ||
                   e.time_us() < state.first_failure.time_us()) {
@@ -669,13 +725,27 @@ int RunLaunch(const LaunchOptions& options) {
 
   int exit_code = 0;
   std::string summary;
+  proto::GangInfo gang;
+  gang.set_gang_id(RandomHex(4));
+  for (const auto& a : options.argv) gang.add_argv(a);
+  gang.set_per_host(options.per_host);
+  gang.set_placement_group_id(group.id());
+  gang.set_max_restarts(options.max_restarts);
+  gang.set_start_time_ms(NowMs());
+  if (const char* job = getenv("SHOAL_JOB_SUBMISSION_ID")) gang.set_job_id(job);
+  gang.set_launcher(absl::StrCat(Hostname(), " pid ", getpid()));
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard<std::mutex> lock(state.mu);
-      state.launch_id = absl::StrCat(RandomHex(4), "-", attempt);
+      state.launch_id = absl::StrCat(gang.gang_id(), "-", attempt);
       state.stop = false;
       state.have_failure = false;
+      state.exits.clear();
+      state.exits_changed = false;
+      gang.set_restarts(attempt);
+      SetGangRanks(rank_hosts, hosts, state.launch_id, &gang);
     }
+    ReportGang(gang);
     std::vector<ObjectRef<std::string>> runners;
     for (size_t i = 0; i < hosts.size(); ++i) {
       proto::LaunchHostSpec spec;
@@ -706,6 +776,16 @@ int RunLaunch(const LaunchOptions& options) {
     std::vector<bool> done(runners.size(), false);
     for (size_t finished = 0; finished < runners.size();) {
       Wait(runners, runners.size(), 200);
+      bool exits_changed = false;
+      {
+        std::lock_guard<std::mutex> lock(state.mu);
+        if (state.exits_changed) {
+          state.exits_changed = false;
+          exits_changed = true;
+          SetGangExits(state.exits, &gang);
+        }
+      }
+      if (exits_changed) ReportGang(gang);
       for (size_t i = 0; i < runners.size(); ++i) {
         if (done[i] || !Wait(std::vector{runners[i]}, 1, 0).not_ready.empty()) {
           continue;
@@ -805,6 +885,16 @@ int RunLaunch(const LaunchOptions& options) {
   }
   std::cout << summary << "\n";
   std::cout.flush();
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    SetGangExits(state.exits, &gang);
+  }
+  gang.set_state(exit_code == 0  ? proto::GangInfo::SUCCEEDED
+                 : g_interrupted ? proto::GangInfo::STOPPED
+                                 : proto::GangInfo::FAILED);
+  gang.set_message(summary.substr(std::string("shoal launch: ").size()));
+  gang.set_end_time_ms(NowMs());
+  ReportGang(gang);
   (*loop)->RunSync([&] { server->Shutdown(); });
   (*loop)->Stop();
   try {

@@ -324,7 +324,17 @@ bool ObjectStore::IsSealed(const ObjectId& id) const {
 std::optional<ObjectInfo> ObjectStore::Lookup(const ObjectId& id) const {
   auto it = entries_.find(id);
   if (it == entries_.end()) return std::nullopt;
-  const Entry& entry = it->second;
+  return InfoOf(it->second);
+}
+
+void ObjectStore::ForEach(
+    const std::function<bool(const ObjectId&, const ObjectInfo&)>& fn) const {
+  for (const auto& [id, entry] : entries_) {
+    if (!fn(id, InfoOf(entry))) return;
+  }
+}
+
+ObjectInfo ObjectStore::InfoOf(const Entry& entry) {
   ObjectInfo info;
   info.state = entry.state;
   info.copy = entry.copy;

@@ -170,6 +170,10 @@ class ObjectStore {
   // Sealed (in memory or spilled) and not deleted: a Get will succeed.
   bool IsSealed(const ObjectId& id) const;
   std::optional<ObjectInfo> Lookup(const ObjectId& id) const;
+  // Calls `fn` for each object, in no particular order, until it returns
+  // false.
+  void ForEach(
+      const std::function<bool(const ObjectId&, const ObjectInfo&)>& fn) const;
 
   ObjectStoreStats Stats() const;
   // Usable bytes: the arena's size rounded down to the allocator's alignment.
@@ -202,6 +206,7 @@ class ObjectStore {
 
   static absl::Status CheckId(const ObjectId& id);
   static Category CategoryOf(const Entry& entry);
+  static ObjectInfo InfoOf(const Entry& entry);
   // Every change to an entry's state, pins or memory happens between
   // Unaccount and Account, which keep the counters and LRU lists right.
   void Unaccount(Entry& entry);

@@ -242,4 +242,49 @@ void HeadClient::JobEvent(const proto::JobEvent& event,
   Call<proto::Empty>(proto::JOB_EVENT, event, std::move(done), timeout_ms);
 }
 
+void HeadClient::ReportTaskEvents(const proto::TaskEventBatch& batch,
+                                  Callback<proto::Empty> done,
+                                  int64_t timeout_ms) {
+  Call<proto::Empty>(proto::REPORT_TASK_EVENTS, batch, std::move(done),
+                     timeout_ms);
+}
+
+absl::StatusOr<proto::TaskList> HeadClient::ListTasks(
+    const proto::ListTasksRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::TaskList>(proto::LIST_TASKS, request, timeout_ms);
+}
+
+absl::StatusOr<proto::LogList> HeadClient::ListLogs(
+    const proto::ListLogsRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::LogList>(proto::LIST_LOGS, request, timeout_ms);
+}
+
+absl::StatusOr<proto::LogChunk> HeadClient::ReadLog(
+    const proto::ReadLogRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::LogChunk>(proto::READ_LOG, request,
+                                      timeout_ms + request.wait_ms());
+}
+
+absl::StatusOr<proto::ObjectList> HeadClient::ListObjects(
+    const proto::ListObjectsRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::ObjectList>(proto::LIST_OBJECTS, request,
+                                        timeout_ms);
+}
+
+absl::Status HeadClient::GangUpdate(const proto::GangInfo& gang,
+                                    int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::GANG_UPDATE, gang, timeout_ms)
+      .status();
+}
+
+absl::StatusOr<proto::GangList> HeadClient::ListGangs(int64_t timeout_ms) {
+  return CallAndWait<proto::GangList>(proto::LIST_GANGS, proto::Empty(),
+                                      timeout_ms);
+}
+
+absl::StatusOr<proto::ServerStats> HeadClient::ServerStats(int64_t timeout_ms) {
+  return CallAndWait<proto::ServerStats>(proto::GET_SERVER_STATS,
+                                         proto::Empty(), timeout_ms);
+}
+
 }  // namespace shoal::rpc

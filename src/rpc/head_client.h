@@ -152,6 +152,30 @@ class HeadClient {
   void JobEvent(const proto::JobEvent& event, Callback<proto::Empty> done,
                 int64_t timeout_ms = kDefaultTimeoutMs);
 
+  // Task events (common/task_events.h), logs, objects, gangs, RPC stats.
+  void ReportTaskEvents(const proto::TaskEventBatch& batch,
+                        Callback<proto::Empty> done,
+                        int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::TaskList> ListTasks(
+      const proto::ListTasksRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::LogList> ListLogs(
+      const proto::ListLogsRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  // Waits request.wait_ms longer than timeout_ms.
+  absl::StatusOr<proto::LogChunk> ReadLog(
+      const proto::ReadLogRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::ObjectList> ListObjects(
+      const proto::ListObjectsRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::Status GangUpdate(const proto::GangInfo& gang,
+                          int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::GangList> ListGangs(
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::ServerStats> ServerStats(
+      int64_t timeout_ms = kDefaultTimeoutMs);
+
  private:
   template <typename Reply>
   void Call(proto::Method method, const google::protobuf::MessageLite& request,

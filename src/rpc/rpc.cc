@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "absl/strings/cord.h"
@@ -54,6 +55,46 @@ std::string PeerName(const sockaddr_in& addr) {
 
 // One TCP connection: frames in, frames out. Lives on the loop; kept alive by
 // its registration with the loop until closed.
+// A server's request counts and latencies by method; used on its loop only.
+class ServerStatsRecorder {
+ public:
+  void Record(uint32_t method, bool ok, int64_t latency_us) {
+    Entry& e = methods_[method];
+    ++(ok ? e.ok : e.errors);
+    double seconds = static_cast<double>(latency_us) / 1e6;
+    e.sum_seconds += seconds;
+    int b = 0;
+    while (b < kNumLatencyBuckets - 1 && seconds > kLatencyBucketsSeconds[b]) {
+      ++b;
+    }
+    ++e.buckets[b];
+  }
+
+  proto::ServerStats Snapshot() const {
+    proto::ServerStats out;
+    for (const auto& [method, e] : methods_) {
+      proto::MethodStats* m = out.add_methods();
+      m->set_method(proto::Method_IsValid(static_cast<int>(method))
+                        ? proto::Method_Name(static_cast<proto::Method>(method))
+                        : absl::StrCat(method));
+      m->set_ok(e.ok);
+      m->set_errors(e.errors);
+      for (int64_t count : e.buckets) m->add_buckets(count);
+      m->set_sum_seconds(e.sum_seconds);
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    int64_t ok = 0;
+    int64_t errors = 0;
+    int64_t buckets[kNumLatencyBuckets] = {};
+    double sum_seconds = 0;
+  };
+  std::map<uint32_t, Entry> methods_;
+};
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using FrameFn =
@@ -110,6 +151,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!connecting_) Flush();
   }
 
+  void set_stats(std::shared_ptr<ServerStatsRecorder> stats) {
+    stats_ = std::move(stats);
+  }
+  ServerStatsRecorder* stats() const { return stats_.get(); }
   void set_authenticated() { authenticated_ = true; }
   bool authenticated() const { return authenticated_; }
   bool closed() const { return closed_; }
@@ -267,6 +312,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool connecting_ = false;
   bool watching_out_ = false;
   bool flush_scheduled_ = false;
+  std::shared_ptr<ServerStatsRecorder> stats_;  // a server's, if it keeps them
   bool closed_ = false;
   bool authenticated_ = false;
   bool close_after_flush_ = false;
@@ -279,19 +325,27 @@ void Responder::Reply(const google::protobuf::MessageLite& message) const {
   ReplyRaw(Serialize(message));
 }
 
+void Responder::Record(bool ok) const {
+  if (start_us_ == 0 || conn_->stats() == nullptr) return;
+  conn_->stats()->Record(method_, ok, MonotonicUs() - start_us_);
+}
+
 void Responder::ReplyRaw(std::string payload) const {
   if (conn_ == nullptr || conn_->closed()) return;
+  Record(true);
   conn_->Send(kResponse, 0, call_id_, payload);
 }
 
 void Responder::ReplyNow(const google::protobuf::MessageLite& message) const {
   if (conn_ == nullptr || conn_->closed()) return;
+  Record(true);
   conn_->Send(kResponse, 0, call_id_, Serialize(message));
   conn_->FlushNow();
 }
 
 void Responder::Error(const absl::Status& status) const {
   if (conn_ == nullptr || conn_->closed()) return;
+  Record(false);
   conn_->Send(kError, static_cast<uint32_t>(status.code()), call_id_,
               std::string(status.message()));
 }
@@ -390,6 +444,15 @@ Server::Server(EventLoop* loop, int port, std::string token)
 
 Server::~Server() { Shutdown(); }
 
+void Server::EnableStats() {
+  if (stats_ != nullptr) return;
+  stats_ = std::make_shared<ServerStatsRecorder>();
+  for (auto& [id, conn] : conns_) conn->set_stats(stats_);
+  Register(proto::GET_SERVER_STATS, [this](std::string_view, Responder r) {
+    r.Reply(stats_->Snapshot());
+  });
+}
+
 void Server::Register(int method, Handler handler) {
   handlers_[method] = std::move(handler);
 }
@@ -427,6 +490,7 @@ void Server::Accept(int listen_fd) {
     SetSocketOptions(fd);
     uint64_t id = next_conn_id_++;
     auto conn = std::make_shared<Connection>(loop_, fd, PeerName(addr), id);
+    conn->set_stats(stats_);
     conns_[id] = conn;
     std::weak_ptr<Connection> weak = conn;
     conn->Start(
@@ -481,7 +545,8 @@ void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
     return;
   }
   auto it = handlers_.find(static_cast<int>(method));
-  Responder responder(conn, call_id);
+  Responder responder(conn, call_id, method,
+                      conn->stats() != nullptr ? MonotonicUs() : 0);
   if (it == handlers_.end()) {
     responder.Error(absl::UnimplementedError(absl::StrCat(
         "this process does not serve method ", method,

@@ -33,6 +33,15 @@ class MessageLite;
 namespace shoal::rpc {
 
 class Connection;
+class ServerStatsRecorder;
+
+// Upper bounds of the latency buckets a server with EnableStats() counts
+// requests in (seconds; a last bucket, +Inf, follows).
+inline constexpr double kLatencyBucketsSeconds[] = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10};
+inline constexpr int kNumLatencyBuckets =
+    sizeof(kLatencyBucketsSeconds) / sizeof(double) + 1;
 
 // Replies to one request. Cheap to copy; may be kept and used later (on the
 // loop thread). Replying to a connection that has closed does nothing.
@@ -53,10 +62,18 @@ class Responder {
 
  private:
   friend class Server;
-  Responder(std::shared_ptr<Connection> conn, uint64_t call_id)
-      : conn_(std::move(conn)), call_id_(call_id) {}
+  Responder(std::shared_ptr<Connection> conn, uint64_t call_id, uint32_t method,
+            int64_t start_us)
+      : conn_(std::move(conn)),
+        call_id_(call_id),
+        method_(method),
+        start_us_(start_us) {}
+  // Counts the reply in the server's stats, if it keeps them.
+  void Record(bool ok) const;
   std::shared_ptr<Connection> conn_;
   uint64_t call_id_ = 0;
+  uint32_t method_ = 0;
+  int64_t start_us_ = 0;  // when the request came; 0: no stats kept
 };
 
 class Server {
@@ -76,6 +93,9 @@ class Server {
   // advertised address, so that programs on this host can use loopback).
   absl::Status AlsoListen(const std::string& host);
   void Register(int method, Handler handler);
+  // Counts requests and how long each took to be answered, by method and
+  // outcome, and answers GET_SERVER_STATS with them.
+  void EnableStats();
   // Called when an authenticated connection closes (its id is the one
   // Responder::connection_id() gave).
   void OnDisconnect(std::function<void(uint64_t connection_id)> callback);
@@ -97,6 +117,7 @@ class Server {
   std::unordered_map<uint64_t, std::shared_ptr<Connection>> conns_;
   std::unordered_map<int, Handler> handlers_;
   std::function<void(uint64_t)> on_disconnect_;
+  std::shared_ptr<ServerStatsRecorder> stats_;  // null unless EnableStats()
 };
 
 // Makes `server`, which listens on `advertised_host`, answer on 127.0.0.1 of

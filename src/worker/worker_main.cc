@@ -15,12 +15,14 @@
 #include "api/object_client.h"
 #include "api/task_context.h"
 #include "common/logging.h"
+#include "common/task_events.h"
 #include "common/util.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 #include "worker/actor_host.h"
 #include "worker/foreign_runtime.h"
 #include "worker/function_registry.h"
+#include "worker/running_tasks.h"
 
 namespace shoal::internal {
 
@@ -124,6 +126,9 @@ rpc::EventLoop* g_loop = nullptr;
 // Set when this worker's functions are another language's (RunForeignWorker).
 ForeignRuntime* g_foreign = nullptr;
 
+// Reports tasks that run long (null: task events are off).
+RunningTasks* g_running = nullptr;
+
 // Runs `call`, recording in `result` how it ended.
 void RunCaught(const std::function<void()>& call, proto::TaskResult* result) {
   try {
@@ -192,6 +197,8 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
     return result;
   }
   int64_t start = MonotonicUs();
+  result.set_start_time_ms(NowMs());
+  if (g_running != nullptr) g_running->Begin(&spec, result.start_time_ms());
   RunCaught(
       [&] {
         try {
@@ -213,6 +220,7 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
       },
       &result);
   if (result.exec_us() == 0) result.set_exec_us(MonotonicUs() - start);
+  if (g_running != nullptr) g_running->End(&spec);
   args.clear();  // unpins the arguments before the owner hears back
   return result;
 }
@@ -301,6 +309,14 @@ int RunWorker() {
     return 1;
   }
   g_loop = loop->get();
+  if (TaskEventsIntervalMs() > 0) {
+    g_running = new RunningTasks({.head_address = Env("SHOAL_ADDRESS"),
+                                  .token = Env("SHOAL_TOKEN"),
+                                  .job_id = Env("SHOAL_JOB_ID"),
+                                  .node_id = Env("SHOAL_NODE_ID"),
+                                  .worker_id = worker_id,
+                                  .interval_ms = TaskEventsIntervalMs()});
+  }
   std::unique_ptr<rpc::Server> server;
   std::unique_ptr<rpc::Channel> agent;
   std::string token = Env("SHOAL_TOKEN");

@@ -2,8 +2,8 @@
 # The dashboard in a real browser: headless Chromium (Debian's) opens the
 # page of a two-host simulated TPU v5p-16 cluster running a job and a
 # `shoal launch` gang, and the page it drew must show both nodes with their
-# slice and TPU worker id, the job's log lines and the gang's placement
-# group. The screenshot is kept in <build>/artifacts/dashboard.png.
+# slice and TPU worker id, the job's log lines, the gang's placement group,
+# its ranks on both hosts and the log of its first rank. The screenshot is kept in <build>/artifacts/dashboard.png.
 #
 #   dashboard_browser_test.sh <shoal-cli> <artifacts-dir>
 set -euo pipefail
@@ -40,10 +40,12 @@ export SHOAL_TEMP_DIR=$work/a
 
 "$shoal" job submit --no-wait --submission-id browser-job -- \
   sh -c 'for i in 1 2 3; do echo "training step $i: loss 0.$((9 - i))"; done; sleep 60' >/dev/null 2>&1
-"$shoal" launch --per-host --slice my-tpu -- sleep 60 > "$work/launch.log" 2>&1 &
+"$shoal" launch --per-host --slice my-tpu -- \
+  sh -c 'echo "host $TPU_WORKER_ID ready for step 1"; sleep 60' > "$work/launch.log" 2>&1 &
 launcher=$!
 for _ in $(seq 100); do
-  "$shoal" status --format json | grep -q '"CREATED"' && break
+  "$shoal" status --format json | grep -q '"CREATED"' &&
+    grep -q "ready for step 1" "$work/launch.log" && break
   sleep 0.1
 done
 
@@ -72,6 +74,10 @@ check "the job" "browser-job"
 check "the job's log lines" "training step 3: loss 0.6"
 check "the gang's placement group" "STRICT_SPREAD"
 check "its bundles on both hosts" "(tpu-host-1)"
+check "the gang" "per host"
+check "its ranks" "Ranks of gang"
+check "a rank's log file" "/rank-1.log"
+check "the first rank's log" "host 0 ready for step 1"
 if [[ ! -s "$artifacts/dashboard.png" ]]; then
   echo "  FAIL: no screenshot"
   fail=1

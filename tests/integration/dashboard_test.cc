@@ -27,10 +27,15 @@
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shoal/api.h"
+#include "shoal/init.h"
 #include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
+
+int64_t Double(int64_t x) { return 2 * x; }
+SHOAL_REMOTE(Double);
 
 using ::shoal::testing::ClusterSpec;
 using ::shoal::testing::StartSuiteCluster;
@@ -82,8 +87,10 @@ std::unique_ptr<TestCluster> DashboardTest::cluster_;
 
 TEST_F(DashboardTest, EveryPathNeedsTheToken) {
   auto bare = Http(/*bare=*/true);
-  for (const char* path : {"/api/jobs/", "/api/jobs/x", "/api/jobs/x/logs",
-                           "/api/cluster_status", "/metrics"}) {
+  for (const char* path :
+       {"/api/jobs/", "/api/jobs/x", "/api/jobs/x/logs", "/api/cluster_status",
+        "/metrics", "/api/gangs", "/api/tasks", "/api/tasks?summary=1",
+        "/api/logs?name=head.log"}) {
     auto r = bare->Get(path);
     ASSERT_TRUE(r) << path;
     EXPECT_EQ(r->status, 401) << path;
@@ -97,6 +104,32 @@ TEST_F(DashboardTest, EveryPathNeedsTheToken) {
   // An agent's metrics too.
   httplib::Client agent("http://" + SessionFile(1, "metrics_address"));
   EXPECT_EQ(agent.Get("/metrics")->status, 401);
+}
+
+TEST_F(DashboardTest, ThePagesStateApis) {
+  auto http = Http();
+  nlohmann::json gangs = Json(http->Get("/api/gangs"));
+  ASSERT_TRUE(gangs.is_object()) << gangs.dump();
+  EXPECT_TRUE(gangs.contains("started_total"));
+  nlohmann::json tasks = Json(http->Get("/api/tasks?summary=1"));
+  ASSERT_TRUE(tasks.is_object()) << tasks.dump();
+  EXPECT_TRUE(tasks["state_counts"].contains("FINISHED"));
+  // A log of the head's node, from its end; one of another node.
+  nlohmann::json log = Json(http->Get("/api/logs?name=head.log&offset=-100"));
+  ASSERT_TRUE(log.is_object()) << log.dump();
+  EXPECT_LE(log["data"].get<std::string>().size(), 100u);
+  EXPECT_GT(log["size"].get<int64_t>(), 0);
+  log = Json(http->Get("/api/logs?node_id=dash-node&name=agent.log"));
+  EXPECT_THAT(log["data"].get<std::string>(), HasSubstr("dash-node"));
+  auto missing = http->Get("/api/logs?name=no-such.log");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  auto outside = http->Get("/api/logs?name=../token");
+  ASSERT_TRUE(outside);
+  EXPECT_EQ(outside->status, 400);
+  auto bad = http->Get("/api/tasks?filter=colour%3Dred");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
 }
 
 TEST_F(DashboardTest, TheJobsRestApi) {
@@ -216,12 +249,45 @@ std::optional<std::string> Promtool(const std::string& text,
 }
 
 TEST_F(DashboardTest, MetricsPassPromtoolAndARealPrometheusScrapesThem) {
+  // Tasks to count: a driver runs 30, and its task events reach the head.
+  cluster_->Connect();
+  std::vector<shoal::ObjectRef<int64_t>> refs;
+  for (int64_t i = 0; i < 30; ++i)
+    refs.push_back(shoal::Task(Double).Remote(i));
+  for (auto& r : refs) shoal::Get(r);
+  shoal::Shutdown();
+
   auto http = Http();
   std::string dir = cluster_->root() + "/prometheus";
   std::filesystem::create_directories(dir);
   auto cluster_metrics = http->Get("/metrics");
+  for (int i = 0; i < 100; ++i) {
+    if (cluster_metrics &&
+        absl::StrContains(cluster_metrics->body,
+                          "shoal_tasks_ended_total{state=\"FINISHED\"} 30")) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cluster_metrics = http->Get("/metrics");
+  }
   ASSERT_TRUE(cluster_metrics);
   ASSERT_EQ(cluster_metrics->status, 200);
+  EXPECT_THAT(cluster_metrics->body,
+              HasSubstr("shoal_tasks_ended_total{state=\"FINISHED\"} 30"));
+  EXPECT_THAT(cluster_metrics->body,
+              HasSubstr("shoal_tasks{state=\"RUNNING\"} 0"));
+  EXPECT_THAT(
+      cluster_metrics->body,
+      HasSubstr("shoal_node_heartbeat_age_seconds{node_id=\"dash-node\"}"));
+  EXPECT_THAT(
+      cluster_metrics->body,
+      HasSubstr("shoal_rpc_server_latency_seconds_bucket{server=\"head\","
+                "method=\"REGISTER_JOB\",le=\"+Inf\"}"));
+  EXPECT_THAT(cluster_metrics->body,
+              HasSubstr("shoal_rpc_server_requests_total{server=\"head\","
+                        "method=\"REPORT_TASK_EVENTS\",outcome=\"ok\"}"));
+  EXPECT_THAT(cluster_metrics->body,
+              HasSubstr("shoal_launch_gangs_started_total"));
   EXPECT_THAT(cluster_metrics->body,
               HasSubstr("shoal_nodes{state=\"ALIVE\"} 2"));
   EXPECT_THAT(cluster_metrics->body,
@@ -235,6 +301,9 @@ TEST_F(DashboardTest, MetricsPassPromtoolAndARealPrometheusScrapesThem) {
   EXPECT_THAT(
       agent_metrics->body,
       HasSubstr("shoal_object_store_capacity_bytes{node_id=\"dash-node\"}"));
+  EXPECT_THAT(agent_metrics->body,
+              HasSubstr("shoal_rpc_server_requests_total{server=\"agent\","
+                        "node_id=\"dash-node\",method=\"GET_AGENT_INFO\""));
   std::optional<std::string> checked = Promtool(cluster_metrics->body, dir);
   ASSERT_TRUE(checked.has_value()) << "no /usr/bin/promtool: install Debian's "
                                       "prometheus (scripts/setup-deps "
@@ -266,15 +335,21 @@ TEST_F(DashboardTest, MetricsPassPromtoolAndARealPrometheusScrapesThem) {
   httplib::Client prometheus(absl::StrCat("http://127.0.0.1:", port));
   prometheus.set_connection_timeout(1, 0);
   prometheus.set_read_timeout(2, 0);
-  nlohmann::json up, nodes;
+  nlohmann::json up, nodes, tasks;
+  const std::string finished =
+      "/api/v1/query?query=" +
+      httplib::detail::encode_query_param(
+          "shoal_tasks_ended_total{state=\"FINISHED\"}");
   for (int i = 0; i < 300; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     up = Json(prometheus.Get("/api/v1/query?query=sum(up)"));
     nodes = Json(prometheus.Get(
         "/api/v1/query?query=shoal_object_store_capacity_bytes"));
+    tasks = Json(prometheus.Get(finished));
     if (up.is_object() && !up["data"]["result"].empty() &&
         up["data"]["result"][0]["value"][1] == "3" && nodes.is_object() &&
-        nodes["data"]["result"].size() == 2) {
+        nodes["data"]["result"].size() == 2 && tasks.is_object() &&
+        !tasks["data"]["result"].empty()) {
       break;
     }
   }
@@ -284,6 +359,10 @@ TEST_F(DashboardTest, MetricsPassPromtoolAndARealPrometheusScrapesThem) {
       << shoal::ReadFile(dir + "/prometheus.log").value_or("");
   EXPECT_EQ(up["data"]["result"][0]["value"][1], "3") << up.dump();
   EXPECT_EQ(nodes["data"]["result"].size(), 2u) << nodes.dump();
+  // The task counter, as Prometheus's query API returns it.
+  ASSERT_TRUE(tasks.is_object() && !tasks["data"]["result"].empty())
+      << tasks.dump();
+  EXPECT_EQ(tasks["data"]["result"][0]["value"][1], "30") << tasks.dump();
 }
 
 TEST_F(DashboardTest, ThePageAsksForTheTokenAndKeepsItInACookie) {

@@ -141,6 +141,50 @@ TEST_F(JobTest, TheEntrypointsResourcesChooseItsNode) {
   EXPECT_THAT(out, HasSubstr("no alive node has the entrypoint's resources"));
 }
 
+TEST_F(JobTest, TheEntrypointsResourcesAreHeldWhileItRuns) {
+  // The node has one "big": the second job waits until the first ends.
+  std::string first =
+      SubmitNoWait({"--submission-id", "holds-big", "--entrypoint-resources",
+                    R"({"big": 1})", "--", "sleep", "3"});
+  for (int i = 0; i < 100 && Status(first)["status"] != "RUNNING"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(Status(first)["status"], "RUNNING");
+  std::string out;
+  // The cluster shows it in use, as a lease would.
+  bool used = false;
+  for (int i = 0; i < 50 && !used; ++i) {
+    ASSERT_EQ(RunCli({"status"}, &out, Env()), 0) << out;
+    used = absl::StrContains(out, "1.0/1.0 big");
+    if (!used) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(used) << out;
+  std::string second =
+      SubmitNoWait({"--submission-id", "waits-for-big",
+                    "--entrypoint-resources", R"({"big": 1})", "--", "true"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  nlohmann::json waiting = Status(second);
+  EXPECT_EQ(waiting["status"], "PENDING") << waiting.dump();
+  EXPECT_THAT(waiting["message"].get<std::string>(),
+              HasSubstr("waiting for the entrypoint's resources"));
+  EXPECT_EQ(Job({"logs", "--follow", second}, &out), 0) << out;
+  nlohmann::json a = Status(first), b = Status(second);
+  EXPECT_EQ(a["status"], "SUCCEEDED");
+  EXPECT_EQ(b["status"], "SUCCEEDED");
+  EXPECT_EQ(b["node_id"], "job-big");
+
+  // Stopped while it waits, it never starts.
+  std::string third =
+      SubmitNoWait({"--submission-id", "holds-big-2", "--entrypoint-resources",
+                    R"({"big": 1})", "--", "sleep", "3"});
+  std::string never =
+      SubmitNoWait({"--submission-id", "never-starts", "--entrypoint-resources",
+                    R"({"big": 1})", "--", "echo", "ran"});
+  EXPECT_EQ(Job({"stop", never}, &out), 0) << out;
+  EXPECT_EQ(Status(never)["status"], "STOPPED");
+  EXPECT_EQ(Job({"stop", third}, &out), 0) << out;
+}
+
 TEST_F(JobTest, LogsFollowTheOutputWhileItRuns) {
   std::string id = SubmitNoWait(
       {"--", "sh", "-c",
@@ -302,8 +346,7 @@ TEST_F(JobTest, ShoalListShowsTheClustersState) {
   EXPECT_EQ(RunCli({"list", "nodes", "--filter", "colour=red"}, &out, Env()),
             2);
   EXPECT_THAT(out, HasSubstr("have no key \"colour\""));
-  EXPECT_EQ(RunCli({"list", "tasks"}, &out, Env()), 1);
-  EXPECT_THAT(out, HasSubstr("not available yet"));
+  EXPECT_EQ(RunCli({"list", "gangs"}, &out, Env()), 0) << out;
   EXPECT_EQ(RunCli({"list", "things"}, &out, Env()), 2);
 }
 

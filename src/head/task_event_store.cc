@@ -1,0 +1,178 @@
+#include "head/task_event_store.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace shoal {
+namespace {
+
+constexpr int kDefaultLimit = 100;
+// How far from the oldest record eviction looks for one that has ended.
+constexpr size_t kEvictScan = 64;
+
+std::string TypeOf(const proto::TaskEvent& e) {
+  return e.actor_id().empty() ? "NORMAL_TASK" : "ACTOR_TASK";
+}
+
+// The value of `key` in `e`; false for an unknown key.
+bool Field(const proto::TaskEvent& e, const std::string& key,
+           std::string* value) {
+  if (key == "task_id") {
+    *value = e.task_id();
+  } else if (key == "job_id") {
+    *value = e.job_id();
+  } else if (key == "name") {
+    *value = e.name();
+  } else if (key == "state") {
+    *value = proto::TaskEvent::State_Name(e.state());
+  } else if (key == "node_id") {
+    *value = e.node_id();
+  } else if (key == "worker_id") {
+    *value = e.worker_id();
+  } else if (key == "actor_id") {
+    *value = e.actor_id();
+  } else if (key == "type") {
+    *value = TypeOf(e);
+  } else if (key == "error_type") {
+    *value = e.error_type();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* const TaskEventStore::kFilterKeys =
+    "task_id, job_id, name, state, node_id, worker_id, actor_id, type, "
+    "error_type";
+
+TaskEventStore::TaskEventStore(size_t max_per_job)
+    : max_per_job_(std::max<size_t>(1, max_per_job)) {}
+
+size_t TaskEventStore::size() const {
+  size_t n = 0;
+  for (const auto& [id, job] : jobs_) n += job.tasks.size();
+  return n;
+}
+
+void TaskEventStore::Count(TaskState state, int delta) {
+  if (state >= 0 && state < kNumTaskStates) counts_[state] += delta;
+}
+
+void TaskEventStore::Add(const proto::TaskEventBatch& batch) {
+  reporter_dropped_ += batch.dropped();
+  if (batch.events().empty()) return;
+  Job& job = jobs_[batch.job_id()];
+  for (const proto::TaskEvent& event : batch.events()) {
+    if (event.task_id().empty()) continue;
+    auto [it, added] = job.tasks.try_emplace(event.task_id());
+    proto::TaskEvent& record = it->second;
+    if (added) {
+      record = event;
+      record.set_job_id(batch.job_id());
+      record.mutable_state_times_ms()->Resize(kNumTaskStates, 0);
+      Count(record.state(), +1);
+      job.order.push_back(event.task_id());
+      continue;
+    }
+    const TaskState before = record.state();
+    if (MergeTaskEvent(event, &record)) {
+      Count(before, -1);
+      Count(record.state(), +1);
+    }
+  }
+  while (job.tasks.size() > max_per_job_) Evict(job);
+}
+
+void TaskEventStore::Evict(Job& job) {
+  // Prefer a task that has ended: one still running stays visible.
+  size_t pick = 0;
+  for (size_t i = 0; i < job.order.size() && i < kEvictScan; ++i) {
+    auto it = job.tasks.find(job.order[i]);
+    if (it != job.tasks.end() && IsTerminal(it->second.state())) {
+      pick = i;
+      break;
+    }
+  }
+  auto it = job.tasks.find(job.order[pick]);
+  if (it != job.tasks.end()) {
+    // Ended tasks stay counted (FINISHED and FAILED count every task that
+    // ended); one still going is no longer known to be in its state.
+    if (!IsTerminal(it->second.state())) Count(it->second.state(), -1);
+    job.tasks.erase(it);
+  }
+  job.order.erase(job.order.begin() + static_cast<std::ptrdiff_t>(pick));
+  ++dropped_;
+}
+
+absl::StatusOr<proto::TaskList> TaskEventStore::List(
+    const proto::ListTasksRequest& request) const {
+  proto::TaskList out;
+  for (int s = 1; s < kNumTaskStates; ++s) {
+    (*out.mutable_state_counts())[proto::TaskEvent::State_Name(
+        static_cast<TaskState>(s))] = counts_[s];
+  }
+  out.set_dropped(dropped_);
+  out.set_reporter_dropped(reporter_dropped_);
+  if (request.counts_only()) return out;
+
+  std::vector<std::pair<std::string, std::string>> filters;
+  for (const std::string& f : request.filters()) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(f, absl::MaxSplits('=', 1));
+    std::string probe;
+    if (f.find('=') == std::string::npos ||
+        !Field(proto::TaskEvent(), kv.first, &probe)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--filter ", f, ": tasks are filtered by KEY=VALUE, KEY one of ",
+          kFilterKeys));
+    }
+    filters.push_back(std::move(kv));
+  }
+  const size_t limit = request.limit() > 0
+                           ? static_cast<size_t>(request.limit())
+                           : kDefaultLimit;
+  std::map<std::pair<std::string, std::string>, proto::TaskSummary> summary;
+  std::vector<const proto::TaskEvent*> kept;
+  int64_t total = 0;
+  std::string value;
+  for (const auto& [job_id, job] : jobs_) {
+    // Newest first, so that a limit keeps the latest tasks.
+    for (auto id = job.order.rbegin(); id != job.order.rend(); ++id) {
+      auto it = job.tasks.find(*id);
+      if (it == job.tasks.end()) continue;
+      const proto::TaskEvent& e = it->second;
+      bool match = true;
+      for (const auto& [key, want] : filters) {
+        Field(e, key, &value);
+        if (value != want) {
+          match = false;
+          break;
+        }
+      }
+      if (!match) continue;
+      ++total;
+      if (request.summary()) {
+        proto::TaskSummary& s = summary[{e.name(), TypeOf(e)}];
+        (*s.mutable_state_counts())[proto::TaskEvent::State_Name(e.state())]++;
+      } else if (kept.size() < limit) {
+        kept.push_back(&e);
+      }
+    }
+  }
+  out.set_total(total);
+  for (const proto::TaskEvent* e : kept) *out.add_tasks() = *e;
+  for (auto& [key, s] : summary) {
+    s.set_name(key.first);
+    s.set_type(key.second);
+    *out.add_summary() = std::move(s);
+  }
+  return out;
+}
+
+}  // namespace shoal

@@ -1,0 +1,55 @@
+// The head's task records (common/task_events.h): the latest state of each
+// task, folded from the reports of drivers and workers, in bounded memory:
+// at most `max_per_job` per job, the oldest forgotten first (ended ones
+// before those still going) and counted. Answers LIST_TASKS: records
+// filtered and limited, a summary by function, or counts by state.
+//
+// Threading: the head's loop; not thread-safe.
+#ifndef SHOAL_HEAD_TASK_EVENT_STORE_H_
+#define SHOAL_HEAD_TASK_EVENT_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "absl/status/statusor.h"
+#include "common/task_events.h"
+#include "shoal/shoal.pb.h"
+
+namespace shoal {
+
+class TaskEventStore {
+ public:
+  explicit TaskEventStore(size_t max_per_job = 10000);
+
+  void Add(const proto::TaskEventBatch& batch);
+  // InvalidArgument for a filter that is not KEY=VALUE of a known key.
+  absl::StatusOr<proto::TaskList> List(
+      const proto::ListTasksRequest& request) const;
+
+  size_t size() const;
+  int64_t dropped() const { return dropped_; }
+
+  // The keys `--filter` takes.
+  static const char* const kFilterKeys;
+
+ private:
+  struct Job {
+    std::unordered_map<std::string, proto::TaskEvent> tasks;
+    std::deque<std::string> order;  // task ids, first reported first
+  };
+  void Count(TaskState state, int delta);
+  void Evict(Job& job);
+
+  const size_t max_per_job_;
+  std::map<std::string, Job> jobs_;
+  int64_t counts_[kNumTaskStates] = {};
+  int64_t dropped_ = 0;           // records forgotten
+  int64_t reporter_dropped_ = 0;  // events reporters could not keep
+};
+
+}  // namespace shoal
+
+#endif  // SHOAL_HEAD_TASK_EVENT_STORE_H_
