@@ -528,6 +528,8 @@ class CoreRuntimeImpl : public CoreRuntime,
         contained;
     std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks;
     RunOnLoop([&] {
+      // The entries it lists go below.
+      if (events_ != nullptr) events_->Clear();
       actors_.Shutdown();
       ForEachSubmitter([](TaskSubmitter& submitter) { submitter.Clear(); });
       if (nodes_ != nullptr) nodes_->CloseChannels();
@@ -688,17 +690,17 @@ class CoreRuntimeImpl : public CoreRuntime,
   // time: while one is out, the next keeps filling); `done`, if set, once
   // the head answered or nothing was to be sent.
   void FlushTaskEvents(std::function<void()> done) {
-    std::unique_ptr<proto::TaskEventBatch> batch;
-    if (events_ != nullptr && !events_in_flight_) batch = events_->Take();
-    if (batch == nullptr) {
+    std::string batch;
+    int n = 0;
+    if (events_ != nullptr && !events_in_flight_) batch = events_->Take(&n);
+    if (batch.empty()) {
       if (done) done();
       return;
     }
     events_in_flight_ = true;
     head_->ReportTaskEvents(
-        *batch,
-        [this, done = std::move(done),
-         n = batch->events_size()](absl::StatusOr<proto::Empty> r) {
+        std::move(batch),
+        [this, done = std::move(done), n](absl::StatusOr<proto::Empty> r) {
           events_in_flight_ = false;
           if (!r.ok() && !events_warned_) {
             events_warned_ = true;
@@ -905,11 +907,17 @@ class CoreRuntimeImpl : public CoreRuntime,
     if (auto t = tasks_.find(id); t != tasks_.end()) {
       done = std::move(t->second);
       tasks_.erase(t);
+      // Both times as the worker saw them.
       if (result.start_time_ms() != 0) {
         RecordTask(*done, {.state = proto::TaskEvent::RUNNING,
                            .time_ms = result.start_time_ms()});
       }
-      RecordTask(*done, {.state = proto::TaskEvent::FINISHED});
+      RecordTask(*done, {.state = proto::TaskEvent::FINISHED,
+                         .time_ms = result.start_time_ms() != 0
+                                        ? result.start_time_ms() +
+                                              result.exec_us() / 1000
+                                        : 0});
+      if (events_ != nullptr) events_->Ended(*done);
     }
     // The task that made a stored object can make it again if every copy
     // is lost; it (and the arguments it holds) is kept while the object is.
@@ -926,6 +934,7 @@ class CoreRuntimeImpl : public CoreRuntime,
       RecordTask(*t->second, {.state = proto::TaskEvent::FAILED,
                               .error = message,
                               .error_type = TaskErrorTypeName(error)});
+      if (events_ != nullptr) events_->Ended(*t->second);
       std::string actor = t->second->actor_id;
       tasks_.erase(t);
       if (!actor.empty()) actors_.Drop(actor, id);

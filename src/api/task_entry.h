@@ -35,10 +35,18 @@ struct TaskEntry {
   std::string actor_id;         // a call of this actor's method
   int depth = 0;                // how deeply it is nested (a driver's: 0)
   bool in_cpp_program = false;  // runs in the job's C++ program's workers
-  // Where its record is in the task event batch being filled (see
-  // api/task_events.h): that batch's number, and the index.
-  uint64_t event_batch = 0;
-  uint32_t event_index = 0;
+  // Its task events (api/task_events.h): the record of its current attempt,
+  // and whether it changed since it was last sent.
+  struct Events {
+    int64_t times[proto::TaskEvent::State_ARRAYSIZE] = {};
+    proto::TaskEvent::State state = proto::TaskEvent::STATE_UNKNOWN;
+    int attempt = 0;
+    uint32_t listed = 0;  // its place in the buffer's changed list, + 1
+    std::string node_id;
+    std::string worker_id;
+    std::string error;
+    std::string error_type;
+  } events;
 };
 
 }  // namespace shoal::internal

@@ -2,11 +2,20 @@
 
 #include <utility>
 
+#include "common/logging.h"
 #include "common/util.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
 
 namespace shoal::internal {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
 
 constexpr size_t kMaxErrorBytes = 2048;
+
+}  // namespace
 
 TaskEventBuffer::TaskEventBuffer(std::string job_id, bool enabled,
                                  size_t max_tasks)
@@ -14,73 +23,133 @@ TaskEventBuffer::TaskEventBuffer(std::string job_id, bool enabled,
 
 void TaskEventBuffer::Record(TaskEntry& task, const Change& change) {
   if (!enabled_) return;
-  Pending* p;
-  if (task.event_batch == batch_) {
-    p = &pending_[task.event_index];
-  } else {
-    if (pending_.size() >= max_tasks_) {
-      ++dropped_;
-      return;
-    }
-    task.event_batch = batch_;
-    task.event_index = static_cast<uint32_t>(pending_.size());
-    p = &pending_.emplace_back();
-    p->task_id = task.id;
-    p->name = task.function;
-    p->actor_id = task.actor_id;
-    p->attempt = task.attempt;
-    p->state = change.state;
-  }
-  if (task.attempt > p->attempt) {
-    // A retry within one batch: the record is of the new attempt.
-    p->attempt = task.attempt;
-    p->state = change.state;
+  TaskEntry::Events& e = task.events;
+  if (task.attempt > e.attempt) {
+    // A retry: the record is of the new attempt.
+    e.attempt = task.attempt;
+    e.state = change.state;
     for (int s = proto::TaskEvent::SUBMITTED_TO_WORKER; s < kNumTaskStates;
          ++s) {
-      p->times[s] = 0;
+      e.times[s] = 0;
     }
-    p->error.clear();
-    p->error_type.clear();
-  } else if (!IsTerminal(p->state) && change.state > p->state) {
-    p->state = change.state;
+    e.error.clear();
+    e.error_type.clear();
+  } else if (!IsTerminal(e.state) && change.state > e.state) {
+    e.state = change.state;
   }
-  int64_t& when = p->times[change.state];
+  int64_t& when = e.times[change.state];
   if (when == 0) when = change.time_ms != 0 ? change.time_ms : NowMs();
-  if (!change.node_id.empty()) p->node_id = change.node_id;
-  if (!change.worker_id.empty()) p->worker_id = change.worker_id;
+  if (!change.node_id.empty()) e.node_id = change.node_id;
+  if (!change.worker_id.empty()) e.worker_id = change.worker_id;
   if (!change.error.empty()) {
     // The first lines say what failed; a whole traceback stays with the
     // owner (the error it raises).
-    p->error = change.error.substr(0, kMaxErrorBytes);
-    p->error_type = change.error_type;
+    e.error = change.error.substr(0, kMaxErrorBytes);
+    e.error_type = change.error_type;
+  }
+  if (e.listed == 0) {
+    changed_.push_back(&task);
+    e.listed = static_cast<uint32_t>(changed_.size());
   }
 }
 
-std::unique_ptr<proto::TaskEventBatch> TaskEventBuffer::Take() {
-  if (pending_.empty() && dropped_ == 0) return nullptr;
-  auto batch = std::make_unique<proto::TaskEventBatch>();
-  batch->set_job_id(job_id_);
-  batch->set_dropped(dropped_);
-  batch->mutable_events()->Reserve(static_cast<int>(pending_.size()));
-  for (Pending& p : pending_) {
-    proto::TaskEvent* e = batch->add_events();
-    e->set_task_id(std::move(p.task_id));
-    e->set_attempt(p.attempt);
-    e->set_name(std::move(p.name));
-    if (!p.actor_id.empty()) e->set_actor_id(std::move(p.actor_id));
-    e->set_state(p.state);
-    e->mutable_state_times_ms()->Add(std::begin(p.times), std::end(p.times));
-    if (!p.node_id.empty()) e->set_node_id(std::move(p.node_id));
-    if (!p.worker_id.empty()) e->set_worker_id(std::move(p.worker_id));
-    if (!p.error.empty()) {
-      e->set_error(std::move(p.error));
-      e->set_error_type(std::move(p.error_type));
+void TaskEventBuffer::Ended(TaskEntry& task) {
+  if (task.events.listed == 0) return;
+  changed_[task.events.listed - 1] = nullptr;
+  task.events.listed = 0;
+  Write(task);
+}
+
+void TaskEventBuffer::Clear() {
+  for (TaskEntry* task : changed_) {
+    if (task != nullptr) task->events.listed = 0;
+  }
+  changed_.clear();
+}
+
+void TaskEventBuffer::Write(const TaskEntry& task) {
+  using google::protobuf::io::CodedOutputStream;
+  if (static_cast<size_t>(records_) >= max_tasks_) {
+    ++dropped_;
+    return;
+  }
+  ++records_;
+  const TaskEntry::Events& r = task.events;
+  // The record's size first (it is length-delimited in the batch), then
+  // its fields, in proto::TaskEvent's numbering, straight into the batch.
+  auto string_size = [](const std::string& v) -> size_t {
+    return v.empty() ? 0 : 1 + WireFormatLite::StringSize(v);
+  };
+  size_t times_size = 0;
+  for (int64_t t : r.times) times_size += WireFormatLite::Int64Size(t);
+  const size_t size =
+      string_size(task.id) + string_size(task.function) +
+      string_size(task.actor_id) + string_size(r.node_id) +
+      string_size(r.worker_id) + string_size(r.error) +
+      string_size(r.error_type) +
+      (r.attempt != 0 ? 1 + WireFormatLite::Int32Size(r.attempt) : 0) + 1 +
+      WireFormatLite::EnumSize(r.state) + 1 +
+      WireFormatLite::UInt32Size(static_cast<uint32_t>(times_size)) +
+      times_size;
+  const size_t start = batch_.size();
+  batch_.resize(start + 1 +
+                WireFormatLite::UInt32Size(static_cast<uint32_t>(size)) + size);
+  uint8_t* p = reinterpret_cast<uint8_t*>(batch_.data()) + start;
+  p = WireFormatLite::WriteTagToArray(proto::TaskEventBatch::kEventsFieldNumber,
+                                      WireFormatLite::WIRETYPE_LENGTH_DELIMITED,
+                                      p);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(size), p);
+  auto string_field = [&](int field, const std::string& value) {
+    if (!value.empty()) p = WireFormatLite::WriteStringToArray(field, value, p);
+  };
+  string_field(proto::TaskEvent::kTaskIdFieldNumber, task.id);
+  if (r.attempt != 0) {
+    p = WireFormatLite::WriteInt32ToArray(proto::TaskEvent::kAttemptFieldNumber,
+                                          r.attempt, p);
+  }
+  string_field(proto::TaskEvent::kNameFieldNumber, task.function);
+  string_field(proto::TaskEvent::kActorIdFieldNumber, task.actor_id);
+  p = WireFormatLite::WriteEnumToArray(proto::TaskEvent::kStateFieldNumber,
+                                       r.state, p);
+  p = WireFormatLite::WriteTagToArray(
+      proto::TaskEvent::kStateTimesMsFieldNumber,
+      WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(times_size),
+                                              p);
+  for (int64_t t : r.times) p = WireFormatLite::WriteInt64NoTagToArray(t, p);
+  string_field(proto::TaskEvent::kNodeIdFieldNumber, r.node_id);
+  string_field(proto::TaskEvent::kWorkerIdFieldNumber, r.worker_id);
+  string_field(proto::TaskEvent::kErrorFieldNumber, r.error);
+  string_field(proto::TaskEvent::kErrorTypeFieldNumber, r.error_type);
+  SHOAL_CHECK(p == reinterpret_cast<uint8_t*>(batch_.data()) + batch_.size())
+      << "a task event record of the wrong size";
+}
+
+std::string TaskEventBuffer::Take(int* events) {
+  for (TaskEntry* task : changed_) {
+    if (task == nullptr) continue;
+    task->events.listed = 0;
+    Write(*task);
+  }
+  changed_.clear();
+  if (events != nullptr) *events = records_;
+  if (records_ == 0 && dropped_ == 0) return "";
+  {
+    // After the records: a message's fields may come in any order.
+    google::protobuf::io::StringOutputStream stream(&batch_);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    WireFormatLite::WriteString(proto::TaskEventBatch::kJobIdFieldNumber,
+                                job_id_, &out);
+    if (dropped_ != 0) {
+      WireFormatLite::WriteInt64(proto::TaskEventBatch::kDroppedFieldNumber,
+                                 dropped_, &out);
     }
   }
-  pending_.clear();
-  ++batch_;
+  std::string out = std::move(batch_);
+  batch_.clear();
+  records_ = 0;
   dropped_ = 0;
-  return batch;
+  return out;
 }
 
 }  // namespace shoal::internal

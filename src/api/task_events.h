@@ -1,15 +1,18 @@
-// The task events of the tasks this process owns (common/task_events.h):
-// each state change folds into the task's record in the batch being
-// filled, found through the task's entry without a lookup; the runtime
-// takes the batch every TaskEventsIntervalMs() and sends it to the head.
-// Past max_tasks records a batch takes no more, and counts what it drops.
+// The task events of the tasks this process owns (common/task_events.h).
+// Each task's record lives in its entry (TaskEntry::events): a state
+// change updates it there, with no lookup and no copy, and lists the task
+// as changed. When a task ends its record is written into the batch at
+// once (its entry is about to go); the runtime takes the batch every
+// TaskEventsIntervalMs(), which also writes the records of the tasks that
+// changed and still go on. Past max_tasks records a batch takes no more,
+// and counts what it drops.
 //
-// Threading: the runtime's loop thread only.
+// Threading: the runtime's loop thread only. A listed entry must stay
+// alive until Ended() or Clear().
 #ifndef SHOAL_API_TASK_EVENTS_H_
 #define SHOAL_API_TASK_EVENTS_H_
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,7 +24,7 @@ namespace shoal::internal {
 
 class TaskEventBuffer {
  public:
-  // enabled false (task events off): Record does nothing.
+  // enabled false (task events off): nothing is recorded.
   TaskEventBuffer(std::string job_id, bool enabled, size_t max_tasks = 100000);
 
   struct Change {
@@ -33,32 +36,30 @@ class TaskEventBuffer {
     std::string_view error_type;
   };
   void Record(TaskEntry& task, const Change& change);
+  // The task has ended, or its entry goes away: its record joins the batch
+  // now.
+  void Ended(TaskEntry& task);
+  // Forgets the tasks listed as changed (their entries are going away
+  // unsent).
+  void Clear();
 
-  // The batch to send; null when nothing happened since the last one.
-  std::unique_ptr<proto::TaskEventBatch> Take();
+  // The batch to send, serialized (a proto::TaskEventBatch, written
+  // straight from the records: no message is built); "" when nothing
+  // happened since the last one. `*events` says how many records it holds.
+  std::string Take(int* events = nullptr);
 
   bool enabled() const { return enabled_; }
-  size_t pending() const { return pending_.size(); }
 
  private:
-  struct Pending {
-    std::string task_id;
-    std::string name;
-    std::string actor_id;
-    std::string node_id;
-    std::string worker_id;
-    std::string error;
-    std::string error_type;
-    int attempt = 0;
-    TaskState state = proto::TaskEvent::STATE_UNKNOWN;
-    int64_t times[kNumTaskStates] = {};
-  };
+  // Appends `task`'s record to the batch (or counts it dropped).
+  void Write(const TaskEntry& task);
 
   const std::string job_id_;
   const bool enabled_;
   const size_t max_tasks_;
-  std::vector<Pending> pending_;
-  uint64_t batch_ = 1;  // numbers the batch being filled
+  std::vector<TaskEntry*> changed_;  // live tasks; null: ended since
+  std::string batch_;                // the records written so far
+  int records_ = 0;
   int64_t dropped_ = 0;
 };
 

@@ -1,9 +1,21 @@
 #include "api/task_events.h"
 
+#include <memory>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace shoal::internal {
 namespace {
+
+// What the buffer sends, parsed back; null when it sends nothing.
+std::unique_ptr<proto::TaskEventBatch> Take(TaskEventBuffer& buffer) {
+  std::string bytes = buffer.Take();
+  if (bytes.empty()) return nullptr;
+  auto batch = std::make_unique<proto::TaskEventBatch>();
+  EXPECT_TRUE(batch->ParseFromString(bytes));
+  return batch;
+}
 
 TaskEntry Task(const std::string& id) {
   TaskEntry t;
@@ -12,7 +24,7 @@ TaskEntry Task(const std::string& id) {
   return t;
 }
 
-TEST(TaskEventBufferTest, FoldsATasksChangesIntoOneRecordPerBatch) {
+TEST(TaskEventBufferTest, FoldsATasksChangesIntoOneRecord) {
   TaskEventBuffer buffer("job1", true);
   TaskEntry t = Task("t1");
   buffer.Record(
@@ -22,31 +34,33 @@ TEST(TaskEventBufferTest, FoldsATasksChangesIntoOneRecordPerBatch) {
                     .node_id = "n1",
                     .worker_id = "w1"});
   buffer.Record(t, {.state = proto::TaskEvent::RUNNING, .time_ms = 3});
-  buffer.Record(t, {.state = proto::TaskEvent::FINISHED, .time_ms = 4});
-  auto batch = buffer.Take();
+  auto batch = Take(buffer);
   ASSERT_NE(batch, nullptr);
   EXPECT_EQ(batch->job_id(), "job1");
   ASSERT_EQ(batch->events_size(), 1);
   const proto::TaskEvent& e = batch->events(0);
   EXPECT_EQ(e.task_id(), "t1");
   EXPECT_EQ(e.name(), "f");
-  EXPECT_EQ(e.state(), proto::TaskEvent::FINISHED);
+  EXPECT_EQ(e.state(), proto::TaskEvent::RUNNING);
   EXPECT_EQ(e.node_id(), "n1");
   EXPECT_EQ(e.worker_id(), "w1");
   ASSERT_EQ(e.state_times_ms_size(), kNumTaskStates);
   for (int s = proto::TaskEvent::PENDING_NODE_ASSIGNMENT;
-       s <= proto::TaskEvent::FINISHED; ++s) {
+       s <= proto::TaskEvent::RUNNING; ++s) {
     EXPECT_EQ(e.state_times_ms(s), s - 1);
   }
-  EXPECT_EQ(buffer.Take(), nullptr);  // nothing new
+  EXPECT_EQ(Take(buffer), nullptr);  // nothing new
 
-  // The next batch has a record of its own for the same task.
+  // A later batch sends the whole record again, with what changed.
   buffer.Record(t, {.state = proto::TaskEvent::FAILED, .error = "boom"});
-  batch = buffer.Take();
+  // An ended task stays ended.
+  buffer.Record(t, {.state = proto::TaskEvent::FINISHED});
+  batch = Take(buffer);
   ASSERT_NE(batch, nullptr);
   ASSERT_EQ(batch->events_size(), 1);
   EXPECT_EQ(batch->events(0).state(), proto::TaskEvent::FAILED);
   EXPECT_EQ(batch->events(0).error(), "boom");
+  EXPECT_EQ(batch->events(0).state_times_ms(proto::TaskEvent::RUNNING), 3);
   EXPECT_NE(batch->events(0).state_times_ms(proto::TaskEvent::FAILED), 0);
 }
 
@@ -58,7 +72,7 @@ TEST(TaskEventBufferTest, ARetryStartsItsAttemptOver) {
   t.attempt = 1;
   buffer.Record(
       t, {.state = proto::TaskEvent::PENDING_NODE_ASSIGNMENT, .time_ms = 5});
-  auto batch = buffer.Take();
+  auto batch = Take(buffer);
   ASSERT_EQ(batch->events_size(), 1);
   EXPECT_EQ(batch->events(0).attempt(), 1);
   EXPECT_EQ(batch->events(0).state(),
@@ -76,17 +90,61 @@ TEST(TaskEventBufferTest, DropsPastItsBoundAndSaysHowMany) {
   }
   // A task already in the batch still updates.
   buffer.Record(a, {.state = proto::TaskEvent::FINISHED});
-  auto batch = buffer.Take();
+  auto batch = Take(buffer);
   ASSERT_EQ(batch->events_size(), 2);
   EXPECT_EQ(batch->dropped(), 1);
   EXPECT_EQ(batch->events(0).state(), proto::TaskEvent::FINISHED);
+}
+
+TEST(TaskEventBufferTest, WhatItSendsParsesAsTheBatchItStandsFor) {
+  TaskEventBuffer buffer("job7", true);
+  TaskEntry call = Task("c1");
+  call.actor_id = "actor-1";
+  call.attempt = 2;
+  buffer.Record(call, {.state = proto::TaskEvent::FAILED,
+                       .time_ms = 1700000000123,
+                       .error = "died",
+                       .error_type = "ACTOR_DIED"});
+  auto batch = Take(buffer);
+  ASSERT_NE(batch, nullptr);
+  EXPECT_EQ(batch->job_id(), "job7");
+  EXPECT_EQ(batch->dropped(), 0);
+  const proto::TaskEvent& e = batch->events(0);
+  EXPECT_EQ(e.actor_id(), "actor-1");
+  EXPECT_EQ(e.attempt(), 2);
+  EXPECT_EQ(e.error_type(), "ACTOR_DIED");
+  EXPECT_EQ(e.state_times_ms(proto::TaskEvent::FAILED), 1700000000123);
+  EXPECT_EQ(e.state_times_ms(proto::TaskEvent::RUNNING), 0);
+}
+
+TEST(TaskEventBufferTest, AnEndedTasksRecordOutlivesItsEntry) {
+  TaskEventBuffer buffer("job1", true);
+  {
+    auto t = std::make_unique<TaskEntry>(Task("gone"));
+    buffer.Record(*t, {.state = proto::TaskEvent::FINISHED, .time_ms = 9});
+    buffer.Ended(*t);
+  }
+  TaskEntry live = Task("live");
+  buffer.Record(live, {.state = proto::TaskEvent::RUNNING, .time_ms = 3});
+  int n = 0;
+  std::string bytes = buffer.Take(&n);
+  EXPECT_EQ(n, 2);
+  proto::TaskEventBatch batch;
+  ASSERT_TRUE(batch.ParseFromString(bytes));
+  ASSERT_EQ(batch.events_size(), 2);
+  EXPECT_EQ(batch.events(0).task_id(), "gone");
+  EXPECT_EQ(batch.events(1).task_id(), "live");
+  // Cleared, a listed entry is forgotten.
+  buffer.Record(live, {.state = proto::TaskEvent::FINISHED});
+  buffer.Clear();
+  EXPECT_EQ(buffer.Take(), "");
 }
 
 TEST(TaskEventBufferTest, OffRecordsNothing) {
   TaskEventBuffer buffer("job1", false);
   TaskEntry t = Task("t1");
   buffer.Record(t, {.state = proto::TaskEvent::FINISHED});
-  EXPECT_EQ(buffer.Take(), nullptr);
+  EXPECT_EQ(Take(buffer), nullptr);
 }
 
 }  // namespace

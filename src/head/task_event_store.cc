@@ -51,14 +51,11 @@ const char* const TaskEventStore::kFilterKeys =
     "task_id, job_id, name, state, node_id, worker_id, actor_id, type, "
     "error_type";
 
-TaskEventStore::TaskEventStore(size_t max_per_job)
-    : max_per_job_(std::max<size_t>(1, max_per_job)) {}
+TaskEventStore::TaskEventStore(size_t max_per_job, size_t max_total)
+    : max_per_job_(std::max<size_t>(1, max_per_job)),
+      max_total_(std::max(max_per_job_, max_total)) {}
 
-size_t TaskEventStore::size() const {
-  size_t n = 0;
-  for (const auto& [id, job] : jobs_) n += job.tasks.size();
-  return n;
-}
+size_t TaskEventStore::size() const { return total_; }
 
 void TaskEventStore::Count(TaskState state, int delta) {
   if (state >= 0 && state < kNumTaskStates) counts_[state] += delta;
@@ -67,12 +64,24 @@ void TaskEventStore::Count(TaskState state, int delta) {
 void TaskEventStore::Add(const proto::TaskEventBatch& batch) {
   reporter_dropped_ += batch.dropped();
   if (batch.events().empty()) return;
-  Job& job = jobs_[batch.job_id()];
+  auto [job_it, new_job] = jobs_.try_emplace(batch.job_id());
+  if (new_job) job_order_.push_back(batch.job_id());
+  Job& job = job_it->second;
+  // Of a batch larger than a job keeps, the first tasks that are new and
+  // have ended would be forgotten at once: they are only counted.
+  int skip = batch.events_size() - static_cast<int>(max_per_job_);
   for (const proto::TaskEvent& event : batch.events()) {
     if (event.task_id().empty()) continue;
+    if (skip-- > 0 && IsTerminal(event.state()) &&
+        job.tasks.count(event.task_id()) == 0) {
+      Count(event.state(), +1);
+      ++dropped_;
+      continue;
+    }
     auto [it, added] = job.tasks.try_emplace(event.task_id());
     proto::TaskEvent& record = it->second;
     if (added) {
+      ++total_;
       record = event;
       record.set_job_id(batch.job_id());
       record.mutable_state_times_ms()->Resize(kNumTaskStates, 0);
@@ -87,6 +96,17 @@ void TaskEventStore::Add(const proto::TaskEventBatch& batch) {
     }
   }
   while (job.tasks.size() > max_per_job_) Evict(job);
+  // Over the total: the oldest jobs' records go first, and a job with none
+  // left is forgotten.
+  while (total_ > max_total_ && !job_order_.empty()) {
+    auto oldest = jobs_.find(job_order_.front());
+    if (oldest == jobs_.end() || oldest->second.tasks.empty()) {
+      if (oldest != jobs_.end()) jobs_.erase(oldest);
+      job_order_.pop_front();
+      continue;
+    }
+    Evict(oldest->second);
+  }
 }
 
 void TaskEventStore::Evict(Job& job) {
@@ -105,6 +125,7 @@ void TaskEventStore::Evict(Job& job) {
     // ended); one still going is no longer known to be in its state.
     if (!IsTerminal(it->second.state())) Count(it->second.state(), -1);
     job.tasks.erase(it);
+    --total_;
   }
   job.order.erase(job.order.begin() + static_cast<std::ptrdiff_t>(pick));
   ++dropped_;

@@ -1,7 +1,8 @@
 // The head's task records (common/task_events.h): the latest state of each
 // task, folded from the reports of drivers and workers, in bounded memory:
-// at most `max_per_job` per job, the oldest forgotten first (ended ones
-// before those still going) and counted. Answers LIST_TASKS: records
+// at most `max_per_job` per job and `max_total` in all, the oldest
+// forgotten first (ended ones before those still going, the oldest job's
+// first when over `max_total`) and counted. Answers LIST_TASKS: records
 // filtered and limited, a summary by function, or counts by state.
 //
 // Threading: the head's loop; not thread-safe.
@@ -22,7 +23,8 @@ namespace shoal {
 
 class TaskEventStore {
  public:
-  explicit TaskEventStore(size_t max_per_job = 10000);
+  explicit TaskEventStore(size_t max_per_job = 10000,
+                          size_t max_total = 100000);
 
   void Add(const proto::TaskEventBatch& batch);
   // InvalidArgument for a filter that is not KEY=VALUE of a known key.
@@ -44,7 +46,10 @@ class TaskEventStore {
   void Evict(Job& job);
 
   const size_t max_per_job_;
+  const size_t max_total_;
   std::map<std::string, Job> jobs_;
+  std::deque<std::string> job_order_;  // job ids, first reported first
+  size_t total_ = 0;                   // records kept
   int64_t counts_[kNumTaskStates] = {};
   int64_t dropped_ = 0;           // records forgotten
   int64_t reporter_dropped_ = 0;  // events reporters could not keep

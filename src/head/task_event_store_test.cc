@@ -114,6 +114,38 @@ TEST(TaskEventStoreTest, KeepsTheLastNPerJobAndCountsWhatItDrops) {
   EXPECT_EQ(store.size(), 4u);
 }
 
+TEST(TaskEventStoreTest, ABatchLargerThanAJobKeepsIsCountedWhole) {
+  TaskEventStore store(/*max_per_job=*/2);
+  proto::TaskEventBatch batch = Batch("job1", {});
+  for (int i = 0; i < 5; ++i) {
+    *batch.add_events() =
+        Event("t" + std::to_string(i), proto::TaskEvent::FINISHED);
+  }
+  store.Add(batch);
+  proto::TaskList list = List(store);
+  ASSERT_EQ(list.tasks_size(), 2);
+  EXPECT_EQ(list.tasks(0).task_id(), "t4");
+  EXPECT_EQ(list.tasks(1).task_id(), "t3");
+  EXPECT_EQ(list.dropped(), 3);
+  EXPECT_EQ(Count(list, "FINISHED"), 5);
+}
+
+TEST(TaskEventStoreTest, OverTheTotalTheOldestJobsGoFirst) {
+  TaskEventStore store(/*max_per_job=*/3, /*max_total=*/4);
+  store.Add(Batch("old", {Event("a1", proto::TaskEvent::FINISHED),
+                          Event("a2", proto::TaskEvent::FINISHED)}));
+  store.Add(Batch("new", {Event("b1", proto::TaskEvent::FINISHED),
+                          Event("b2", proto::TaskEvent::FINISHED),
+                          Event("b3", proto::TaskEvent::FINISHED)}));
+  EXPECT_EQ(store.size(), 4u);
+  EXPECT_EQ(List(store, {"job_id=old"}).total(), 1);
+  EXPECT_EQ(List(store, {"job_id=new"}).total(), 3);
+  store.Add(Batch("newer", {Event("c1", proto::TaskEvent::RUNNING)}));
+  EXPECT_EQ(store.size(), 4u);
+  EXPECT_EQ(List(store, {"job_id=old"}).total(), 0);
+  EXPECT_EQ(Count(List(store), "FINISHED"), 5);
+}
+
 TEST(TaskEventStoreTest, FiltersLimitsAndSummarises) {
   TaskEventStore store;
   proto::TaskEvent call = Event("a1", proto::TaskEvent::FINISHED, 1, 0, "inc");

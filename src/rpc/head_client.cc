@@ -245,8 +245,23 @@ void HeadClient::JobEvent(const proto::JobEvent& event,
 void HeadClient::ReportTaskEvents(const proto::TaskEventBatch& batch,
                                   Callback<proto::Empty> done,
                                   int64_t timeout_ms) {
-  Call<proto::Empty>(proto::REPORT_TASK_EVENTS, batch, std::move(done),
-                     timeout_ms);
+  ReportTaskEvents(batch.SerializeAsString(), std::move(done), timeout_ms);
+}
+
+void HeadClient::ReportTaskEvents(std::string batch,
+                                  Callback<proto::Empty> done,
+                                  int64_t timeout_ms) {
+  if (channel_ == nullptr) {
+    return done(absl::CancelledError(
+        absl::StrCat("the client of the head at ", address_, " is closed")));
+  }
+  channel_->Call(
+      proto::REPORT_TASK_EVENTS, std::move(batch),
+      [done = std::move(done)](absl::StatusOr<std::string> reply) {
+        if (!reply.ok()) return done(reply.status());
+        done(proto::Empty());
+      },
+      timeout_ms);
 }
 
 absl::StatusOr<proto::TaskList> HeadClient::ListTasks(

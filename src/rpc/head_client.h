@@ -156,6 +156,9 @@ class HeadClient {
   void ReportTaskEvents(const proto::TaskEventBatch& batch,
                         Callback<proto::Empty> done,
                         int64_t timeout_ms = kDefaultTimeoutMs);
+  // The same, already serialized.
+  void ReportTaskEvents(std::string batch, Callback<proto::Empty> done,
+                        int64_t timeout_ms = kDefaultTimeoutMs);
   absl::StatusOr<proto::TaskList> ListTasks(
       const proto::ListTasksRequest& request,
       int64_t timeout_ms = kDefaultTimeoutMs);
