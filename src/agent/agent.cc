@@ -149,15 +149,8 @@ class AgentImpl : public NodeAgent {
       jobs.jobs_dir = options_.session_dir + "/jobs";
       jobs.token = options_.token;
       jobs.report = [this](const proto::JobEvent& event) {
-        if (head_ == nullptr) return;
-        head_->JobEvent(event, [id = event.submission_id()](
-                                   absl::StatusOr<proto::Empty> r) {
-          if (!r.ok()) {
-            SHOAL_LOG(WARNING)
-                << "job " << id
-                << ": the head did not take a report: " << r.status();
-          }
-        });
+        job_events_.push_back(event);
+        if (job_events_.size() == 1) SendJobEvent();
       };
       jobs.fetch_blob =
           [this](const std::string& hash,
@@ -426,6 +419,31 @@ class AgentImpl : public NodeAgent {
   }
 
   // ---- Head ----
+
+  // Sends the oldest job report not yet taken by the head; the next once it
+  // is. A head that is away (restarting) gets it again every 500 ms, in
+  // order: a job's output is not lost while its head restarts.
+  void SendJobEvent() {
+    if (job_events_.empty() || head_ == nullptr) return;
+    head_->JobEvent(job_events_.front(),
+                    [this](absl::StatusOr<proto::Empty> r) {
+                      if (head_ == nullptr) return;  // stopping
+                      if (!r.ok()) {
+                        if (!job_events_warned_) {
+                          job_events_warned_ = true;
+                          SHOAL_LOG(WARNING)
+                              << "job " << job_events_.front().submission_id()
+                              << ": the head did not take a report ("
+                              << r.status() << "); sending it again";
+                        }
+                        loop_->RunAfter(500, [this] { SendJobEvent(); });
+                        return;
+                      }
+                      job_events_warned_ = false;
+                      job_events_.pop_front();
+                      SendJobEvent();
+                    });
+  }
 
   void Register(std::function<void(absl::Status)> done) {
     proto::RegisterNodeRequest req;
@@ -1009,6 +1027,10 @@ class AgentImpl : public NodeAgent {
   std::unique_ptr<rpc::Server> server_;
   std::unique_ptr<ObjectService> objects_;  // null: no object store memory
   std::unique_ptr<agent::LogService> logs_;
+  // Reports of the jobs this node runs, oldest first, until the head takes
+  // them.
+  std::deque<proto::JobEvent> job_events_;
+  bool job_events_warned_ = false;
   std::unique_ptr<rpc::HeadClient> head_;  // null once stopping
   const std::string node_id_;
   std::string address_;

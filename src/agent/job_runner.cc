@@ -165,6 +165,8 @@ void JobRunner::ReadOutput(Job& job) {
   if (out.empty()) return;
   proto::JobEvent event;
   event.set_submission_id(job.id);
+  event.set_output_offset(job.output_bytes);
+  job.output_bytes += static_cast<int64_t>(out.size());
   event.set_output(std::move(out));
   options_.report(event);
 }

@@ -66,7 +66,8 @@ class JobRunner {
  private:
   struct Job {
     std::string id;
-    ResourceSet reserved;  // the entrypoint's resources, held while it runs
+    ResourceSet reserved;      // the entrypoint's resources, held while it runs
+    int64_t output_bytes = 0;  // of its output reported so far
     pid_t pid = 0;
     int output_fd = -1;  // read end of its stdout and stderr; -1 once closed
   };

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/object_transfer.h"
 #include "api/actor_submitter.h"
@@ -57,6 +58,20 @@ absl::StatusOr<ResourceSet> ShapeFor(std::map<std::string, double> resources,
 
 absl::Status OtherError(absl::string_view message) {
   return TaskError(ErrorKind::kOther, message);
+}
+
+// How often a driver tries to reach a restarting head again.
+constexpr int64_t kReattachRetryMs = 200;
+// Task events kept for a head that is away, at most.
+constexpr size_t kMaxUnsentEventBytes = 16 << 20;
+
+// How long blocking calls wait for a head that cannot be reached (it
+// restarts): SHOAL_HEAD_OUTAGE_WAIT_MS, 30 s by default.
+int64_t HeadOutageWaitMs() {
+  const char* v = getenv("SHOAL_HEAD_OUTAGE_WAIT_MS");
+  int64_t ms = 30000;
+  if (v != nullptr && *v != '\0' && !absl::SimpleAtoi(v, &ms)) ms = 30000;
+  return std::max<int64_t>(0, ms);
 }
 
 // The runtime of a driver (and of each worker, for the tasks its tasks
@@ -114,6 +129,12 @@ class CoreRuntimeImpl : public CoreRuntime,
     job.set_binary_hash(binary_hash_);
     ASSIGN_OR_RETURN(auto reply, head_->RegisterJob(job));
     job_id_ = reply.job_id();
+    register_request_ = job;
+    // While the head restarts, blocking calls wait for it (bounded).
+    head_->set_outage_wait_ms(HeadOutageWaitMs());
+    RunOnLoop([this] {
+      head_->OnDisconnect([this](const absl::Status& why) { HeadLost(why); });
+    });
     owner_ = absl::StrCat("driver of job ", job_id_, " (pid ", getpid(), ")");
     peer_name_ = "driver " + job_id_;
     if (options_.workers_run_this_program) {
@@ -490,6 +511,7 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   void Shutdown() override {
     if (!loop_) return;
+    stopping_ = true;
     // Stored objects this process owns go with it, on every node.
     auto stored = objects_.StoredCopies();
     if (submitter_ != nullptr) {
@@ -686,26 +708,64 @@ class CoreRuntimeImpl : public CoreRuntime,
     });
   }
 
+  // ---- The head restarting ----
+
+  // The connection to the head is gone: once a head answers again (the
+  // same, restarted), this process says which job it is, so that what the
+  // job owns is kept. Tasks go on meanwhile: they need only the agents.
+  void HeadLost(const absl::Status& why) {
+    if (stopping_) return;
+    SHOAL_LOG(WARNING) << "lost the head (" << why << "); reconnecting as "
+                       << job_id_;
+    Reattach();
+  }
+
+  void Reattach() {
+    if (stopping_ || head_ == nullptr) return;
+    proto::RegisterJobRequest request = register_request_;
+    request.set_resume_job_id(job_id_);
+    head_->RegisterJob(
+        request,
+        [this](absl::StatusOr<proto::RegisterJobReply> reply) {
+          if (stopping_) return;
+          if (!reply.ok()) {
+            loop_->RunAfter(kReattachRetryMs, [this] { Reattach(); });
+            return;
+          }
+          SHOAL_LOG(INFO) << "the head is back; " << job_id_ << " carries on";
+        },
+        2000);
+  }
+
   // Sends the task events gathered since the last batch (one batch at a
   // time: while one is out, the next keeps filling); `done`, if set, once
   // the head answered or nothing was to be sent.
   void FlushTaskEvents(std::function<void()> done) {
     std::string batch;
     int n = 0;
-    if (events_ != nullptr && !events_in_flight_) batch = events_->Take(&n);
+    if (events_ != nullptr && !events_in_flight_) {
+      // A batch the head could not take (it was away) goes again, ahead of
+      // the new one: serialized messages of one type concatenate into one.
+      batch = std::move(unsent_events_) + events_->Take(&n);
+      unsent_events_.clear();
+    }
     if (batch.empty()) {
       if (done) done();
       return;
     }
     events_in_flight_ = true;
+    auto kept = std::make_shared<std::string>(batch);
     head_->ReportTaskEvents(
         std::move(batch),
-        [this, done = std::move(done), n](absl::StatusOr<proto::Empty> r) {
+        [this, done = std::move(done), kept](absl::StatusOr<proto::Empty> r) {
           events_in_flight_ = false;
-          if (!r.ok() && !events_warned_) {
+          if (!r.ok() && rpc::NeverSent(r.status()) &&
+              kept->size() <= kMaxUnsentEventBytes) {
+            unsent_events_ = std::move(*kept);
+          } else if (!r.ok() && !events_warned_) {
             events_warned_ = true;
             SHOAL_LOG(WARNING)
-                << "the head did not take " << n << " task events ("
+                << "the head did not take a batch of task events ("
                 << r.status() << "); shoal list tasks misses them";
           }
           if (done) done();
@@ -1042,8 +1102,11 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::string cpp_binary_hash_;
   ActorSubmitter actors_;
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
-  std::unique_ptr<TaskEventBuffer> events_;  // made by Start()
+  std::unique_ptr<TaskEventBuffer> events_;     // made by Start()
+  proto::RegisterJobRequest register_request_;  // set by Start()
+  std::atomic<bool> stopping_{false};
   bool events_in_flight_ = false;
+  std::string unsent_events_;  // a batch to send again (the head was away)
   bool events_warned_ = false;
   int64_t event_ticks_ = 0;
   // Refs inside each object's value, by object id: kept while it lives.

@@ -53,6 +53,8 @@ namespace shoal::cli {
 namespace {
 
 constexpr int kStartupTimeoutMs = 20000;
+// In a session folder: its cluster was stopped with `shoal stop`.
+constexpr char kStoppedMarker[] = "stopped";
 // The smallest object store worth having: objects of at least the inline
 // threshold (100 KiB) go to the store, and a store is one shared-memory
 // arena, so below a few such objects it only fails Puts.
@@ -367,6 +369,8 @@ struct HeadFlags {
   int dashboard_port = -1;  // -1: none
   // When dashboard_port is taken, serve on any free port instead.
   bool dashboard_port_fallback = false;
+  std::string storage;
+  int64_t reattach_grace_ms = 10000;
 };
 
 // The head's HTTP port (dashboard/dashboard.h); null when it serves none.
@@ -404,6 +408,8 @@ int RunHead(const HeadFlags& f) {
   options.health_timeout_ms = f.health_timeout_ms;
   options.infeasible_grace_ms = f.infeasible_grace_ms;
   options.heartbeat_interval_ms = f.heartbeat_ms;
+  options.storage = f.storage;
+  options.reattach_grace_ms = f.reattach_grace_ms;
   if (options.token.empty()) {
     return Fail("the head needs a cluster token in SHOAL_TOKEN");
   }
@@ -555,6 +561,7 @@ struct StartFlags {
   bool head = false;
   std::string address;
   int port = 6379;
+  std::string storage;  // the head's (--storage); "": the session's head.db
   std::string node_ip;
   std::string temp_dir;
   std::string token;
@@ -643,6 +650,23 @@ std::string TempDirFlag(const StartFlags& f) {
              : absl::StrCat(" --temp-dir ", ShellQuote(Absolute(f.temp_dir)));
 }
 
+// The newest session of temp_dir whose head did not stop (it crashed or
+// was killed) and left its state; "" when there is none.
+std::string CrashedHeadSession(const std::string& temp_dir) {
+  std::string latest = temp_dir + "/session_latest";
+  std::error_code ec;
+  std::string dir = std::filesystem::canonical(latest, ec).string();
+  if (ec) return "";
+  auto exists = [&](const char* name) {
+    return std::filesystem::exists(dir + "/" + name, ec);
+  };
+  if (!exists("head.db") || exists(kStoppedMarker) ||
+      !exists("cluster_address") || LivePid(dir, "head") != 0) {
+    return "";
+  }
+  return dir;
+}
+
 int Start(const StartFlags& f) {
   std::string temp_dir = f.temp_dir.empty() ? DefaultTempDir() : f.temp_dir;
   // Everything about the command line is checked before anything (a
@@ -700,27 +724,69 @@ int Start(const StartFlags& f) {
           "head printed it; it is in the head's session folder, file token)"));
     }
   }
-  auto session = CreateSessionDir(temp_dir);
-  if (!session.ok()) return Fail(std::string(session.status().message()));
-  std::string dir = *session;
+  // A head that did not stop (it crashed or was killed) left its session
+  // and state: a head started here again takes them up, on the same port
+  // and with the same token, so that the cluster's agents and drivers find
+  // it again.
+  const std::string resumed = f.head ? CrashedHeadSession(temp_dir) : "";
+  std::string dir;
+  int port = f.port;
+  if (!resumed.empty()) {
+    dir = resumed;
+    std::string kept = ReadSessionFile(dir, "token");
+    if (!token.empty() && token != kept) {
+      return Fail(absl::StrCat(
+          "the head of session ", dir,
+          " did not stop, and a head started "
+          "here takes it up with its own token: leave out --token, or "
+          "`shoal stop` first to start a new cluster"));
+    }
+    token = kept;
+    std::string address = ReadSessionFile(dir, "cluster_address");
+    absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
+    for (const char* file :
+         {"cluster_address", "head.pid", "dashboard_address"}) {
+      unlink((dir + "/" + file).c_str());
+    }
+    std::cout << "Taking up session " << dir
+              << ": its head did not stop (it crashed or was killed).\n";
+  } else {
+    auto session = CreateSessionDir(temp_dir);
+    if (!session.ok()) return Fail(std::string(session.status().message()));
+    dir = *session;
+  }
   sigset_t stop;
   if (f.block) stop = BlockStopSignals();
   pid_t head_pid = 0;
   if (f.head) {
     if (token.empty()) token = RandomHex(16);
     std::string host = f.node_ip.empty() ? PrimaryIpAddress() : f.node_ip;
-    auto pid = StartDaemon(
-        {SelfExecutable(), "_head", "--node-ip-address", host, "--port",
-         std::to_string(f.port), "--session-dir", dir, "--health-timeout-ms",
-         std::to_string(f.health_timeout_ms), "--infeasible-grace-ms",
-         std::to_string(f.infeasible_grace_ms), "--dashboard-host",
-         f.dashboard_host, "--dashboard-port",
-         std::to_string(!f.include_dashboard ? -1
-                        : f.dashboard_port   ? *f.dashboard_port
-                                             : kDefaultDashboardPort),
-         "--dashboard-port-fallback",
-         f.dashboard_port || !f.include_dashboard ? "0" : "1"},
-        dir, token, "head", "cluster_address", f.block);
+    std::vector<std::string> head_argv = {
+        SelfExecutable(),
+        "_head",
+        "--node-ip-address",
+        host,
+        "--port",
+        std::to_string(port),
+        "--session-dir",
+        dir,
+        "--health-timeout-ms",
+        std::to_string(f.health_timeout_ms),
+        "--infeasible-grace-ms",
+        std::to_string(f.infeasible_grace_ms),
+        "--dashboard-host",
+        f.dashboard_host,
+        "--dashboard-port",
+        std::to_string(!f.include_dashboard ? -1
+                       : f.dashboard_port   ? *f.dashboard_port
+                                            : kDefaultDashboardPort),
+        "--dashboard-port-fallback",
+        f.dashboard_port || !f.include_dashboard ? "0" : "1"};
+    if (!f.storage.empty()) {
+      head_argv.insert(head_argv.end(), {"--storage", f.storage});
+    }
+    auto pid = StartDaemon(std::move(head_argv), dir, token, "head",
+                           "cluster_address", f.block);
     if (!pid.ok()) {
       std::string msg(pid.status().message());
       if (msg.find("already in use") != std::string::npos) {
@@ -738,8 +804,13 @@ int Start(const StartFlags& f) {
     WriteFile(dir + "/cluster_address", head_address).IgnoreError();
   }
   WriteFile(dir + "/token", token, 0600).IgnoreError();
-  auto agent_pid = StartDaemon(AgentArgs(f, head_address, dir), dir, token,
-                               "agent", "agent_address", f.block);
+  absl::StatusOr<pid_t> agent_pid = static_cast<pid_t>(LivePid(dir, "agent"));
+  if (resumed.empty() || *agent_pid == 0) {
+    // (A taken-up session whose agent still runs keeps it.)
+    unlink((dir + "/agent_address").c_str());
+    agent_pid = StartDaemon(AgentArgs(f, head_address, dir), dir, token,
+                            "agent", "agent_address", f.block);
+  }
   if (!agent_pid.ok()) {
     if (head_pid) TerminateProcess(head_pid, 3000);
     return Fail("cannot start the node agent: " +
@@ -814,6 +885,11 @@ int Stop(const std::string& temp_dir_flag, bool force) {
                 << (std::string(what) == "agent" ? "node agent" : "head")
                 << " (pid " << pid << ", session " << dir << ")\n";
       ++stopped;
+    }
+    // Stopped on purpose: the next `shoal start --head` starts a new
+    // cluster instead of taking this one up.
+    if (std::filesystem::exists(dir + "/head.db")) {
+      WriteFile(dir + "/" + kStoppedMarker, "").IgnoreError();
     }
   }
   if (stopped == 0) {
@@ -1195,6 +1271,10 @@ int Dispatch(int argc, char** argv) {
   start_cmd->add_option("--temp-dir", start.temp_dir,
                         "Parent of the session folder (default /tmp/shoal)");
   start_cmd->add_option("--token", start.token, "Cluster token (joining)");
+  start_cmd->add_option(
+      "--storage", start.storage,
+      "Where the head keeps the cluster's state: a SQLite file (default: "
+      "head.db in the session folder) or `memory` (none)");
   start_cmd
       ->add_option("--num-cpus", start.advertised.num_cpus,
                    "CPUs to advertise (default: detected)")
@@ -1389,6 +1469,8 @@ int Dispatch(int argc, char** argv) {
   head_cmd->add_option("--dashboard-port", head.dashboard_port);
   head_cmd->add_option("--dashboard-port-fallback",
                        head.dashboard_port_fallback);
+  head_cmd->add_option("--storage", head.storage);
+  head_cmd->add_option("--reattach-grace-ms", head.reattach_grace_ms);
 
   AgentFlags agent;
   auto* agent_cmd =

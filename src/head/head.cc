@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
@@ -20,6 +21,7 @@
 #include "head/actor_manager.h"
 #include "head/gang_table.h"
 #include "head/job_manager.h"
+#include "head/sqlite_storage.h"
 #include "head/table_storage.h"
 #include "head/task_event_store.h"
 #include "rpc/rpc.h"
@@ -33,6 +35,8 @@ namespace {
 constexpr char kNodesTable[] = "nodes";
 constexpr char kJobsTable[] = "jobs";
 constexpr char kKvTable[] = "kv";
+constexpr char kPgsTable[] = "placement_groups";
+constexpr char kMetaTable[] = "meta";
 constexpr int64_t kMaxBlobChunk = 4 << 20;
 // How long the head waits for a node's agent to answer for it.
 constexpr int64_t kAgentAskTimeoutMs = 5000;
@@ -43,12 +47,19 @@ class HeadImpl : public Head {
   HeadImpl(HeadOptions options, std::unique_ptr<rpc::EventLoop> loop)
       : options_(std::move(options)),
         loop_(std::move(loop)),
-        storage_(NewInMemoryTableStorage()),
         task_events_(options_.max_task_events_per_job) {}
 
   ~HeadImpl() override { Stop(); }
 
   absl::Status Start() {
+    if (options_.storage == "memory") {
+      storage_ = NewInMemoryTableStorage();
+    } else {
+      std::string path = options_.storage.empty()
+                             ? options_.session_dir + "/head.db"
+                             : options_.storage;
+      ASSIGN_OR_RETURN(storage_, OpenSqliteTableStorage(path));
+    }
     absl::Status status;
     loop_->RunSync([&] {
       auto server = rpc::Server::Create(loop_.get(), options_.host,
@@ -76,7 +87,9 @@ class HeadImpl : public Head {
         return AgentChannel(address);
       };
       job_options.alive_nodes = [this] { return JobNodes(); };
+      job_options.storage = storage_.get();
       jobs_ = std::make_unique<JobManager>(loop_.get(), std::move(job_options));
+      Restore();
       RegisterHandlers();
       ScheduleHealthCheck();
     });
@@ -387,6 +400,7 @@ class HeadImpl : public Head {
     std::string id = entry.info.pg_id();
     if (!spec.name().empty()) pg_by_name_[spec.name()] = id;
     pgs_[id] = entry;
+    PersistPg(entry);
     pending_pgs_.push_back(id);
     resp.Reply(entry.info);
     SchedulePlacementGroups();
@@ -404,6 +418,16 @@ class HeadImpl : public Head {
     pending_pgs_.erase(
         std::remove(pending_pgs_.begin(), pending_pgs_.end(), pg.info.pg_id()),
         pending_pgs_.end());
+    PersistPg(pg);
+  }
+
+  // Keeps the group's state in storage (removed ones are forgotten there).
+  void PersistPg(const PgEntry& pg) {
+    absl::Status st = pg.info.state() == proto::PlacementGroupInfo::REMOVED
+                          ? storage_->Delete(kPgsTable, pg.info.pg_id())
+                          : storage_->Put(kPgsTable, pg.info.pg_id(),
+                                          pg.info.SerializeAsString());
+    if (!st.ok()) SHOAL_LOG(ERROR) << "cannot store placement group: " << st;
   }
 
   // A job's placement groups end with it, as Ray's do, unless detached.
@@ -545,6 +569,7 @@ class HeadImpl : public Head {
             "they are idle; ask for smaller bundles, another strategy, or "
             "add nodes"));
         pg_by_name_.erase(pg.info.spec().name());
+        PersistPg(pg);
         SHOAL_LOG(WARNING) << pg.info.error();
       } else {
         pending_pgs_.push_back(id);
@@ -645,6 +670,7 @@ class HeadImpl : public Head {
     PgEntry& pg = it->second;
     pg.info.set_state(proto::PlacementGroupInfo::CREATED);
     for (const auto& node : placed) pg.info.add_bundle_nodes(node);
+    PersistPg(pg);
     SHOAL_LOG(INFO) << "placement group " << id << " created on "
                     << absl::StrJoin(placed, ",");
     SchedulePlacementGroups();
@@ -772,9 +798,22 @@ class HeadImpl : public Head {
 
   void RegisterJob(const proto::RegisterJobRequest& r, rpc::Responder resp) {
     proto::RegisterJobReply reply;
+    if (!r.resume_job_id().empty()) {
+      // A driver back after the head restarted: its connection is its job's
+      // again, and what the job owns stays.
+      reply.set_job_id(r.resume_job_id());
+      job_by_conn_[resp.connection_id()] = r.resume_job_id();
+      awaiting_drivers_.erase(r.resume_job_id());
+      SHOAL_LOG(INFO) << r.resume_job_id() << " is back (driver pid "
+                      << r.driver_pid() << " on " << r.driver_host() << ")";
+      return resp.Reply(reply);
+    }
     reply.set_job_id(absl::StrCat("job", next_job_++));
     absl::Status st =
-        storage_->Put(kJobsTable, reply.job_id(), r.SerializeAsString());
+        storage_->Put(kMetaTable, "next_job", absl::StrCat(next_job_));
+    if (st.ok()) {
+      st = storage_->Put(kJobsTable, reply.job_id(), r.SerializeAsString());
+    }
     if (!st.ok()) return resp.Error(st);
     job_by_conn_[resp.connection_id()] = reply.job_id();
     SHOAL_LOG(INFO) << reply.job_id() << " started by pid " << r.driver_pid()
@@ -786,12 +825,78 @@ class HeadImpl : public Head {
   void OnDisconnect(uint64_t conn) {
     if (auto it = job_by_conn_.find(conn); it != job_by_conn_.end()) {
       SHOAL_LOG(INFO) << it->second << " finished (its driver disconnected)";
-      RemoveGroupsOfJob(it->second);
-      if (actors_) actors_->OnJobEnded(it->second);
+      EndJob(it->second);
       job_by_conn_.erase(it);
     }
     node_by_conn_.erase(conn);
     gangs_.LauncherLost(conn);
+  }
+
+  // A driver's job is over: what it owns ends with it (detached groups and
+  // actors stay).
+  void EndJob(const std::string& job_id) {
+    RemoveGroupsOfJob(job_id);
+    if (actors_) actors_->OnJobEnded(job_id);
+    absl::Status st = storage_->Delete(kJobsTable, job_id);
+    if (!st.ok()) SHOAL_LOG(ERROR) << "cannot store the end of a job: " << st;
+  }
+
+  // ---- Restart ----
+
+  // What a head that ran before in this session kept: the nodes (alive
+  // ones get a health timeout to be heard from again), the job counter,
+  // the drivers' jobs (each gets reattach_grace_ms to reconnect, else it
+  // ends), placement groups (pending ones are placed again) and, in the
+  // job manager, submitted jobs. The KV store is read from storage as it
+  // is used.
+  void Restore() {
+    const int64_t now = MonotonicUs();
+    size_t nodes = 0, pgs = 0;
+    for (const auto& [id, bytes] : storage_->Scan(kNodesTable)) {
+      NodeEntry entry;
+      if (!entry.info.ParseFromString(bytes)) continue;
+      entry.last_heartbeat_us = now;
+      nodes_[id] = std::move(entry);
+      ++nodes;
+    }
+    if (auto next = storage_->Get(kMetaTable, "next_job")) {
+      int64_t n = 0;
+      if (absl::SimpleAtoi(*next, &n) && n > next_job_) next_job_ = n;
+    }
+    for (const auto& [id, bytes] : storage_->Scan(kJobsTable)) {
+      awaiting_drivers_.insert(id);
+    }
+    for (const auto& [id, bytes] : storage_->Scan(kPgsTable)) {
+      PgEntry pg;
+      if (!pg.info.ParseFromString(bytes)) continue;
+      pg.created_us = now;
+      if (!pg.info.spec().name().empty() &&
+          pg.info.state() != proto::PlacementGroupInfo::FAILED) {
+        pg_by_name_[pg.info.spec().name()] = id;
+      }
+      if (pg.info.state() == proto::PlacementGroupInfo::PENDING) {
+        pending_pgs_.push_back(id);
+      }
+      pgs_[id] = std::move(pg);
+      ++pgs;
+    }
+    jobs_->Restore();
+    if (nodes == 0 && pgs == 0 && awaiting_drivers_.empty()) return;
+    restored_ = true;
+    SHOAL_LOG(INFO) << "restarted with the state kept in this session: "
+                    << nodes << " node(s), " << awaiting_drivers_.size()
+                    << " driver job(s) to come back, " << pgs
+                    << " placement group(s)";
+    if (!pending_pgs_.empty()) SchedulePlacementGroups();
+    loop_->RunAfter(options_.reattach_grace_ms, [this] {
+      for (const std::string& job : awaiting_drivers_) {
+        SHOAL_LOG(INFO) << job << " finished (its driver did not come back "
+                        << "within " << options_.reattach_grace_ms
+                        << " ms of the head's restart)";
+        EndJob(job);
+      }
+      awaiting_drivers_.clear();
+    });
   }
 
   static bool ValidHash(const std::string& hash) {
@@ -865,6 +970,9 @@ class HeadImpl : public Head {
   std::map<std::string, NodeEntry> nodes_;
   std::map<uint64_t, std::string> node_by_conn_;
   std::map<uint64_t, std::string> job_by_conn_;
+  // After a restart: drivers' jobs that have not reconnected yet.
+  std::set<std::string> awaiting_drivers_;
+  bool restored_ = false;
   int64_t next_job_ = 1;
   std::map<std::string, PgEntry> pgs_;
   std::map<std::string, std::string> pg_by_name_;

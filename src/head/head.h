@@ -26,6 +26,14 @@ struct HeadOptions {
   int64_t infeasible_grace_ms = 5000;
   // Task records kept per job (shoal list tasks); older ones are dropped.
   size_t max_task_events_per_job = 10000;
+  // Where the cluster's state is kept: "" for <session_dir>/head.db
+  // (SQLite), a path for another SQLite file, "memory" for none (lost when
+  // the head stops). A head started again on the same storage carries on
+  // with that state.
+  std::string storage;
+  // After a restart, how long a driver has to reconnect before its job
+  // (and what it owns) ends.
+  int64_t reattach_grace_ms = 10000;
 };
 
 class Head {

@@ -1,9 +1,11 @@
 #include "head/job_manager.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,7 @@ constexpr int64_t kMaxLogChunk = 1 << 20;  // bytes per GET_JOB_LOGS answer
 constexpr int64_t kMaxLogWaitMs = 30000;
 // How often a job that waits for its entrypoint's resources looks again.
 constexpr int64_t kPlaceRetryMs = 500;
+constexpr char kSubmittedJobsTable[] = "submitted_jobs";
 
 const std::string& StateName(proto::JobInfo::State state) {
   return proto::JobInfo::State_Name(state);
@@ -44,6 +47,37 @@ JobManager::JobManager(rpc::EventLoop* loop, JobManagerOptions options)
     : loop_(loop), options_(std::move(options)) {}
 
 JobManager::~JobManager() { *alive_ = false; }
+
+void JobManager::Persist(const Entry& e) {
+  if (options_.storage == nullptr) return;
+  absl::Status st =
+      options_.storage->Put(kSubmittedJobsTable, e.info.spec().submission_id(),
+                            e.info.SerializeAsString());
+  if (!st.ok()) SHOAL_LOG(ERROR) << "cannot store a job's record: " << st;
+}
+
+void JobManager::Restore() {
+  if (options_.storage == nullptr) return;
+  for (const JobNode& n : options_.alive_nodes()) {
+    node_addresses_[n.node_id] = n.address;
+  }
+  for (const auto& [id, bytes] : options_.storage->Scan(kSubmittedJobsTable)) {
+    Entry& e = jobs_[id];
+    if (!e.info.ParseFromString(bytes)) {
+      jobs_.erase(id);
+      continue;
+    }
+    e.log_path = absl::StrCat(options_.log_dir, "/job-", id, ".log");
+    struct stat st;
+    if (stat(e.log_path.c_str(), &st) == 0) e.info.set_log_bytes(st.st_size);
+    if (!Finished(e.info) && e.info.node_id().empty()) {
+      std::weak_ptr<bool> alive = alive_;
+      loop_->RunAfter(kPlaceRetryMs, [this, alive, id = id] {
+        if (!alive.expired() && *alive.lock()) Place(id);
+      });
+    }
+  }
+}
 
 void JobManager::RegisterHandlers(rpc::Server* s) {
   rpc::RegisterProto<proto::JobSpec>(
@@ -86,6 +120,10 @@ void JobManager::RegisterHandlers(rpc::Server* s) {
               ": stop it first (shoal job stop)")));
         }
         unlink(e->log_path.c_str());
+        if (options_.storage != nullptr) {
+          options_.storage->Delete(kSubmittedJobsTable, r.submission_id())
+              .IgnoreError();
+        }
         jobs_.erase(r.submission_id());
         resp.Reply(proto::Empty());
       });
@@ -134,6 +172,7 @@ void JobManager::Submit(const proto::JobSpec& request,
   e.info.set_start_time_ms(NowMs());
   e.log_path = absl::StrCat(options_.log_dir, "/job-", id, ".log");
   absl::Status log = WriteFile(e.log_path, "");
+  Persist(e);
   if (!log.ok()) {
     Finish(e, proto::JobInfo::FAILED, -1,
            absl::StrCat("cannot make its log: ", log.message()));
@@ -192,6 +231,7 @@ void JobManager::Place(const std::string& id) {
   e->info.clear_message();
   e->info.set_node_id(chosen->node_id);
   node_addresses_[chosen->node_id] = chosen->address;
+  Persist(*e);
   SHOAL_LOG(INFO) << "job " << id << ": starting on node " << chosen->node_id
                   << ": " << spec.entrypoint();
   AgentCall(chosen->node_id, proto::START_JOB, spec,
@@ -220,24 +260,30 @@ void JobManager::Started(const std::string& id,
 void JobManager::Event(const proto::JobEvent& event) {
   Entry* e = Find(event.submission_id());
   if (e == nullptr) return;
-  if (!event.output().empty()) {
+  // What the log has already of a report sent again (the head restarted
+  // before it answered) is not written twice.
+  std::string_view output = event.output();
+  const int64_t have = e->info.log_bytes() - event.output_offset();
+  output.remove_prefix(static_cast<size_t>(
+      std::clamp<int64_t>(have, 0, static_cast<int64_t>(output.size()))));
+  if (!output.empty()) {
     int fd = open(e->log_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd >= 0) {
       size_t done = 0;
-      while (done < event.output().size()) {
-        ssize_t n = write(fd, event.output().data() + done,
-                          event.output().size() - done);
+      while (done < output.size()) {
+        ssize_t n = write(fd, output.data() + done, output.size() - done);
         if (n <= 0) break;
         done += static_cast<size_t>(n);
       }
       close(fd);
     }
     e->info.set_log_bytes(e->info.log_bytes() +
-                          static_cast<int64_t>(event.output().size()));
+                          static_cast<int64_t>(output.size()));
   }
   if (event.started() && e->info.state() == proto::JobInfo::PENDING) {
     e->info.set_state(proto::JobInfo::RUNNING);
     e->info.set_pid(event.pid());
+    Persist(*e);
   }
   if (!event.error().empty()) {
     Finish(*e, proto::JobInfo::FAILED, -1, event.error());
@@ -262,6 +308,7 @@ void JobManager::Finish(Entry& e, proto::JobInfo::State state, int exit_code,
   e.info.set_exit_code(exit_code);
   e.info.set_message(message);
   e.info.set_end_time_ms(NowMs());
+  Persist(e);
   SHOAL_LOG(INFO) << "job " << e.info.spec().submission_id() << ": "
                   << StateName(state) << ": " << message;
   WakeLogReaders(e);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "head/table_storage.h"
 #include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
@@ -39,6 +40,8 @@ struct JobManagerOptions {
   std::function<rpc::Channel*(const std::string& address)> agent_channel;
   std::function<std::vector<JobNode>()> alive_nodes;
   int64_t stop_grace_ms = 3000;  // SIGTERM, then SIGKILL after this long
+  // Where job records are kept (the head's); null: in memory only.
+  TableStorage* storage = nullptr;
 };
 
 class JobManager {
@@ -49,6 +52,10 @@ class JobManager {
   JobManager& operator=(const JobManager&) = delete;
 
   void RegisterHandlers(rpc::Server* server);
+  // Takes up the jobs kept in storage by a head that ran before: ended ones
+  // as they were, running ones as they run (their agents go on reporting),
+  // and those waiting for a node placed again.
+  void Restore();
   // Jobs running on the node fail, saying why.
   void NodeDied(const std::string& node_id, const std::string& why);
   size_t size() const { return jobs_.size(); }
@@ -82,6 +89,8 @@ class JobManager {
   bool AnswerLogs(Entry& entry, const proto::JobLogsRequest& request,
                   const rpc::Responder& responder, bool must_answer);
   void WakeLogReaders(Entry& entry);
+  // Keeps the job's record in storage (not its output: that is its log).
+  void Persist(const Entry& entry);
   void Finish(Entry& entry, proto::JobInfo::State state, int exit_code,
               const std::string& message);
   Entry* Find(const std::string& id);

@@ -1,5 +1,7 @@
 #include "rpc/head_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -49,10 +51,25 @@ absl::StatusOr<Reply> HeadClient::CallAndWait(
     int64_t timeout_ms) {
   SHOAL_CHECK(!loop_->InLoop())
       << "a blocking call to the head on its client's loop would never return";
-  return RunOnLoopAndWait<absl::StatusOr<Reply>>(
-      loop_, [&](Callback<Reply> done) {
-        Call<Reply>(method, request, std::move(done), timeout_ms);
-      });
+  const int64_t give_up_us = MonotonicUs() + outage_wait_ms_ * 1000;
+  while (true) {
+    absl::StatusOr<Reply> reply = RunOnLoopAndWait<absl::StatusOr<Reply>>(
+        loop_, [&](Callback<Reply> done) {
+          Call<Reply>(method, request, std::move(done), timeout_ms);
+        });
+    // Not sent: the head is away (restarting); nothing was done, so the
+    // call may be made again.
+    if (reply.ok() || !NeverSent(reply.status()) ||
+        MonotonicUs() >= give_up_us) {
+      return reply;
+    }
+    usleep(200000);
+  }
+}
+
+void HeadClient::OnDisconnect(
+    std::function<void(const absl::Status&)> callback) {
+  if (channel_ != nullptr) channel_->OnDisconnect(std::move(callback));
 }
 
 void HeadClient::RegisterNode(const proto::RegisterNodeRequest& request,
@@ -86,6 +103,13 @@ absl::StatusOr<proto::ClusterStatus> HeadClient::ClusterStatus(
     int64_t timeout_ms) {
   return CallAndWait<proto::ClusterStatus>(proto::GET_CLUSTER_STATUS,
                                            proto::Empty(), timeout_ms);
+}
+
+void HeadClient::RegisterJob(const proto::RegisterJobRequest& request,
+                             Callback<proto::RegisterJobReply> done,
+                             int64_t timeout_ms) {
+  Call<proto::RegisterJobReply>(proto::REGISTER_JOB, request, std::move(done),
+                                timeout_ms);
 }
 
 absl::StatusOr<proto::RegisterJobReply> HeadClient::RegisterJob(

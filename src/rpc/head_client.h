@@ -19,6 +19,7 @@
 #ifndef SHOAL_RPC_HEAD_CLIENT_H_
 #define SHOAL_RPC_HEAD_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,6 +59,13 @@ class HeadClient {
   // with Cancelled. Loop thread only.
   void Close();
   const std::string& address() const { return address_; }
+  // Called on the loop each time an established connection to the head is
+  // lost (the head stopped or restarted). Loop thread only.
+  void OnDisconnect(std::function<void(const absl::Status&)> callback);
+  // While the head cannot be reached (a call fails before it is sent, as
+  // while the head restarts), blocking calls try again for up to `ms`
+  // instead of failing at once. 0 (the default): they fail at once.
+  void set_outage_wait_ms(int64_t ms) { outage_wait_ms_ = ms; }
 
   // ---- Nodes (node agents, asynchronous) ----
   void RegisterNode(const proto::RegisterNodeRequest& request,
@@ -75,6 +83,9 @@ class HeadClient {
                      int64_t timeout_ms = kDefaultTimeoutMs);
   absl::StatusOr<proto::ClusterStatus> ClusterStatus(
       int64_t timeout_ms = kDefaultTimeoutMs);
+  void RegisterJob(const proto::RegisterJobRequest& request,
+                   Callback<proto::RegisterJobReply> done,
+                   int64_t timeout_ms = kDefaultTimeoutMs);
   absl::StatusOr<proto::RegisterJobReply> RegisterJob(
       const proto::RegisterJobRequest& request,
       int64_t timeout_ms = kDefaultTimeoutMs);
@@ -190,6 +201,7 @@ class HeadClient {
 
   EventLoop* const loop_;
   const std::string address_;
+  std::atomic<int64_t> outage_wait_ms_{0};
   // Null once closed. Made on any thread (it connects on first use), used
   // and destroyed on the loop.
   std::unique_ptr<Channel> channel_;

@@ -508,6 +508,26 @@ for line in "${one_host[@]}"; do
       if [[ -n "$problem" ]]; then fail "${problem%; }"; else pass; fi
       ;;
 
+    "shoal summary tasks"*)
+      seen+="summary "
+      step "shoal summary tasks counts what hello_tasks ran"
+      type_in "$work" "$t1" 60 "$typed_line"
+      problem=""
+      [[ $rc -ne 0 ]] && problem+="exit code $rc, not 0; "
+      grep -qE "FINISHED: [0-9]+" <<<"$out" || problem+="no 'FINISHED: N' count; "
+      if [[ -n "$problem" ]]; then fail "${problem%; }"; else pass; fi
+      ;;
+
+    "shoal logs "*)
+      seen+="logs "
+      step "shoal logs prints the head's log"
+      type_in "$work" "$t1" 60 "$typed_line"
+      problem=""
+      [[ $rc -ne 0 ]] && problem+="exit code $rc, not 0; "
+      grep -q "head" <<<"$out" || problem+="no line of the head's log; "
+      if [[ -n "$problem" ]]; then fail "${problem%; }"; else pass; fi
+      ;;
+
     "shoal stop --temp-dir "*)
       seen+="stop-node2 "
       step "stop the second node: $cmd"
@@ -545,7 +565,7 @@ done
 step "the one-host block has every step this tier checks"
 absent=""
 for want in head join status launch-per-device launch-per-host launch-sh \
-            launch-fail hello job stop-node2 stop; do
+            launch-fail hello summary job logs stop-node2 stop; do
   [[ "$seen" == *" $want "* ]] || absent+="$want "
 done
 if [[ -n "$absent" ]]; then

@@ -182,7 +182,20 @@ absl::Status TestCluster::AddNode(const NodeSpec& node) {
   return StartNode(node, /*head=*/false);
 }
 
-absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
+void TestCluster::KillHead() {
+  pid_t pid = head_pid();
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) usleep(10000);
+}
+
+absl::Status TestCluster::RestartHead() {
+  return StartNode(spec_.nodes.at(0), /*head=*/true, /*index=*/0);
+}
+
+absl::Status TestCluster::StartNode(const NodeSpec& node, bool head,
+                                    std::optional<size_t> index) {
+  const size_t at = index.value_or(num_nodes_);
   std::vector<std::string> args = {"start"};
   if (head) {
     // Any free dashboard port: tests run clusters side by side.
@@ -195,10 +208,10 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
   if (node.netns.empty() && !node.primary_address) {
     args.insert(args.end(), {"--node-ip-address", "127.0.0.1"});
   }
-  args.insert(args.end(),
-              {"--temp-dir", temp_dir(num_nodes_), "--num-cpus",
-               std::to_string(node.num_cpus), "--infeasible-grace-ms",
-               std::to_string(spec_.infeasible_grace_ms)});
+  args.insert(
+      args.end(),
+      {"--temp-dir", temp_dir(at), "--num-cpus", std::to_string(node.num_cpus),
+       "--infeasible-grace-ms", std::to_string(spec_.infeasible_grace_ms)});
   if (!node.node_id.empty()) {
     args.push_back("--node-id");
     args.push_back(node.node_id);
@@ -228,7 +241,7 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head) {
         absl::StrCat(head ? "shoal start --head" : "shoal start --address",
                      " failed: ", out));
   }
-  ++num_nodes_;
+  if (!index.has_value()) ++num_nodes_;
   return absl::OkStatus();
 }
 

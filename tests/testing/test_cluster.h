@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,10 @@ class TestCluster {
   absl::Status AddNode(const NodeSpec& node);
   // kill -9 of node i's agent (its workers die with it).
   void KillAgent(size_t node);
+  // SIGKILL to the head (waits until it is gone), and `shoal start --head`
+  // again on its temp dir, which takes up its session.
+  void KillHead();
+  absl::Status RestartHead();
   // Sets SHOAL_ADDRESS and SHOAL_TOKEN in this process.
   void ExportEnvironment() const;
   // shoal::Init() against this cluster.
@@ -106,7 +111,9 @@ class TestCluster {
  private:
   TestCluster() = default;
   // Starts node number num_nodes_ (the head's, when `head`).
-  absl::Status StartNode(const NodeSpec& node, bool head);
+  // `shoal start` of node `index` (default: the next one).
+  absl::Status StartNode(const NodeSpec& node, bool head,
+                         std::optional<size_t> index = std::nullopt);
   ClusterSpec spec_;
   std::string root_;
   std::string address_;

@@ -1,0 +1,104 @@
+#include "head/sqlite_storage.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shoal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Optional;
+using ::testing::Pair;
+
+class SqliteTableStorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/shoal-sqlite-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/head.db";
+  }
+  void TearDown() override {
+    std::string rm = "rm -rf '" + dir_ + "'";
+    ASSERT_EQ(system(rm.c_str()), 0);
+  }
+  std::unique_ptr<TableStorage> Open() {
+    auto storage = OpenSqliteTableStorage(path_);
+    EXPECT_TRUE(storage.ok()) << storage.status();
+    return storage.ok() ? std::move(*storage) : nullptr;
+  }
+
+  std::string dir_, path_;
+};
+
+TEST_F(SqliteTableStorageTest, WhatWasWrittenIsThereAfterReopening) {
+  const std::string binary("a\0b\xff", 4);
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->Put("kv", "binary", binary).ok());
+    ASSERT_TRUE(s->Put("kv", "empty", "").ok());
+    ASSERT_TRUE(s->Put("nodes", "n1", "alive").ok());
+    ASSERT_TRUE(s->Put("nodes", "n1", "dead").ok());
+    ASSERT_TRUE(s->Put("nodes", "n2", "alive").ok());
+    ASSERT_TRUE(s->Delete("nodes", "n2").ok());
+    ASSERT_TRUE(s->Delete("nodes", "never-there").ok());
+  }
+  auto s = Open();
+  EXPECT_THAT(s->Get("kv", "binary"), Optional(binary));
+  EXPECT_THAT(s->Get("kv", "empty"), Optional(std::string()));
+  EXPECT_EQ(s->Get("kv", "missing"), std::nullopt);
+  EXPECT_THAT(s->Scan("nodes"), ElementsAre(Pair("n1", "dead")));
+  EXPECT_TRUE(s->Scan("no_such_table").empty());
+}
+
+TEST_F(SqliteTableStorageTest, KeysOfAScanAreOrdered) {
+  auto s = Open();
+  for (const char* k : {"b", "c", "a"}) ASSERT_TRUE(s->Put("t", k, k).ok());
+  EXPECT_THAT(s->Scan("t"),
+              ElementsAre(Pair("a", "a"), Pair("b", "b"), Pair("c", "c")));
+}
+
+TEST_F(SqliteTableStorageTest, ACommittedWriteSurvivesAProcessThatDies) {
+  // A child writes and is killed at once after Put returned: the row is on
+  // disk (synchronous=FULL, write-ahead log), not in a buffer of its.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto s = OpenSqliteTableStorage(path_);
+    if (!s.ok() || !(*s)->Put("kv", "k", "v").ok()) _exit(1);
+    kill(getpid(), SIGKILL);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  auto s = Open();
+  EXPECT_THAT(s->Get("kv", "k"), Optional(std::string("v")));
+}
+
+TEST_F(SqliteTableStorageTest, ADamagedFileIsAClearErrorAtOpen) {
+  std::ofstream(path_) << "this is not a database, it is a text file that "
+                          "happens to be where the head keeps its state\n";
+  auto s = OpenSqliteTableStorage(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr(path_));
+  EXPECT_THAT(s.status().message(), HasSubstr("Move the file away"));
+}
+
+TEST_F(SqliteTableStorageTest, AFolderThatCannotBeWrittenIsAClearError) {
+  auto s = OpenSqliteTableStorage(dir_ + "/no/such/folder/head.db");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("no/such/folder"));
+}
+
+}  // namespace
+}  // namespace shoal
