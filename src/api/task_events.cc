@@ -71,6 +71,8 @@ void TaskEventBuffer::Write(const TaskEntry& task) {
   using google::protobuf::io::CodedOutputStream;
   if (static_cast<size_t>(records_) >= max_tasks_) {
     ++dropped_;
+    if (task.events.state == proto::TaskEvent::FINISHED) ++dropped_finished_;
+    if (task.events.state == proto::TaskEvent::FAILED) ++dropped_failed_;
     return;
   }
   ++records_;
@@ -140,15 +142,19 @@ std::string TaskEventBuffer::Take(int* events) {
     google::protobuf::io::CodedOutputStream out(&stream);
     WireFormatLite::WriteString(proto::TaskEventBatch::kJobIdFieldNumber,
                                 job_id_, &out);
-    if (dropped_ != 0) {
-      WireFormatLite::WriteInt64(proto::TaskEventBatch::kDroppedFieldNumber,
-                                 dropped_, &out);
+    for (auto [field, count] :
+         {std::pair{proto::TaskEventBatch::kDroppedFieldNumber, dropped_},
+          std::pair{proto::TaskEventBatch::kDroppedFinishedFieldNumber,
+                    dropped_finished_},
+          std::pair{proto::TaskEventBatch::kDroppedFailedFieldNumber,
+                    dropped_failed_}}) {
+      if (count != 0) WireFormatLite::WriteInt64(field, count, &out);
     }
   }
   std::string out = std::move(batch_);
   batch_.clear();
   records_ = 0;
-  dropped_ = 0;
+  dropped_ = dropped_finished_ = dropped_failed_ = 0;
   return out;
 }
 

@@ -4,8 +4,9 @@
 // as changed. When a task ends its record is written into the batch at
 // once (its entry is about to go); the runtime takes the batch every
 // TaskEventsIntervalMs(), which also writes the records of the tasks that
-// changed and still go on. Past max_tasks records a batch takes no more,
-// and counts what it drops.
+// changed and still go on. Past max_tasks records (the head keeps as many
+// of a job) a batch takes no more, and counts what it drops, the tasks that
+// ended by how they ended, so that the head's counts stay whole.
 //
 // Threading: the runtime's loop thread only. A listed entry must stay
 // alive until Ended() or Clear().
@@ -25,7 +26,7 @@ namespace shoal::internal {
 class TaskEventBuffer {
  public:
   // enabled false (task events off): nothing is recorded.
-  TaskEventBuffer(std::string job_id, bool enabled, size_t max_tasks = 100000);
+  TaskEventBuffer(std::string job_id, bool enabled, size_t max_tasks = 10000);
 
   struct Change {
     TaskState state = proto::TaskEvent::STATE_UNKNOWN;
@@ -61,6 +62,8 @@ class TaskEventBuffer {
   std::string batch_;                // the records written so far
   int records_ = 0;
   int64_t dropped_ = 0;
+  int64_t dropped_finished_ = 0;
+  int64_t dropped_failed_ = 0;
 };
 
 }  // namespace shoal::internal

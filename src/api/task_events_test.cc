@@ -140,6 +140,22 @@ TEST(TaskEventBufferTest, AnEndedTasksRecordOutlivesItsEntry) {
   EXPECT_EQ(buffer.Take(), "");
 }
 
+TEST(TaskEventBufferTest, WhatItDropsItCountsByHowTheTaskEnded) {
+  TaskEventBuffer buffer("job1", true, /*max_tasks=*/1);
+  TaskEntry a = Task("a"), b = Task("b"), c = Task("c"), d = Task("d");
+  for (TaskEntry* t : {&a, &b, &c}) {
+    buffer.Record(*t, {.state = proto::TaskEvent::FINISHED});
+    buffer.Ended(*t);
+  }
+  buffer.Record(d, {.state = proto::TaskEvent::FAILED});
+  buffer.Ended(d);
+  auto batch = Take(buffer);
+  ASSERT_EQ(batch->events_size(), 1);
+  EXPECT_EQ(batch->dropped(), 3);
+  EXPECT_EQ(batch->dropped_finished(), 2);
+  EXPECT_EQ(batch->dropped_failed(), 1);
+}
+
 TEST(TaskEventBufferTest, OffRecordsNothing) {
   TaskEventBuffer buffer("job1", false);
   TaskEntry t = Task("t1");

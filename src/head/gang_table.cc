@@ -17,7 +17,9 @@ void GangTable::Update(const proto::GangInfo& gang) {
   } else if (it->second.state() != proto::GangInfo::RUNNING) {
     return;  // it ended; a straggling report does not revive it
   }
-  restarts_ += std::max(0, gang.restarts() - it->second.restarts());
+  // In 64 bits: the counts come from the launcher and may be any int32.
+  restarts_ += std::max<int64_t>(
+      0, int64_t{gang.restarts()} - it->second.restarts());
   it->second = gang;
   if (gang.state() != proto::GangInfo::RUNNING) {
     connections_.erase(gang.gang_id());

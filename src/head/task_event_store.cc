@@ -57,12 +57,15 @@ TaskEventStore::TaskEventStore(size_t max_per_job, size_t max_total)
 
 size_t TaskEventStore::size() const { return total_; }
 
-void TaskEventStore::Count(TaskState state, int delta) {
+void TaskEventStore::Count(TaskState state, int64_t delta) {
   if (state >= 0 && state < kNumTaskStates) counts_[state] += delta;
 }
 
 void TaskEventStore::Add(const proto::TaskEventBatch& batch) {
   reporter_dropped_ += batch.dropped();
+  // Tasks a reporter could not send still count as ended.
+  Count(proto::TaskEvent::FINISHED, batch.dropped_finished());
+  Count(proto::TaskEvent::FAILED, batch.dropped_failed());
   if (batch.events().empty()) return;
   auto [job_it, new_job] = jobs_.try_emplace(batch.job_id());
   if (new_job) job_order_.push_back(batch.job_id());

@@ -42,7 +42,7 @@ class TaskEventStore {
     std::unordered_map<std::string, proto::TaskEvent> tasks;
     std::deque<std::string> order;  // task ids, first reported first
   };
-  void Count(TaskState state, int delta);
+  void Count(TaskState state, int64_t delta);
   void Evict(Job& job);
 
   const size_t max_per_job_;

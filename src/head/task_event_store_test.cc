@@ -184,6 +184,8 @@ TEST(TaskEventStoreTest, CountsWhatReportersDropped) {
   TaskEventStore store;
   proto::TaskEventBatch batch = Batch("job1", {});
   batch.set_dropped(7);
+  batch.set_dropped_finished(4);
+  batch.set_dropped_failed(2);
   store.Add(batch);
   proto::ListTasksRequest r;
   r.set_counts_only(true);
@@ -191,7 +193,9 @@ TEST(TaskEventStoreTest, CountsWhatReportersDropped) {
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->reporter_dropped(), 7);
   EXPECT_EQ(list->tasks_size(), 0);
-  EXPECT_EQ(Count(*list, "FINISHED"), 0);
+  // The ended ones among them still count.
+  EXPECT_EQ(Count(*list, "FINISHED"), 4);
+  EXPECT_EQ(Count(*list, "FAILED"), 2);
 }
 
 }  // namespace
