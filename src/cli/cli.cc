@@ -124,6 +124,30 @@ CLI::Validator AtLeast(int64_t min) {
 
 CLI::Validator NonNegativeNumber() { return CLI::Validator(CheckNumber, ""); }
 
+// --token TOKEN, and --token-file PATH, which reads it from a file so that
+// it is in no process's arguments (a trailing newline is ignored).
+void AddTokenOptions(CLI::App* cmd, std::string* token,
+                     const std::string& what = "Cluster token") {
+  cmd->add_option("--token", *token, what);
+  cmd->add_option_function<std::string>(
+         "--token-file",
+         [token](const std::string& path) {
+           absl::StatusOr<std::string> text = ReadFile(path);
+           if (!text.ok()) {
+             throw CLI::ValidationError("--token-file",
+                                        absl::StrCat("cannot read ", path, ": ",
+                                                     text.status().message()));
+           }
+           std::string t = std::string(absl::StripAsciiWhitespace(*text));
+           if (t.empty()) {
+             throw CLI::ValidationError("--token-file", path + " is empty");
+           }
+           *token = t;
+         },
+         what + ", read from this file (keeps it out of `ps`)")
+      ->excludes("--token");
+}
+
 CLI::Validator HostPort() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
@@ -1270,7 +1294,8 @@ int Dispatch(int argc, char** argv) {
                         "Address to listen on (default: this host's primary)");
   start_cmd->add_option("--temp-dir", start.temp_dir,
                         "Parent of the session folder (default /tmp/shoal)");
-  start_cmd->add_option("--token", start.token, "Cluster token (joining)");
+  AddTokenOptions(start_cmd, &start.token,
+                  "Cluster token (joining; for a head: the one it takes)");
   start_cmd->add_option(
       "--storage", start.storage,
       "Where the head keeps the cluster's state: a SQLite file (default: "
@@ -1338,7 +1363,7 @@ int Dispatch(int argc, char** argv) {
       app.add_subcommand("status", "Show nodes, resources, demands");
   status_cmd->add_option("--address", status_address, "Head, HOST:PORT")
       ->check(HostPort());
-  status_cmd->add_option("--token", status_token, "Cluster token");
+  AddTokenOptions(status_cmd, &status_token);
   status_cmd->add_option("--temp-dir", status_temp_dir,
                          "Temp dir of a local head");
   status_cmd->add_option("--format", status_format, "text (default) or json")
@@ -1354,7 +1379,7 @@ int Dispatch(int argc, char** argv) {
   auto job_connection = [&](CLI::App* cmd) {
     cmd->add_option("--address", job.address, "Head, HOST:PORT")
         ->check(HostPort());
-    cmd->add_option("--token", job.token, "Cluster token");
+    AddTokenOptions(cmd, &job.token);
     cmd->add_option("--temp-dir", job.temp_dir, "Temp dir of a local head");
   };
   auto* job_submit = job_cmd->add_subcommand(
@@ -1414,7 +1439,7 @@ int Dispatch(int argc, char** argv) {
   auto state_connection = [](CLI::App* cmd, ListFlags& flags) {
     cmd->add_option("--address", flags.address, "Head, HOST:PORT")
         ->check(HostPort());
-    cmd->add_option("--token", flags.token, "Cluster token");
+    AddTokenOptions(cmd, &flags.token);
     cmd->add_option("--temp-dir", flags.temp_dir, "Temp dir of a local head");
   };
   auto state_query = [&](CLI::App* cmd, ListFlags& flags) {
@@ -1531,7 +1556,7 @@ int Dispatch(int argc, char** argv) {
                          "Exit codes that fail the gang at once, e.g. 2,3");
   launch_cmd->add_option("--address", launch_opts.address, "Head, HOST:PORT")
       ->check(HostPort());
-  launch_cmd->add_option("--token", launch_opts.token, "Cluster token");
+  AddTokenOptions(launch_cmd, &launch_opts.token);
   launch_cmd->footer(
       "The command follows --, e.g. shoal launch --per-device -- python "
       "train.py");

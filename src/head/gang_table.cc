@@ -18,8 +18,8 @@ void GangTable::Update(const proto::GangInfo& gang) {
     return;  // it ended; a straggling report does not revive it
   }
   // In 64 bits: the counts come from the launcher and may be any int32.
-  restarts_ += std::max<int64_t>(
-      0, int64_t{gang.restarts()} - it->second.restarts());
+  restarts_ +=
+      std::max<int64_t>(0, int64_t{gang.restarts()} - it->second.restarts());
   it->second = gang;
   if (gang.state() != proto::GangInfo::RUNNING) {
     connections_.erase(gang.gang_id());

@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
   auto payload = channel->ReadFrame(&kind, &method, &call_id, deadline);
   if (!payload.ok()) return payload.status();
   if (kind == kError) {
-    return absl::Status(static_cast<absl::StatusCode>(method), *payload);
+    return ErrorFrameStatus(method, *payload);
   }
   if (kind != kHelloOk) {
     return absl::DataLossError(
@@ -192,7 +192,7 @@ absl::StatusOr<std::string> BlockingChannel::Call(int method,
     if (call_id != id) continue;  // a reply to a call that timed out earlier
     if (kind == kResponse) return reply;
     if (kind == kError) {
-      return absl::Status(static_cast<absl::StatusCode>(code), *reply);
+      return ErrorFrameStatus(code, *reply);
     }
     return Broken(
         absl::StrCat("unexpected frame kind ", int{kind}, " from ", address_));

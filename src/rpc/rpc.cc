@@ -684,8 +684,7 @@ void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
   }
   if (kind == kError && call_id == 0) {
     // The server refused the handshake; it closes the connection next.
-    absl::Status why(static_cast<absl::StatusCode>(method),
-                     std::string(payload));
+    absl::Status why = ErrorFrameStatus(method, payload);
     if (conn_) {
       auto conn = conn_;
       conn->Close(why);
@@ -700,8 +699,7 @@ void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
   if (kind == kResponse) {
     p.callback(std::string(payload));
   } else {
-    p.callback(absl::Status(static_cast<absl::StatusCode>(method),
-                            std::string(payload)));
+    p.callback(ErrorFrameStatus(method, payload));
   }
 }
 
@@ -748,6 +746,15 @@ void Channel::OnClosed(const absl::Status& why) {
 
 bool NeverSent(const absl::Status& status) {
   return status.GetPayload(kNotSentPayload).has_value();
+}
+
+absl::Status ErrorFrameStatus(uint32_t code, std::string_view message) {
+  // An OK status would pass for a result: StatusOr aborts on one.
+  if (code == static_cast<uint32_t>(absl::StatusCode::kOk)) {
+    return absl::UnknownError(std::string(message));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      std::string(message));
 }
 
 bool ParseMessage(std::string_view payload, google::protobuf::MessageLite* m) {

@@ -175,6 +175,10 @@ class Channel {
 bool NeverSent(const absl::Status& status);
 inline constexpr char kNotSentPayload[] = "shoal.rpc/not-sent";
 
+// The error an error frame carries: its code (from the peer, so OK, which no
+// error may have, reads as UNKNOWN) and its message.
+absl::Status ErrorFrameStatus(uint32_t code, std::string_view message);
+
 // Typed convenience over Channel::Call.
 bool ParseMessage(std::string_view payload, google::protobuf::MessageLite* m);
 std::string Serialize(const google::protobuf::MessageLite& m);

@@ -271,9 +271,16 @@ bool ResourceSet::Contains(const ResourceSet& demand) const {
   return true;
 }
 
+// Saturates rather than overflows: amounts from peers may be as large as an
+// int64 holds, and the sum of two is then no amount any node has.
 void ResourceSet::Add(const ResourceSet& other) {
   for (const auto& [name, fixed] : other.amounts_) {
-    Set(name, Get(name) + fixed);
+    int64_t sum;
+    if (__builtin_add_overflow(Get(name), fixed, &sum)) {
+      sum = fixed > 0 ? std::numeric_limits<int64_t>::max()
+                      : std::numeric_limits<int64_t>::min();
+    }
+    Set(name, sum);
   }
 }
 

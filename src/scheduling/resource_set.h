@@ -52,6 +52,7 @@ class ResourceSet {
   // True when every quantity in `demand` is <= the same quantity here.
   bool Contains(const ResourceSet& demand) const;
   // Adds / subtracts per name (entries that reach 0 are removed on Subtract).
+  // A sum past the int64 range stops at its limit.
   void Add(const ResourceSet& other);
   void Subtract(const ResourceSet& other);
 

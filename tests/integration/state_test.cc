@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -224,6 +225,27 @@ TEST_F(StateTest, LogsOfEveryKindById) {
   // ...and the same log by its worker's id.
   ASSERT_EQ(Cli({"logs", "worker", task[0]["worker_id"]}, &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("talking line 14"));
+}
+
+TEST_F(StateTest, TheTokenCanComeFromAFile) {
+  std::string file = cluster_->root() + "/token-file";
+  std::ofstream(file) << cluster_->token() << "\n";
+  std::string out;
+  // SHOAL_ADDRESS alone: the token comes from the file, not the arguments.
+  EXPECT_EQ(RunCli({"list", "nodes", "--token-file", file}, &out,
+                   {"SHOAL_ADDRESS=" + cluster_->address()}),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("state-node"));
+  EXPECT_NE(RunCli({"status", "--token-file", cluster_->root() + "/absent"},
+                   &out, {"SHOAL_ADDRESS=" + cluster_->address()}),
+            0);
+  EXPECT_THAT(out, HasSubstr("cannot read"));
+  std::ofstream(file) << "not-the-token";
+  EXPECT_NE(RunCli({"status", "--token-file", file}, &out,
+                   {"SHOAL_ADDRESS=" + cluster_->address()}),
+            0);
+  EXPECT_THAT(out, HasSubstr("token"));
 }
 
 TEST_F(StateTest, GangsAreReportedWithRanksRestartsAndRankLogs) {
