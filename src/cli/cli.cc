@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -421,8 +422,21 @@ std::unique_ptr<dashboard::Dashboard> StartDashboard(
   return std::move(*started);
 }
 
+// A head or agent serves a connection per driver, worker and peer, and
+// more that never authenticate: it takes every file descriptor the system
+// lets it have, rather than the default 1024.
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 int RunHead(const HeadFlags& f) {
   internal::SetLogComponent("head");
+  RaiseFileLimit();
   sigset_t stop = BlockStopSignals();
   HeadOptions options;
   options.host = f.host.empty() ? PrimaryIpAddress() : f.host;
@@ -518,6 +532,7 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
 
 int RunAgent(const AgentFlags& f) {
   internal::SetLogComponent("agent");
+  RaiseFileLimit();
   sigset_t stop = BlockStopSignals();
   auto options = BuildAgentOptions(f);
   if (!options.ok()) return Fail(std::string(options.status().message()));

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -32,6 +33,11 @@ namespace {
 // 1 GiB and buffered: the first bytes of an HTTP request, "GET ", read as
 // ~540 MB, so such a client was never answered nor disconnected.
 constexpr uint32_t kMaxHandshakeFrameSize = 64u << 10;
+// A connection must present the token this soon after it is accepted...
+constexpr int64_t kHandshakeTimeoutMs = 10000;
+// ...and no more than this many wait to, per server: others are refused at
+// once (idle or trickling peers cannot hold a server's memory or its fds).
+constexpr size_t kMaxUnauthenticated = 1024;
 
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -482,16 +488,52 @@ void Server::Accept(int listen_fd) {
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      if (errno == EMFILE || errno == ENFILE) {
+        // Out of descriptors: stop listening for a moment rather than spin
+        // on a socket that stays readable.
+        SHOAL_LOG(WARNING) << "accept: " << strerror(errno)
+                           << "; not accepting for 100 ms";
+        loop_->RemoveFd(listen_fd);
+        std::weak_ptr<bool> alive = alive_;
+        loop_->RunAfter(100, [this, alive, listen_fd] {
+          if (alive.expired() ||
+              std::find(listen_fds_.begin(), listen_fds_.end(), listen_fd) ==
+                  listen_fds_.end()) {
+            return;  // stopped meanwhile
+          }
+          loop_->AddFd(listen_fd, EPOLLIN,
+                       [this, listen_fd](uint32_t) { Accept(listen_fd); });
+        });
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
         SHOAL_LOG(WARNING) << "accept: " << strerror(errno);
       }
       return;
     }
+    if (unauthenticated_ >= kMaxUnauthenticated) {
+      if (!refusing_) {
+        SHOAL_LOG(WARNING) << "refusing connections: " << unauthenticated_
+                           << " have not presented the token yet";
+      }
+      refusing_ = true;
+      close(fd);
+      continue;
+    }
+    refusing_ = false;
     SetSocketOptions(fd);
     uint64_t id = next_conn_id_++;
     auto conn = std::make_shared<Connection>(loop_, fd, PeerName(addr), id);
     conn->set_stats(stats_);
     conns_[id] = conn;
+    ++unauthenticated_;
+    std::weak_ptr<Connection> pending = conn;
+    loop_->RunAfter(kHandshakeTimeoutMs, [pending] {
+      auto c = pending.lock();
+      if (c == nullptr || c->authenticated() || c->closed()) return;
+      SHOAL_LOG(WARNING) << "closed the connection from " << c->peer()
+                         << ": no hello within " << kHandshakeTimeoutMs
+                         << " ms";
+      c->Close(absl::DeadlineExceededError("no hello in time"));
+    });
     std::weak_ptr<Connection> weak = conn;
     conn->Start(
         [this, weak](uint8_t kind, uint32_t method, uint64_t call_id,
@@ -502,6 +544,7 @@ void Server::Accept(int listen_fd) {
           auto it = conns_.find(id);
           if (it == conns_.end()) return;
           bool was_authenticated = it->second->authenticated();
+          if (!was_authenticated) --unauthenticated_;
           conns_.erase(it);
           if (was_authenticated && on_disconnect_) on_disconnect_(id);
         },
@@ -536,6 +579,7 @@ void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
       return;
     }
     conn->set_authenticated();
+    --unauthenticated_;
     conn->Send(kHelloOk, 0, 0, {});
     return;
   }

@@ -118,6 +118,9 @@ class Server {
   std::unordered_map<int, Handler> handlers_;
   std::function<void(uint64_t)> on_disconnect_;
   std::shared_ptr<ServerStatsRecorder> stats_;  // null unless EnableStats()
+  size_t unauthenticated_ = 0;  // connections that have not said hello yet
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  bool refusing_ = false;  // over the cap (logged once)
 };
 
 // Makes `server`, which listens on `advertised_host`, answer on 127.0.0.1 of
