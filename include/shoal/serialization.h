@@ -59,9 +59,23 @@ inline std::string PackNil() {
   return std::string(buffer.data(), buffer.size());
 }
 
+// Throws msgpack::insufficient_bytes unless `bytes` starts with a whole
+// msgpack value. msgpack allocates the elements of an array or a map as soon
+// as it reads their count, so without this check five bytes that claim 2^32
+// elements would make it allocate ~100 GiB; a whole value holds every
+// element it claims.
+inline void CheckWholeValue(std::string_view bytes) {
+  msgpack::null_visitor visitor;
+  std::size_t offset = 0;
+  if (!msgpack::parse(bytes.data(), bytes.size(), offset, visitor)) {
+    throw msgpack::insufficient_bytes("msgpack value cut short");
+  }
+}
+
 // Throws msgpack::type_error (or msgpack::unpack_error) on a mismatch.
 template <typename T>
 T Unpack(std::string_view bytes) {
+  CheckWholeValue(bytes);
   msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
   return handle.get().as<T>();
 }
@@ -89,6 +103,7 @@ T UnpackValue(const ObjectValue& value) {
       return Buffer(value.data.data(), value.data.size(), value.keepalive);
     }
     // Inline: msgpack binary. Point into it rather than copy.
+    CheckWholeValue(value.data);
     size_t offset = 0;
     msgpack::object_handle handle =
         msgpack::unpack(value.data.data(), value.data.size(), offset);

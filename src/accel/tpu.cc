@@ -199,8 +199,10 @@ absl::StatusOr<TpuAcceleratorType> ParseTpuAcceleratorType(
   } else {
     absl::StatusOr<std::vector<int>> grid = ParseTopology(topology);
     if (!grid.ok()) return grid.status();
-    int product = 1;
-    for (int d : *grid) product *= d;
+    // Each dimension may be up to 2^31 - 1: multiplied in 64 bits and
+    // capped, so that the product cannot overflow (nor wrap to the count).
+    int64_t product = 1;
+    for (int d : *grid) product = std::min<int64_t>(product * d, 1LL << 31);
     if (static_cast<int>(grid->size()) != gen->dims ||
         product != result.chips) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -13,6 +13,8 @@ namespace {
 constexpr int kDefaultLimit = 100;
 // How far from the oldest record eviction looks for one that has ended.
 constexpr size_t kEvictScan = 64;
+// The most a batch may say it dropped (far above any real batch).
+constexpr int64_t kMaxCount = int64_t{1} << 40;
 
 std::string TypeOf(const proto::TaskEvent& e) {
   return e.actor_id().empty() ? "NORMAL_TASK" : "ACTOR_TASK";
@@ -62,10 +64,12 @@ void TaskEventStore::Count(TaskState state, int64_t delta) {
 }
 
 void TaskEventStore::Add(const proto::TaskEventBatch& batch) {
-  reporter_dropped_ += batch.dropped();
+  // A reporter's counts, bounded: they come from a peer.
+  auto bounded = [](int64_t n) { return std::clamp<int64_t>(n, 0, kMaxCount); };
+  reporter_dropped_ += bounded(batch.dropped());
   // Tasks a reporter could not send still count as ended.
-  Count(proto::TaskEvent::FINISHED, batch.dropped_finished());
-  Count(proto::TaskEvent::FAILED, batch.dropped_failed());
+  Count(proto::TaskEvent::FINISHED, bounded(batch.dropped_finished()));
+  Count(proto::TaskEvent::FAILED, bounded(batch.dropped_failed()));
   if (batch.events().empty()) return;
   auto [job_it, new_job] = jobs_.try_emplace(batch.job_id());
   if (new_job) job_order_.push_back(batch.job_id());
