@@ -56,6 +56,10 @@ inline constexpr Target kTargets[] = {
     {"session_file", &FuzzSessionFile, &SessionFileSeeds},
 };
 
+// A TCP connection to 127.0.0.1:port, with TCP_NODELAY (the harnesses
+// that drive a real server over loopback).
+int ConnectLoopback(int port);
+
 }  // namespace shoal::fuzz
 
 // An invariant of the code under test; failing it is a bug (libFuzzer keeps

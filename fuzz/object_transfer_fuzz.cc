@@ -112,20 +112,6 @@ class FakePins : public agent::TransferServer::ObjectPins {
   std::map<std::pair<int64_t, std::string>, int> pins_;
 };
 
-int ConnectLoopback(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  SHOAL_FUZZ_CHECK(fd >= 0);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  SHOAL_FUZZ_CHECK(
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  return fd;
-}
-
 int PortOf(int fd) {
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);
@@ -421,6 +407,20 @@ int FuzzObjectTransfer(const uint8_t* data, size_t size) {
     AnswerPull(rest);
   }
   return 0;
+}
+
+int ConnectLoopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  SHOAL_FUZZ_CHECK(fd >= 0);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  SHOAL_FUZZ_CHECK(
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
 }
 
 }  // namespace shoal::fuzz

@@ -491,16 +491,7 @@ void SendStream(std::string_view stream, const std::vector<int>& lengths,
   FuzzServer& server = FuzzServer::Get();
   rpc::EventLoop* loop = server.loop();
   loop->RunSync([state] { g_state = state; });
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  SHOAL_FUZZ_CHECK(fd >= 0);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  SHOAL_FUZZ_CHECK(
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  int fd = ConnectLoopback(server.port());
   loop->RunSync([] {});  // the server accepts
   WriteInChunks(fd, stream, lengths, loop);
   CloseWithReset(fd);
