@@ -742,11 +742,10 @@ class CoreRuntimeImpl : public CoreRuntime,
   // the head answered or nothing was to be sent.
   void FlushTaskEvents(std::function<void()> done) {
     std::string batch;
-    int n = 0;
     if (events_ != nullptr && !events_in_flight_) {
       // A batch the head could not take (it was away) goes again, ahead of
       // the new one: serialized messages of one type concatenate into one.
-      batch = std::move(unsent_events_) + events_->Take(&n);
+      batch = std::move(unsent_events_) + events_->Take();
       unsent_events_.clear();
     }
     if (batch.empty()) {

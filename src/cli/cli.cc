@@ -1204,23 +1204,24 @@ struct ListFlags {
   StateQuery query;
 };
 
-int List(const ListFlags& f, const std::string& what) {
+// How a list, summary or logs command finds the head: as a job command.
+JobFlags Connection(const ListFlags& f) {
   JobFlags connection;
   connection.address = f.address;
   connection.token = f.token;
   connection.temp_dir = f.temp_dir;
-  return WithJobHead(connection, [&](rpc::HeadClient& head) {
+  return connection;
+}
+
+int List(const ListFlags& f, const std::string& what) {
+  return WithJobHead(Connection(f), [&](rpc::HeadClient& head) {
     return what == "summary" ? SummarizeTasks(head, f.query)
                              : ListState(head, what, f.query);
   });
 }
 
 int Logs(const ListFlags& f, const LogsQuery& query) {
-  JobFlags connection;
-  connection.address = f.address;
-  connection.token = f.token;
-  connection.temp_dir = f.temp_dir;
-  return WithJobHead(connection, [&](rpc::HeadClient& head) {
+  return WithJobHead(Connection(f), [&](rpc::HeadClient& head) {
     if (!query.what.empty() && query.what[0] == "job") {
       if (query.what.size() < 2) {
         return UsageFail(

@@ -882,7 +882,6 @@ class HeadImpl : public Head {
     }
     jobs_->Restore();
     if (nodes == 0 && pgs == 0 && awaiting_drivers_.empty()) return;
-    restored_ = true;
     SHOAL_LOG(INFO) << "restarted with the state kept in this session: "
                     << nodes << " node(s), " << awaiting_drivers_.size()
                     << " driver job(s) to come back, " << pgs
@@ -972,7 +971,6 @@ class HeadImpl : public Head {
   std::map<uint64_t, std::string> job_by_conn_;
   // After a restart: drivers' jobs that have not reconnected yet.
   std::set<std::string> awaiting_drivers_;
-  bool restored_ = false;
   int64_t next_job_ = 1;
   std::map<std::string, PgEntry> pgs_;
   std::map<std::string, std::string> pg_by_name_;
