@@ -11,10 +11,11 @@
 //   transfer_vs_tcp          transfer_GBps / tcp_loopback_GBps
 //
 // Then, with --sweep, the puller alone (PullObject into this process's
-// memory from node a) for a few chunk sizes and connection counts.
-// GB = 1e9 bytes.
+// memory from node a) for a few chunk sizes and connection counts. --tls
+// runs it all with mutual TLS (certificates made for the run; the TCP and
+// memcpy ceilings stay plain). GB = 1e9 bytes.
 //
-//   ./build/bin/object_transfer_bench [--sweep]
+//   ./build/bin/object_transfer_bench [--sweep] [--tls]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -35,6 +36,7 @@
 #include "common/util.h"
 #include "object_store/shm_arena.h"
 #include "rpc/event_loop.h"
+#include "rpc/tls_testing.h"
 #include "shoal/shoal.pb.h"
 #include "tests/testing/agent_client.h"
 #include "tests/testing/test_cluster.h"
@@ -131,7 +133,16 @@ std::string AgentAddress(const shoal::testing::TestCluster& cluster,
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool sweep = argc > 1 && std::string(argv[1]) == "--sweep";
+  bool sweep = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--sweep") sweep = true;
+    if (std::string(argv[i]) == "--tls") {
+      auto dir = shoal::rpc::ExportTestTls();
+      if (!dir.ok()) return 1;
+      printf("# mutual TLS on every connection (certificates in %s)\n",
+             dir->c_str());
+    }
+  }
   const double memcpy_gbps = MemcpyGBps();
   const double tcp_gbps = TcpLoopbackGBps();
 

@@ -29,10 +29,12 @@
 //                          (object_transfer_bench)
 //
 //   ./build/bin/shoal_bench [--tasks N] [--sync N] [--cpus-per-node C]
-//                           [--task-path-only]
+//                           [--task-path-only] [--tls]
 //
 // --task-path-only stops after the task figures (to compare, e.g., runs
-// with task events off: SHOAL_TASK_EVENTS_REPORT_INTERVAL_MS=0).
+// with task events off: SHOAL_TASK_EVENTS_REPORT_INTERVAL_MS=0). --tls runs
+// everything with mutual TLS on every connection (certificates made for the
+// run), the benchmarks it runs beside itself included.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "rpc/tls_testing.h"
 #include "shoal/api.h"
 #include "tests/testing/test_cluster.h"
 
@@ -201,8 +204,19 @@ int main(int argc, char** argv) {
   int num_sync = 3000;
   double cpus = 2;
   bool task_path_only = false;
+  bool tls = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--task-path-only")) task_path_only = true;
+    if (!strcmp(argv[i], "--tls")) tls = true;
+  }
+  if (tls) {
+    auto dir = shoal::rpc::ExportTestTls();
+    if (!dir.ok()) {
+      fprintf(stderr, "%s\n", std::string(dir.status().message()).c_str());
+      return 1;
+    }
+    printf("# mutual TLS on every connection (certificates in %s)\n",
+           dir->c_str());
   }
   for (int i = 1; i + 1 < argc; ++i) {
     if (!strcmp(argv[i], "--tasks")) num_tasks = atoi(argv[i + 1]);

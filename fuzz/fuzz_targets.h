@@ -57,8 +57,13 @@ inline constexpr Target kTargets[] = {
 };
 
 // A TCP connection to 127.0.0.1:port, with TCP_NODELAY (the harnesses
-// that drive a real server over loopback).
+// that drive a real server over loopback). A signal (libFuzzer's timeout
+// alarm) that interrupts the connect does not fail it.
 int ConnectLoopback(int port);
+
+// The next connection on a listening socket; retries a call a signal
+// interrupted.
+int AcceptLoopback(int listen_fd);
 
 }  // namespace shoal::fuzz
 

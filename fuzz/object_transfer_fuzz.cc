@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -272,8 +273,7 @@ class FakeSource {
         cv_.wait(lock, [this] { return state_ == kReady; });
         answer = answer_;
       }
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      SHOAL_FUZZ_CHECK(fd >= 0);
+      int fd = AcceptLoopback(listen_fd_);
       Exchange(fd, answer);
       CloseWithReset(fd);
       std::lock_guard<std::mutex> lock(mu_);
@@ -409,6 +409,16 @@ int FuzzObjectTransfer(const uint8_t* data, size_t size) {
   return 0;
 }
 
+namespace {
+
+// The harness itself could not go on (not a finding): says why and stops.
+[[noreturn]] void Fail(const char* call, int err) {
+  std::fprintf(stderr, "fuzz harness: %s failed: %s\n", call, strerror(err));
+  std::abort();
+}
+
+}  // namespace
+
 int ConnectLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   SHOAL_FUZZ_CHECK(fd >= 0);
@@ -418,9 +428,27 @@ int ConnectLoopback(int port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  SHOAL_FUZZ_CHECK(
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    // Interrupted, the connection still comes up: wait for it.
+    if (errno != EINTR) Fail("connect", errno);
+    pollfd p{fd, POLLOUT, 0};
+    while (poll(&p, 1, kIoWaitMs) < 0) {
+      if (errno != EINTR) Fail("poll", errno);
+    }
+    int err = ETIMEDOUT;
+    socklen_t len = sizeof(err);
+    if (p.revents != 0) getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) Fail("connect", err);
+  }
   return fd;
+}
+
+int AcceptLoopback(int listen_fd) {
+  while (true) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno != EINTR && errno != ECONNABORTED) Fail("accept", errno);
+  }
 }
 
 }  // namespace shoal::fuzz

@@ -267,7 +267,7 @@ void Use(const proto::ListTasksRequest& request, NodeState* state) {
 
 void Use(const proto::GangInfo& gang, NodeState* state) {
   state->gangs.Update(gang);
-  state->gangs.SetConnection(gang.gang_id(), 7);
+  state->gangs.JobEnded(gang.driver_job_id());
   state->gangs.List();
 }
 
@@ -538,8 +538,7 @@ void AnswerChannel(std::string_view stream, const std::vector<int>& lengths) {
     channel->Call(proto::GET_SERVER_STATS, "",
                   [answers](absl::StatusOr<std::string>) { ++(*answers)[2]; });
   });
-  int fd = accept4(peer->listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-  SHOAL_FUZZ_CHECK(fd >= 0);
+  int fd = AcceptLoopback(peer->listen_fd);
   loop->RunSync([] {});  // the channel's connection is up; it says hello
   WriteInChunks(fd, stream, lengths, loop);
   CloseWithReset(fd);

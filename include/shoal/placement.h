@@ -44,7 +44,8 @@ class PlacementGroup {
   // (timeout_ms < 0 waits as long as it takes). Throws
   // shoal::InfeasibleError when the group can never be placed.
   bool Wait(int64_t timeout_ms) const;
-  // The node id of each bundle (empty until the group is created).
+  // The node id of each bundle (none until the group is created; "" for a
+  // bundle lost with its node and being placed again).
   std::vector<std::string> BundleNodes() const;
 
  private:

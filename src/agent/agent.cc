@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/binary_cache.h"
 #include "agent/bundle_reservations.h"
+#include "agent/cluster_view.h"
 #include "agent/device_allocator.h"
 #include "agent/job_runner.h"
 #include "agent/lease_policy.h"
@@ -207,6 +208,9 @@ class AgentImpl : public NodeAgent {
     RequestStop();
     std::promise<void> unregistered;
     loop_->Post([&] {
+      // From here no beat goes out: one answered after the head took the
+      // node off would find it unknown and register it again.
+      leaving_ = true;
       if (!registered_ || head_ == nullptr) return unregistered.set_value();
       proto::UnregisterNodeRequest req;
       req.set_node_id(node_id_);
@@ -453,6 +457,7 @@ class AgentImpl : public NodeAgent {
         [this, done](absl::StatusOr<proto::RegisterNodeReply> reply) {
           if (reply.ok()) {
             registered_ = true;
+            view_.Reset();
             if (reply->heartbeat_interval_ms() > 0) {
               heartbeat_ms_ = reply->heartbeat_interval_ms();
             }
@@ -466,7 +471,7 @@ class AgentImpl : public NodeAgent {
   }
 
   void ScheduleHeartbeat() {
-    loop_->RunAfter(heartbeat_ms_,
+    loop_->RunAfter(JitteredMs(heartbeat_ms_),
                     [this] { SendHeartbeat(/*periodic=*/true); });
   }
 
@@ -483,13 +488,14 @@ class AgentImpl : public NodeAgent {
   }
 
   void SendHeartbeat(bool periodic) {
-    if (head_ == nullptr) return;
+    if (head_ == nullptr || leaving_) return;
     proto::HeartbeatRequest req;
     req.set_node_id(node_id_);
     AvailableToProto(req.mutable_available());
     node_.total.ToProto(req.mutable_total());
     FillDemands(&req);
     FillLeases(&req);
+    view_.FillRequest(&req);
     head_->Heartbeat(
         req,
         [this, periodic](absl::StatusOr<proto::HeartbeatReply> reply) {
@@ -502,7 +508,7 @@ class AgentImpl : public NodeAgent {
               head_warned_ = true;
             }
           } else if (reply->unknown_node()) {
-            if (periodic) {
+            if (periodic && !leaving_) {
               SHOAL_LOG(WARNING) << "the head does not know this node (it "
                                     "restarted or declared it dead); "
                                     "registering again";
@@ -510,7 +516,7 @@ class AgentImpl : public NodeAgent {
             }
           } else {
             head_warned_ = false;
-            view_.assign(reply->nodes().begin(), reply->nodes().end());
+            view_.Apply(*reply);
             Dispatch();
           }
           if (periodic) ScheduleHeartbeat();
@@ -596,7 +602,7 @@ class AgentImpl : public NodeAgent {
     agent::LocalNode here{node_id_,
                           address_,
                           node_,
-                          view_,
+                          view_.nodes(),
                           /*can_ask_head=*/head_ != nullptr,
                           options_.infeasible_grace_ms * 1000,
                           leases_.Withheld(p.request.depth())};
@@ -701,7 +707,7 @@ class AgentImpl : public NodeAgent {
   }
 
   void Spillback(const PendingLease& p, const LeaseDecision& d) {
-    agent::CountSpillback(d.node_id, p.ask.shape, &view_);
+    view_.CountSpillback(d.node_id, p.ask.shape);
     proto::RequestLeaseReply reply;
     reply.set_outcome(proto::RequestLeaseReply::SPILLBACK);
     reply.set_spillback_address(d.node_address);
@@ -876,11 +882,26 @@ class AgentImpl : public NodeAgent {
     // freed resources to what waits, which must not be the departed
     // requester's own requests (their leases would belong to nobody).
     size_t dropped = pending_.DropConnection(conn);
-    std::vector<std::string> gone = leases_.HeldBy(conn);
-    if (!gone.empty() || dropped > 0) {
+    std::vector<std::string> gone;
+    size_t kept = 0;
+    for (const std::string& id : leases_.HeldBy(conn)) {
+      // An actor's lease is the head's, and outlives its connection: a
+      // head that restarts takes the actor up again, and returns the
+      // leases of actors it does not know (docs/design/durability.md).
+      if (!leases_.Find(id)->actor_id.empty()) {
+        ++kept;
+      } else {
+        gone.push_back(id);
+      }
+    }
+    if (!gone.empty() || dropped > 0 || kept > 0) {
       SHOAL_LOG(INFO) << "requester " << conn << " left: releasing "
                       << gone.size() << " lease(s), dropping " << dropped
-                      << " queued request(s)";
+                      << " queued request(s)"
+                      << (kept > 0 ? absl::StrCat(", keeping ", kept,
+                                                  " actor lease(s) for the "
+                                                  "head")
+                                   : std::string());
     }
     // The requester is gone: its workers may be mid-task for nobody.
     for (const auto& id : gone) {
@@ -1035,6 +1056,7 @@ class AgentImpl : public NodeAgent {
   const std::string node_id_;
   std::string address_;
   bool registered_ = false;
+  bool leaving_ = false;  // unregistering (Stop)
   bool head_warned_ = false;
   bool report_scheduled_ = false;
   int64_t heartbeat_ms_ = 500;
@@ -1046,7 +1068,7 @@ class AgentImpl : public NodeAgent {
   BinaryCache binaries_;
   std::unique_ptr<WorkerPool> workers_;     // made in Start()
   std::unique_ptr<agent::JobRunner> jobs_;  // made in Start()
-  std::vector<proto::NodeInfo> view_;
+  agent::ClusterView view_;
   uint64_t next_request_seq_ = 0;
   std::map<std::string, PendingGrant> starting_;  // by worker id
   LeaseQueue pending_;

@@ -42,9 +42,8 @@ void ReplyStatus(const absl::Status& status, const rpc::Responder& resp) {
   resp.Reply(proto::Empty());
 }
 
-// Arenas are named shoal-node-<node id>-<agent pid>: removes those whose
-// agent died without removing its own (kill -9), so that their memory comes
-// back.
+}  // namespace
+
 void RemoveStaleArenas(const std::string& dir) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -59,8 +58,6 @@ void RemoveStaleArenas(const std::string& dir) {
                     << " of a node agent that is gone (pid " << pid << ")";
   }
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ObjectService>> ObjectService::Create(
     const ObjectServiceOptions& options) {

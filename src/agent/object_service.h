@@ -35,6 +35,12 @@ class ObjectPullRequest;
 
 namespace shoal::agent {
 
+// Arenas are named shoal-node-<node id>-<agent pid>: removes those in `dir`
+// whose agent died without removing its own (kill -9), so that their
+// memory comes back. An agent does this as it starts, `shoal stop` as it
+// ends.
+void RemoveStaleArenas(const std::string& dir);
+
 struct ObjectServiceOptions {
   // The arena is named after `name` (unique per node) and holds `capacity`
   // bytes; spilled objects go under `spill_dir`.

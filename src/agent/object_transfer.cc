@@ -20,13 +20,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "common/util.h"
 #include "object_store/format_util.h"
+#include "rpc/tls.h"
 
 namespace shoal::agent {
 namespace {
 
 constexpr char kMagic[4] = {'S', 'H', 'X', 'F'};
+// What a server that refuses a token says (pullers show it their way).
+constexpr char kWrongToken[] = "wrong cluster token";
 constexpr uint32_t kMaxTokenSize = 4096;
 constexpr uint32_t kMaxIdSize = 1024;
 constexpr uint64_t kMaxMessageSize = 64 << 10;
@@ -111,16 +115,38 @@ void SetSocketOptions(int fd, int buffer_bytes, bool receive) {
   }
 }
 
+// One end of a transfer connection: a connected socket and, with TLS, its
+// session, which every read and write then goes through.
+struct Link {
+  explicit Link(int fd) : fd(fd) {}
+  ~Link() {
+    tls.reset();
+    close(fd);
+  }
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  const int fd;
+  std::unique_ptr<rpc::TlsStream> tls;  // null: plain TCP
+};
+
+// What a failed socket call (errno) means, for the helpers below.
+absl::Status LinkError(const Link& link) {
+  if (errno == EPROTO && link.tls != nullptr) return link.tls->error();
+  return absl::UnavailableError(strerror(errno));
+}
+
 // Receives exactly `n` bytes. Unavailable when the peer closed or reset the
 // connection.
-absl::Status RecvAll(int fd, void* buf, size_t n, const IoLimits& limits) {
+absl::Status RecvAll(Link& link, void* buf, size_t n, const IoLimits& limits) {
   auto* p = static_cast<uint8_t*>(buf);
   int64_t last = MonotonicUs();
   while (n > 0) {
     if (limits.stop != nullptr && limits.stop->load()) {
       return absl::CancelledError("stopped");
     }
-    ssize_t r = recv(fd, p, n, MSG_WAITALL);
+    ssize_t r = link.tls != nullptr ? link.tls->Recv(p, n)
+                                    : recv(link.fd, p, n, MSG_WAITALL);
     if (r > 0) {
       p += r;
       n -= static_cast<size_t>(r);
@@ -133,13 +159,14 @@ absl::Status RecvAll(int fd, void* buf, size_t n, const IoLimits& limits) {
       if (absl::Status s = CheckLimits(limits, last); !s.ok()) return s;
       continue;
     }
-    return absl::UnavailableError(strerror(errno));
+    return LinkError(link);
   }
   return absl::OkStatus();
 }
 
 // Sends every byte of `iov` (modified as it goes).
-absl::Status SendAll(int fd, iovec* iov, int count, const IoLimits& limits) {
+absl::Status SendAll(Link& link, iovec* iov, int count,
+                     const IoLimits& limits) {
   int64_t last = MonotonicUs();
   while (count > 0) {
     if (iov->iov_len == 0) {
@@ -147,10 +174,15 @@ absl::Status SendAll(int fd, iovec* iov, int count, const IoLimits& limits) {
       --count;
       continue;
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(count);
-    ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    ssize_t w;
+    if (link.tls != nullptr) {
+      w = link.tls->Send(iov->iov_base, iov->iov_len);
+    } else {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(count);
+      w = sendmsg(link.fd, &msg, MSG_NOSIGNAL);
+    }
     if (w > 0) {
       auto left = static_cast<size_t>(w);
       while (left > 0 && count > 0) {
@@ -171,18 +203,30 @@ absl::Status SendAll(int fd, iovec* iov, int count, const IoLimits& limits) {
       if (absl::Status s = CheckLimits(limits, last); !s.ok()) return s;
       continue;
     }
-    return absl::UnavailableError(w == 0 ? "nothing sent" : strerror(errno));
+    if (w == 0) return absl::UnavailableError("nothing sent");
+    return LinkError(link);
   }
   return absl::OkStatus();
 }
 
-absl::Status SendBytes(int fd, const void* data, size_t n,
+absl::Status SendBytes(Link& link, const void* data, size_t n,
                        const IoLimits& limits) {
   iovec iov{const_cast<void*>(data), n};
-  return SendAll(fd, &iov, 1, limits);
+  return SendAll(link, &iov, 1, limits);
 }
 
-absl::Status SendReply(int fd, WireStatus status, uint64_t object_size,
+// Runs the TLS handshake on a blocking socket whose calls time out (the
+// limits are looked at between tries).
+absl::Status TlsHandshake(Link& link, const IoLimits& limits) {
+  int64_t start = MonotonicUs();
+  while (link.tls->Handshake() < 0) {
+    if (errno != EAGAIN) return link.tls->error();
+    if (absl::Status s = CheckLimits(limits, start); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SendReply(Link& link, WireStatus status, uint64_t object_size,
                        const std::string& message, const IoLimits& limits) {
   uint8_t header[kReplyHeaderSize];
   PutU32(header, status);
@@ -190,7 +234,7 @@ absl::Status SendReply(int fd, WireStatus status, uint64_t object_size,
   PutU64(header + 12, message.size());
   iovec iov[2] = {{header, sizeof(header)},
                   {const_cast<char*>(message.data()), message.size()}};
-  return SendAll(fd, iov, 2, limits);
+  return SendAll(link, iov, 2, limits);
 }
 
 struct ReplyHeader {
@@ -199,9 +243,10 @@ struct ReplyHeader {
   uint64_t length = 0;
 };
 
-absl::StatusOr<ReplyHeader> RecvReplyHeader(int fd, const IoLimits& limits) {
+absl::StatusOr<ReplyHeader> RecvReplyHeader(Link& link,
+                                            const IoLimits& limits) {
   uint8_t header[kReplyHeaderSize];
-  if (absl::Status s = RecvAll(fd, header, sizeof(header), limits); !s.ok()) {
+  if (absl::Status s = RecvAll(link, header, sizeof(header), limits); !s.ok()) {
     return s;
   }
   ReplyHeader reply;
@@ -212,23 +257,25 @@ absl::StatusOr<ReplyHeader> RecvReplyHeader(int fd, const IoLimits& limits) {
 }
 
 // The message that follows a reply that is not kOk.
-absl::StatusOr<std::string> RecvMessage(int fd, const ReplyHeader& reply,
+absl::StatusOr<std::string> RecvMessage(Link& link, const ReplyHeader& reply,
                                         const IoLimits& limits) {
   if (reply.length > kMaxMessageSize) {
     return absl::DataLossError("a reply message too long to be one");
   }
   std::string message(reply.length, '\0');
-  if (absl::Status s = RecvAll(fd, message.data(), message.size(), limits);
+  if (absl::Status s = RecvAll(link, message.data(), message.size(), limits);
       !s.ok()) {
     return s;
   }
   return message;
 }
 
-// A connected socket, or Unavailable naming why not.
-absl::StatusOr<int> Connect(const std::string& address,
-                            const PullOptions& options,
-                            const IoLimits& limits) {
+// A connected socket (with its TLS session when `tls` is set, handshake
+// done), or Unavailable naming why not.
+absl::StatusOr<std::unique_ptr<Link>> Connect(const std::string& address,
+                                              const rpc::TlsContext* tls,
+                                              const PullOptions& options,
+                                              const IoLimits& limits) {
   sockaddr_in addr;
   if (absl::Status s = ResolveAddress(address, &addr); !s.ok()) return s;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -266,7 +313,14 @@ absl::StatusOr<int> Connect(const std::string& address,
   }
   int flags = fcntl(fd, F_GETFL);
   fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  return fd;
+  auto link = std::make_unique<Link>(fd);
+  if (tls != nullptr) {
+    ASSIGN_OR_RETURN(link->tls,
+                     rpc::TlsStream::Create(
+                         *tls, fd, rpc::TlsStream::Role::kClient, address));
+    RETURN_IF_ERROR(TlsHandshake(*link, limits));
+  }
+  return link;
 }
 
 // ---- Puller ----
@@ -303,7 +357,11 @@ std::string Describe(const TransferSource& source, const SourceFailure& f) {
     case SourceFailure::kNotSealed:
       return absl::StrCat(node, " has not finished writing it");
     case SourceFailure::kRefused:
-      return absl::StrCat(node, " refused this cluster's token");
+      // The server says why: the token, or that it uses TLS.
+      return absl::StrCat(node, " refused the connection: ",
+                          f.detail == kWrongToken
+                              ? "it refused this cluster's token"
+                              : f.detail);
     case SourceFailure::kMismatch:
       return absl::StrCat(node, " holds ", f.detail);
     case SourceFailure::kTimedOut:
@@ -342,14 +400,16 @@ class SourcePull {
  public:
   SourcePull(const std::string& id, uint8_t* dest, uint64_t size,
              uint64_t chunk, const TransferSource& source,
-             const std::string& token, const PullOptions& options,
-             const IoLimits& limits, std::vector<char>* done)
+             const std::string& token, const rpc::TlsContext* tls,
+             const PullOptions& options, const IoLimits& limits,
+             std::vector<char>* done)
       : id_(id),
         dest_(dest),
         size_(size),
         chunk_(chunk),
         source_(source),
         token_(token),
+        tls_(tls),
         options_(options),
         limits_(limits),
         done_(*done) {
@@ -390,25 +450,25 @@ class SourcePull {
   }
 
   void Work() {
-    absl::StatusOr<int> fd = Connect(source_.address, options_, limits_);
-    if (!fd.ok()) {
-      return Fail(FromIoError(fd.status(), SourceFailure::kUnreachable));
+    absl::StatusOr<std::unique_ptr<Link>> link =
+        Connect(source_.address, tls_, options_, limits_);
+    if (!link.ok()) {
+      return Fail(FromIoError(link.status(), SourceFailure::kUnreachable));
     }
-    if (auto f = Handshake(*fd)) {
+    if (auto f = Handshake(**link)) {
       Fail(*f);
-    } else {
-      while (std::optional<uint64_t> c = Next()) {
-        if (auto f = Fetch(*fd, *c)) {
-          Fail(*f);
-          break;
-        }
-        done_[*c] = 1;  // each chunk has one writer
-      }
+      return;
     }
-    close(*fd);
+    while (std::optional<uint64_t> c = Next()) {
+      if (auto f = Fetch(**link, *c)) {
+        Fail(*f);
+        break;
+      }
+      done_[*c] = 1;  // each chunk has one writer
+    }
   }
 
-  std::optional<SourceFailure> Handshake(int fd) {
+  std::optional<SourceFailure> Handshake(Link& link) {
     std::string hello(kMagic, sizeof(kMagic));
     hello.resize(kHelloHeaderSize);
     PutU32(reinterpret_cast<uint8_t*>(hello.data()) + 4,
@@ -417,13 +477,13 @@ class SourcePull {
     IoLimits limits = limits_;
     limits.idle_us =
         std::min<int64_t>(kHandshakeTimeoutUs, options_.io_timeout_ms * 1000);
-    absl::Status s = SendBytes(fd, hello.data(), hello.size(), limits);
+    absl::Status s = SendBytes(link, hello.data(), hello.size(), limits);
     if (!s.ok()) return FromIoError(s, SourceFailure::kUnreachable);
-    auto reply = RecvReplyHeader(fd, limits);
+    auto reply = RecvReplyHeader(link, limits);
     if (!reply.ok()) {
       return FromIoError(reply.status(), SourceFailure::kUnreachable);
     }
-    auto message = RecvMessage(fd, *reply, limits);
+    auto message = RecvMessage(link, *reply, limits);
     if (!message.ok()) {
       return FromIoError(message.status(), SourceFailure::kUnreachable);
     }
@@ -431,7 +491,7 @@ class SourcePull {
     return std::nullopt;
   }
 
-  std::optional<SourceFailure> Fetch(int fd, uint64_t c) {
+  std::optional<SourceFailure> Fetch(Link& link, uint64_t c) {
     uint64_t offset = c * chunk_;
     uint64_t length = std::min(chunk_, size_ - offset);
     if (options_.populate_destination && length > 0) {
@@ -447,12 +507,12 @@ class SourcePull {
                     {const_cast<char*>(id_.data()), id_.size()}};
     IoLimits limits = limits_;
     limits.idle_us = options_.io_timeout_ms * 1000;
-    absl::Status s = SendAll(fd, iov, 2, limits);
+    absl::Status s = SendAll(link, iov, 2, limits);
     if (!s.ok()) return FromIoError(s, SourceFailure::kDied);
-    auto reply = RecvReplyHeader(fd, limits);
+    auto reply = RecvReplyHeader(link, limits);
     if (!reply.ok()) return FromIoError(reply.status(), SourceFailure::kDied);
     if (reply->status != kOk) {
-      auto message = RecvMessage(fd, *reply, limits);
+      auto message = RecvMessage(link, *reply, limits);
       if (!message.ok()) {
         return FromIoError(message.status(), SourceFailure::kDied);
       }
@@ -469,7 +529,7 @@ class SourcePull {
                            absl::StrCat("sent ", reply->length,
                                         " bytes for a request of ", length)};
     }
-    s = RecvAll(fd, dest_ + offset, length, limits);
+    s = RecvAll(link, dest_ + offset, length, limits);
     if (!s.ok()) return FromIoError(s, SourceFailure::kDied);
     return std::nullopt;
   }
@@ -480,6 +540,7 @@ class SourcePull {
   const uint64_t chunk_;
   const TransferSource& source_;
   const std::string& token_;
+  const rpc::TlsContext* const tls_;  // null: plain TCP
   const PullOptions& options_;
   const IoLimits limits_;
   std::vector<char>& done_;
@@ -489,12 +550,61 @@ class SourcePull {
   std::optional<SourceFailure> failure_ ABSL_GUARDED_BY(mu_);
 };
 
+// The first byte a peer sent, left in the socket; nullopt when it sent none
+// within the limits.
+std::optional<char> PeekFirstByte(int fd, const IoLimits& limits) {
+  int64_t start = MonotonicUs();
+  while (true) {
+    char first = 0;
+    ssize_t n = recv(fd, &first, 1, MSG_PEEK);
+    if (n == 1) return first;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+        !CheckLimits(limits, start).ok()) {
+      return std::nullopt;
+    }
+  }
+}
+
+// A TLS server's side of a new connection: answers a puller without TLS
+// with what to do, or runs the handshake. False (logged) when the
+// connection is not to be served.
+bool StartTls(const rpc::TlsContext& tls, Link& link, const std::string& peer,
+              const IoLimits& limits) {
+  std::optional<char> first = PeekFirstByte(link.fd, limits);
+  if (!first.has_value()) return false;
+  if (!rpc::StartsTlsHandshake(*first)) {
+    SHOAL_LOG(WARNING) << "object transfer: refused a connection from " << peer
+                       << ": it does not use TLS, and this node does";
+    SendReply(link, kBadToken, 0, rpc::kPlainClientOnTlsPort, limits)
+        .IgnoreError();
+    return false;
+  }
+  auto stream =
+      rpc::TlsStream::Create(tls, link.fd, rpc::TlsStream::Role::kServer, peer);
+  absl::Status s = stream.status();
+  if (s.ok()) {
+    link.tls = std::move(*stream);
+    s = TlsHandshake(link, limits);
+  }
+  if (!s.ok()) {
+    SHOAL_LOG(WARNING) << "object transfer: refused a TLS connection from "
+                       << peer << ": " << s.message();
+  }
+  return s.ok();
+}
+
 }  // namespace
 
 absl::Status PullObject(const std::string& id, uint8_t* dest, uint64_t size,
                         const std::vector<TransferSource>& sources,
                         const std::string& token, const PullOptions& options) {
   if (id.empty()) return absl::InvalidArgumentError("pull of an empty id");
+  std::shared_ptr<const rpc::TlsContext> tls;
+  if (options.tls.has_value()) {
+    tls = *options.tls;
+  } else {
+    ASSIGN_OR_RETURN(tls, rpc::ProcessTls());
+  }
   const std::string shown = object_store::FormatId(id);
   const uint64_t chunk = std::max<uint64_t>(1, options.chunk_bytes);
   // One chunk at least: even an empty object is asked for, so that a
@@ -523,8 +633,8 @@ absl::Status PullObject(const std::string& id, uint8_t* dest, uint64_t size,
         continue;
       }
       std::optional<SourceFailure> failure =
-          SourcePull(id, dest, size, chunk, source, token, options, limits,
-                     &done)
+          SourcePull(id, dest, size, chunk, source, token, tls.get(), options,
+                     limits, &done)
               .Run();
       if (!failure.has_value()) return absl::OkStatus();
       if (failure->kind == SourceFailure::kCancelled) {
@@ -558,6 +668,15 @@ absl::Status PullObject(const std::string& id, uint8_t* dest, uint64_t size,
 
 absl::StatusOr<std::unique_ptr<TransferServer>> TransferServer::Create(
     const std::string& host, std::string token, ObjectPins* pins) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const rpc::TlsContext> tls,
+                   rpc::ProcessTls());
+  return Create(host, std::move(token), pins, std::move(tls));
+}
+
+absl::StatusOr<std::unique_ptr<TransferServer>> TransferServer::Create(
+    const std::string& host, std::string token, ObjectPins* pins,
+    std::shared_ptr<const rpc::TlsContext> tls) {
+  if (tls != nullptr) RETURN_IF_ERROR(tls->CheckCanServe());
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
@@ -583,15 +702,18 @@ absl::StatusOr<std::unique_ptr<TransferServer>> TransferServer::Create(
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::string address = absl::StrCat(host, ":", ntohs(addr.sin_port));
-  return std::unique_ptr<TransferServer>(
-      new TransferServer(fd, std::move(address), std::move(token), pins));
+  return std::unique_ptr<TransferServer>(new TransferServer(
+      fd, std::move(address), std::move(token), std::move(tls), pins));
 }
 
 TransferServer::TransferServer(int listen_fd, std::string address,
-                               std::string token, ObjectPins* pins)
+                               std::string token,
+                               std::shared_ptr<const rpc::TlsContext> tls,
+                               ObjectPins* pins)
     : listen_fd_(listen_fd),
       address_(std::move(address)),
       token_(std::move(token)),
+      tls_(std::move(tls)),
       pins_(pins) {
   accept_thread_ = std::thread([this] { AcceptLoop(); });
 }
@@ -649,47 +771,56 @@ void TransferServer::AcceptLoop() {
 
 void TransferServer::Serve(int fd, const std::string& peer, int64_t client) {
   SetSocketOptions(fd, 0, /*receive=*/false);
+  Link link(fd);
   IoLimits handshake;
   handshake.stop = &stopping_;
   handshake.deadline_us = MonotonicUs() + kHandshakeTimeoutUs;
+  if (tls_ != nullptr && !StartTls(*tls_, link, peer, handshake)) return;
   uint8_t hello[kHelloHeaderSize];
-  absl::Status s = RecvAll(fd, hello, sizeof(hello), handshake);
+  absl::Status s = RecvAll(link, hello, sizeof(hello), handshake);
   std::string token;
   bool authenticated = false;
   if (s.ok() && memcmp(hello, kMagic, sizeof(kMagic)) == 0 &&
       GetU32(hello + 4) <= kMaxTokenSize) {
     token.resize(GetU32(hello + 4));
-    s = RecvAll(fd, token.data(), token.size(), handshake);
+    s = RecvAll(link, token.data(), token.size(), handshake);
     authenticated = s.ok() && ConstantTimeEquals(token, token_);
   }
   if (!authenticated) {
+    bool speaks_tls =
+        s.ok() && rpc::StartsTlsHandshake(static_cast<char>(hello[0]));
     SHOAL_LOG(WARNING) << "object transfer: refused a connection from " << peer
-                       << ": it did not present this cluster's token";
-    SendReply(fd, kBadToken, 0, "wrong cluster token", handshake).IgnoreError();
-    close(fd);
+                       << (speaks_tls
+                               ? ": it speaks TLS, and this node does not use "
+                                 "TLS"
+                               : ": it did not present this cluster's token");
+    SendReply(link, kBadToken, 0,
+              speaks_tls ? rpc::kTlsClientOnPlainPort : kWrongToken, handshake)
+        .IgnoreError();
     return;
   }
   IoLimits limits;
   limits.stop = &stopping_;
-  s = SendReply(fd, kOk, 0, "", limits);
+  s = SendReply(link, kOk, 0, "", limits);
   bool pinned_any = false;
   while (s.ok()) {
     uint8_t request[kRequestHeaderSize];
     // Waiting for the next request has no time limit: pullers close their
     // connections when done.
     limits.idle_us = 0;
-    s = RecvAll(fd, request, sizeof(request), limits);
+    s = RecvAll(link, request, sizeof(request), limits);
     if (!s.ok()) break;
     uint32_t id_size = GetU32(request);
     uint64_t offset = GetU64(request + 4);
     uint64_t length = GetU64(request + 12);
     if (id_size > kMaxIdSize) {
-      SendReply(fd, kBadRequest, 0, "object id too long", limits).IgnoreError();
+      SendReply(link, kBadRequest, 0, "object id too long", limits)
+          .IgnoreError();
       break;
     }
     std::string id(id_size, '\0');
     limits.idle_us = kSendIdleTimeoutUs;
-    s = RecvAll(fd, id.data(), id.size(), limits);
+    s = RecvAll(link, id.data(), id.size(), limits);
     if (!s.ok()) break;
     pinned_any = true;
     absl::StatusOr<PinnedObject> pinned = pins_->Pin(id, client);
@@ -697,13 +828,13 @@ void TransferServer::Serve(int fd, const std::string& peer, int64_t client) {
       WireStatus status = absl::IsNotFound(pinned.status())      ? kNotHere
                           : absl::IsUnavailable(pinned.status()) ? kNotSealed
                                                                  : kFailed;
-      s = SendReply(fd, status, 0, std::string(pinned.status().message()),
+      s = SendReply(link, status, 0, std::string(pinned.status().message()),
                     limits);
       continue;
     }
     if (offset > pinned->size || length > pinned->size - offset) {
       pins_->Unpin(id, client);
-      s = SendReply(fd, kBadRequest, pinned->size,
+      s = SendReply(link, kBadRequest, pinned->size,
                     absl::StrCat("bytes [", offset, ", ", offset + length,
                                  ") are outside the object's ", pinned->size),
                     limits);
@@ -713,13 +844,13 @@ void TransferServer::Serve(int fd, const std::string& peer, int64_t client) {
     PutU32(header, kOk);
     PutU64(header + 4, pinned->size);
     PutU64(header + 12, length);
-    // Straight from the arena: no copy in user space.
+    // Straight from the arena: no copy in user space (with TLS, the
+    // session encrypts from there).
     iovec iov[2] = {{header, sizeof(header)},
                     {const_cast<uint8_t*>(pinned->data) + offset, length}};
-    s = SendAll(fd, iov, 2, limits);
+    s = SendAll(link, iov, 2, limits);
     pins_->Unpin(id, client);
   }
-  close(fd);
   if (pinned_any) pins_->UnpinAll(client);
 }
 

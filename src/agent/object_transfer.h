@@ -4,8 +4,8 @@
 // into memory the caller owns (a secondary copy in the agent's own arena, or
 // a driver's heap when its host has no agent).
 //
-// Wire protocol (TCP, integers little endian, one request at a time per
-// connection):
+// Wire protocol (TCP, inside TLS when the process has TLS on (rpc/tls.h),
+// integers little endian, one request at a time per connection):
 //   hello    client -> server: "SHXF", u32 token length, token bytes.
 //            server -> client: a reply header (kOk, or kBadToken and then
 //            the server closes the connection).
@@ -24,6 +24,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
+namespace shoal::rpc {
+class TlsContext;
+}
 
 namespace shoal::agent {
 
@@ -60,6 +65,9 @@ struct PullOptions {
   const std::atomic<bool>* cancel = nullptr;
   // This node's own TransferServer address: sources there are skipped.
   std::string self_address;
+  // The TLS of the connections: unset, this process's (rpc::ProcessTls);
+  // null, plain TCP.
+  std::optional<std::shared_ptr<const rpc::TlsContext>> tls;
 };
 
 // Fetches the `size` bytes of object `id` (its data then its metadata) into
@@ -107,8 +115,13 @@ class TransferServer {
   // Listens on host:<ephemeral port>. Each connection pins as its own
   // client, numbered -1, -2, ... (negative, so never a local process).
   // REQUIRES: `pins` outlives the server.
+  // Connections use this process's TLS (rpc::ProcessTls), or the
+  // overload's `tls` (null: plain TCP).
   static absl::StatusOr<std::unique_ptr<TransferServer>> Create(
       const std::string& host, std::string token, ObjectPins* pins);
+  static absl::StatusOr<std::unique_ptr<TransferServer>> Create(
+      const std::string& host, std::string token, ObjectPins* pins,
+      std::shared_ptr<const rpc::TlsContext> tls);
   ~TransferServer();
 
   TransferServer(const TransferServer&) = delete;
@@ -127,7 +140,7 @@ class TransferServer {
   };
 
   TransferServer(int listen_fd, std::string address, std::string token,
-                 ObjectPins* pins);
+                 std::shared_ptr<const rpc::TlsContext> tls, ObjectPins* pins);
   void AcceptLoop();
   void Serve(int fd, const std::string& peer, int64_t client);
   // Joins the threads of connections that ended.
@@ -136,6 +149,7 @@ class TransferServer {
   const int listen_fd_;
   const std::string address_;
   const std::string token_;
+  const std::shared_ptr<const rpc::TlsContext> tls_;  // null: plain TCP
   ObjectPins* const pins_;
   std::atomic<bool> stopping_{false};
   std::thread accept_thread_;

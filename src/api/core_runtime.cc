@@ -10,9 +10,11 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/object_transfer.h"
@@ -22,6 +24,7 @@
 #include "api/object_client.h"
 #include "api/object_recovery.h"
 #include "api/owned_objects.h"
+#include "api/submit_window.h"
 #include "api/task_context.h"
 #include "api/task_entry.h"
 #include "api/task_error.h"
@@ -103,6 +106,35 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   ~CoreRuntimeImpl() override { Shutdown(); }
 
+  // A head being started again (after a crash, on the same port) refuses
+  // connections for a moment: a driver that starts then waits for it, and
+  // says so. Up to 10 s (SHOAL_HEAD_OUTAGE_WAIT_MS, if lower): an address
+  // where no head will ever listen (a typo) is not waited on for long.
+  // Other errors (a bad token, TLS) fail at once.
+  absl::StatusOr<proto::RegisterJobReply> RegisterJobWaitingForTheHead(
+      const proto::RegisterJobRequest& job) {
+    const int64_t wait_ms = std::min<int64_t>(HeadOutageWaitMs(), 10000);
+    const int64_t give_up_us = MonotonicUs() + wait_ms * 1000;
+    bool told = false;
+    while (true) {
+      absl::StatusOr<proto::RegisterJobReply> reply = head_->RegisterJob(job);
+      if (reply.ok() || !absl::IsUnavailable(reply.status()) ||
+          !absl::StrContains(reply.status().message(), "Connection refused") ||
+          MonotonicUs() >= give_up_us) {
+        return reply;
+      }
+      if (!told) {
+        told = true;
+        SHOAL_LOG(WARNING) << "the head at " << options_.head_address
+                           << " refuses connections (" << reply.status()
+                           << "); waiting up to " << wait_ms / 1000
+                           << " s for it to come back "
+                              "(SHOAL_HEAD_OUTAGE_WAIT_MS)";
+      }
+      usleep(200000);
+    }
+  }
+
   absl::Status Start() {
     head_ = std::make_unique<rpc::HeadClient>(
         loop_.get(), options_.head_address, options_.token, "driver");
@@ -127,7 +159,7 @@ class CoreRuntimeImpl : public CoreRuntime,
     job.set_driver_pid(getpid());
     job.set_binary_path(binary_path_);
     job.set_binary_hash(binary_hash_);
-    ASSIGN_OR_RETURN(auto reply, head_->RegisterJob(job));
+    ASSIGN_OR_RETURN(auto reply, RegisterJobWaitingForTheHead(job));
     job_id_ = reply.job_id();
     register_request_ = job;
     // While the head restarts, blocking calls wait for it (bounded).
@@ -239,7 +271,9 @@ class CoreRuntimeImpl : public CoreRuntime,
       return OtherError("max_retries must be 0 or more");
     }
     RETURN_IF_ERROR(PrepareArgs(args));
+    RETURN_IF_ERROR(window_.Acquire(/*may_block=*/!loop_->InLoop()));
     auto task = std::make_unique<TaskEntry>();
+    task->in_window = true;
     task->id = NewId();
     task->function = function_name;
     task->args.args = std::move(args);
@@ -264,7 +298,9 @@ class CoreRuntimeImpl : public CoreRuntime,
           ".Remote() or find one with shoal::GetActor()");
     }
     RETURN_IF_ERROR(PrepareArgs(args));
+    RETURN_IF_ERROR(window_.Acquire(/*may_block=*/!loop_->InLoop()));
     auto task = std::make_unique<TaskEntry>();
+    task->in_window = true;
     task->id = NewId();
     task->function = method;
     task->args.args = std::move(args);
@@ -512,6 +548,16 @@ class CoreRuntimeImpl : public CoreRuntime,
   void Shutdown() override {
     if (!loop_) return;
     stopping_ = true;
+    window_.Close();
+    {
+      // Off the loop: the uploader's calls need the loop to finish.
+      std::thread uploader;
+      {
+        std::lock_guard<std::mutex> lock(uploader_mu_);
+        uploader = std::move(uploader_);
+      }
+      if (uploader.joinable()) uploader.join();
+    }
     // Stored objects this process owns go with it, on every node.
     auto stored = objects_.StoredCopies();
     if (submitter_ != nullptr) {
@@ -733,8 +779,36 @@ class CoreRuntimeImpl : public CoreRuntime,
             return;
           }
           SHOAL_LOG(INFO) << "the head is back; " << job_id_ << " carries on";
+          UploadBinariesAgain();
         },
         2000);
+  }
+
+  // A head that took over from another folder (a shared storage such as
+  // Redis) may not hold this job's binaries, which workers started from
+  // now on are made from: they go to it again (a head that has them says
+  // so at once). Blocking calls, so on a thread of their own.
+  void UploadBinariesAgain() {
+    // A worker's program is its driver's: the driver uploads it.
+    if (!options_.worker_id.empty()) return;
+    if (!options_.workers_run_this_program && cpp_binary_hash_.empty()) return;
+    std::lock_guard<std::mutex> lock(uploader_mu_);
+    if (stopping_ || uploading_.exchange(true)) return;
+    if (uploader_.joinable()) uploader_.join();  // done: uploading_ was false
+    uploader_ = std::thread([this] {
+      absl::Status st;
+      if (options_.workers_run_this_program) {
+        st = UploadBinary("/proc/self/exe", binary_hash_);
+      }
+      if (st.ok() && !cpp_binary_hash_.empty()) {
+        st = UploadBinary(cpp_binary_path_, cpp_binary_hash_);
+      }
+      if (!st.ok()) {
+        SHOAL_LOG(WARNING) << "cannot give the head this job's binary again ("
+                           << st << "); workers it starts may fail";
+      }
+      uploading_ = false;
+    });
   }
 
   // Sends the task events gathered since the last batch (one batch at a
@@ -960,12 +1034,21 @@ class CoreRuntimeImpl : public CoreRuntime,
 
   // ---- Outcomes ----
 
+  // The task ended: its place in the window goes to the next submitter
+  // (once: a task run again to rebuild a lost object holds none).
+  void LeaveWindow(TaskEntry& task) {
+    if (!task.in_window) return;
+    task.in_window = false;
+    window_.Release();
+  }
+
   // `id` is a copy: the task entry that may hold it is erased here.
   void CompleteTask(std::string id, proto::TaskResult result) {
     std::unique_ptr<TaskEntry> done;
     if (auto t = tasks_.find(id); t != tasks_.end()) {
       done = std::move(t->second);
       tasks_.erase(t);
+      LeaveWindow(*done);
       // Both times as the worker saw them.
       if (result.start_time_ms() != 0) {
         RecordTask(*done, {.state = proto::TaskEvent::RUNNING,
@@ -994,6 +1077,7 @@ class CoreRuntimeImpl : public CoreRuntime,
                               .error = message,
                               .error_type = TaskErrorTypeName(error)});
       if (events_ != nullptr) events_->Ended(*t->second);
+      LeaveWindow(*t->second);
       std::string actor = t->second->actor_id;
       tasks_.erase(t);
       if (!actor.empty()) actors_.Drop(actor, id);
@@ -1101,9 +1185,17 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::string cpp_binary_hash_;
   ActorSubmitter actors_;
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
+  // Any thread.
+  SubmitWindow window_{MaxPendingTasksFromEnv()};
+  // Loop thread only.
   std::unique_ptr<TaskEventBuffer> events_;     // made by Start()
   proto::RegisterJobRequest register_request_;  // set by Start()
   std::atomic<bool> stopping_{false};
+  // UploadBinariesAgain's thread: started on the loop thread, joined there
+  // once done or by Shutdown.
+  std::mutex uploader_mu_;
+  std::thread uploader_ ABSL_GUARDED_BY(uploader_mu_);
+  std::atomic<bool> uploading_{false};
   bool events_in_flight_ = false;
   std::string unsent_events_;  // a batch to send again (the head was away)
   bool events_warned_ = false;

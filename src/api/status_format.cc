@@ -191,6 +191,57 @@ bool IsMemory(const std::string& name) {
   return name == "memory" || name == "object_store_memory";
 }
 
+// A cluster of more nodes than this is summarized unless --verbose.
+constexpr int kMostNodesListed = 50;
+// Of a summarized cluster: how many dead nodes are listed (the last ones).
+constexpr size_t kDeadNodesListed = 5;
+
+// The nodes of a large cluster in a few lines: how many are alive, grouped
+// by their resources (memory aside: it differs from host to host), the
+// head's node, and how many are dead with the last few of them.
+void SummarizeNodes(const proto::ClusterStatus& status, std::string* out) {
+  std::map<std::string, int> by_shape;
+  int alive = 0;
+  std::vector<const proto::NodeInfo*> dead;
+  std::string head;
+  for (const auto& n : status.nodes()) {
+    if (!n.alive()) {
+      dead.push_back(&n);
+      continue;
+    }
+    ++alive;
+    if (n.is_head_node()) {
+      head = absl::StrCat(" head node: ", n.node_id(), "  ", n.address(), "\n");
+    }
+    ResourceSet total = ResourceSet::FromProto(n.total());
+    ResourceSet shape;
+    for (const auto& [name, amount] : total.amounts()) {
+      if (!IsBundleResource(name) && !IsMemory(name)) shape.Set(name, amount);
+    }
+    ++by_shape[shape.DebugString()];
+  }
+  std::vector<std::pair<int, std::string>> shapes;
+  for (const auto& [shape, count] : by_shape) shapes.emplace_back(count, shape);
+  std::stable_sort(
+      shapes.begin(), shapes.end(),
+      [](const auto& a, const auto& b) { return a.first > b.first; });
+  absl::StrAppend(out, "Active: ", alive, " nodes\n", head);
+  for (const auto& [count, shape] : shapes) {
+    absl::StrAppend(out, "  ", count, " x ", shape, "\n");
+  }
+  absl::StrAppend(out, "Dead: ", dead.size(), " nodes\n");
+  size_t first =
+      dead.size() > kDeadNodesListed ? dead.size() - kDeadNodesListed : 0;
+  for (size_t i = first; i < dead.size(); ++i) {
+    const proto::NodeInfo& n = *dead[i];
+    absl::StrAppend(out, " ", n.node_id(), "  ", n.address(), "  DEAD",
+                    n.death_reason().empty() ? "" : "  ", n.death_reason(),
+                    "\n");
+  }
+  if (first > 0) absl::StrAppend(out, " (and ", first, " more)\n");
+  absl::StrAppend(out, " (`shoal status --verbose` lists every node)\n");
+}
+
 }  // namespace
 
 std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
@@ -228,9 +279,14 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
     }
     (n.alive() ? active : dead) += line;
   }
-  absl::StrAppend(&out, "Active:\n",
-                  active.empty() ? " (no active nodes)\n" : active);
-  absl::StrAppend(&out, "Dead:\n", dead.empty() ? " (no dead nodes)\n" : dead);
+  if (!verbose && status.nodes_size() > kMostNodesListed) {
+    SummarizeNodes(status, &out);
+  } else {
+    absl::StrAppend(&out, "Active:\n",
+                    active.empty() ? " (no active nodes)\n" : active);
+    absl::StrAppend(&out, "Dead:\n",
+                    dead.empty() ? " (no dead nodes)\n" : dead);
+  }
 
   Usage u = SumAlive(status);
   absl::StrAppend(&out, "\nResources\n", std::string(60, '-'), "\nUsage:\n");
@@ -257,7 +313,7 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
       absl::StrAppend(
           &out, "    bundle ", i, ": ",
           ResourceSet::FromProto(pg.spec().bundles(i)).DebugString());
-      if (i < pg.bundle_nodes_size()) {
+      if (i < pg.bundle_nodes_size() && !pg.bundle_nodes(i).empty()) {
         absl::StrAppend(&out, " on ", pg.bundle_nodes(i));
         Usage u = BundleUsage(status, pg.pg_id(), i);
         for (const auto& [name, amount] : u.total.amounts()) {

@@ -117,6 +117,41 @@ TEST(FormatStatusTextTest, ListsNodesByState) {
   EXPECT_THAT(dead_part, Not(HasSubstr("n1")));
 }
 
+TEST(FormatStatusTextTest, ALargeClusterIsSummarizedUnlessVerbose) {
+  proto::ClusterStatus status;
+  status.set_head_address("10.0.0.1:6379");
+  for (int i = 0; i < 120; ++i) {
+    proto::NodeInfo* n = AddNode(&status, absl::StrCat("n", i),
+                                 absl::StrCat("10.0.0.", i, ":4000"),
+                                 /*alive=*/i < 110, /*is_head=*/i == 0);
+    if (i >= 110) n->set_death_reason("missed 5 heartbeats");
+    // Memory differs from host to host: it is no part of a shape.
+    if (i < 100) {
+      SetResources({{"CPU", 8}, {"TPU", 4}, {"memory", 1e9 + i}},
+                   n->mutable_total());
+    } else {
+      SetResources({{"CPU", 2}, {"memory", 1e9 + i}}, n->mutable_total());
+    }
+  }
+  const std::string nodes =
+      Section(FormatStatusText(status, /*verbose=*/false), "Node status");
+  EXPECT_THAT(nodes, HasSubstr("Active: 110 nodes\n"));
+  EXPECT_THAT(nodes, HasSubstr(" head node: n0  10.0.0.0:4000\n"));
+  EXPECT_THAT(nodes, HasSubstr("  100 x {CPU: 8.0, TPU: 4.0}\n")) << nodes;
+  EXPECT_THAT(nodes, HasSubstr("  10 x {CPU: 2.0}\n")) << nodes;
+  EXPECT_THAT(nodes, HasSubstr("Dead: 10 nodes\n"));
+  EXPECT_THAT(nodes, HasSubstr(" n119  10.0.0.119:4000  DEAD  missed 5 "
+                               "heartbeats\n"));
+  EXPECT_THAT(nodes, Not(HasSubstr(" n114 ")));
+  EXPECT_THAT(nodes, HasSubstr(" (and 5 more)\n"));
+  EXPECT_THAT(nodes, HasSubstr("--verbose"));
+  EXPECT_THAT(nodes, Not(HasSubstr(" n57 ")));
+  // --verbose lists every one.
+  const std::string all =
+      Section(FormatStatusText(status, /*verbose=*/true), "Node status");
+  EXPECT_THAT(all, HasSubstr(" n57  10.0.0.57:4000  ALIVE\n"));
+}
+
 TEST(FormatStatusTextTest, UsageCountsAliveNodesOnlyWithMemoryLast) {
   const std::string text = FormatStatusText(MakeStatus(), /*verbose=*/false);
   const std::string usage = Section(text, "Usage:");

@@ -22,8 +22,10 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -31,6 +33,7 @@
 #include "accel/detect.h"
 #include "accel/fake_host.h"
 #include "agent/agent.h"
+#include "agent/object_service.h"
 #include "api/local_cluster.h"
 #include "api/status_format.h"
 #include "cli/common.h"
@@ -44,11 +47,14 @@
 #include "dashboard/formats.h"
 #include "dashboard/job_submit.h"
 #include "head/head.h"
+#include "head/redis_storage.h"
 #include "launch/launcher.h"
 #include "rpc/event_loop.h"
 #include "rpc/head_client.h"
+#include "rpc/tls.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
+#include "sim/sim_nodes.h"
 
 namespace shoal::cli {
 namespace {
@@ -56,6 +62,11 @@ namespace {
 constexpr int kStartupTimeoutMs = 20000;
 // In a session folder: its cluster was stopped with `shoal stop`.
 constexpr char kStoppedMarker[] = "stopped";
+// A head's --storage, kept in its session folder for a head that takes the
+// session up (0600: a Redis URL may hold a password).
+constexpr char kStorageFile[] = "storage";
+// Its --storage-sync, kept there likewise.
+constexpr char kStorageSyncFile[] = "storage_sync";
 // The smallest object store worth having: objects of at least the inline
 // threshold (100 KiB) go to the store, and a store is one shared-memory
 // arena, so below a few such objects it only fails Puts.
@@ -147,6 +158,51 @@ void AddTokenOptions(CLI::App* cmd, std::string* token,
          },
          what + ", read from this file (keeps it out of `ps`)")
       ->excludes("--token");
+}
+
+// --tls-cert, --tls-key, --tls-ca and --tls-mutual, for every command that
+// connects: they set SHOAL_TLS_* (rpc/tls.h) for the command and what it
+// starts (ApplyTls).
+void AddTlsOptions(CLI::App* cmd, rpc::TlsConfig* tls) {
+  cmd->add_option("--tls-cert", tls->cert,
+                  "TLS: this process's certificate, PEM (SHOAL_TLS_CERT)");
+  cmd->add_option("--tls-key", tls->key,
+                  "TLS: the certificate's private key, PEM (SHOAL_TLS_KEY)");
+  cmd->add_option("--tls-ca", tls->ca,
+                  "TLS: the CA certificate that signed the cluster's, PEM "
+                  "(SHOAL_TLS_CA)");
+  cmd->add_flag("--tls-mutual", tls->mutual,
+                "TLS: servers refuse clients without a certificate signed by "
+                "the CA (SHOAL_TLS_MUTUAL=1)");
+}
+
+// The command's TLS: its flags over SHOAL_TLS_*, exported for the processes
+// it starts, and loaded now, so that a bad file fails the command at once.
+absl::Status ApplyTls(const rpc::TlsConfig& flags) {
+  rpc::TlsConfig tls = rpc::TlsConfig::FromEnvironment();
+  for (auto [flag, field] :
+       {std::pair{&flags.cert, &tls.cert}, std::pair{&flags.key, &tls.key},
+        std::pair{&flags.ca, &tls.ca}}) {
+    if (!flag->empty()) *field = *flag;
+  }
+  tls.mutual = tls.mutual || flags.mutual;
+  if (!tls.enabled()) return absl::OkStatus();
+  tls.ExportToEnvironment();
+  return rpc::ProcessTls().status();
+}
+
+// The TLS flags this command runs with, for the commands it prints.
+std::string TlsFlagsText() {
+  rpc::TlsConfig tls = rpc::TlsConfig::FromEnvironment();
+  std::string out;
+  for (auto [flag, path] :
+       {std::pair{"--tls-ca", &tls.ca}, std::pair{"--tls-cert", &tls.cert},
+        std::pair{"--tls-key", &tls.key}}) {
+    if (!path->empty())
+      absl::StrAppend(&out, " ", flag, " ", ShellQuote(*path));
+  }
+  if (tls.mutual) absl::StrAppend(&out, " --tls-mutual");
+  return out;
 }
 
 CLI::Validator HostPort() {
@@ -395,6 +451,7 @@ struct HeadFlags {
   // When dashboard_port is taken, serve on any free port instead.
   bool dashboard_port_fallback = false;
   std::string storage;
+  std::string storage_sync = "normal";
   int64_t reattach_grace_ms = 10000;
 };
 
@@ -447,6 +504,10 @@ int RunHead(const HeadFlags& f) {
   options.infeasible_grace_ms = f.infeasible_grace_ms;
   options.heartbeat_interval_ms = f.heartbeat_ms;
   options.storage = f.storage;
+  if (absl::Status st = ParseStorageSync(f.storage_sync, &options.storage_sync);
+      !st.ok()) {
+    return Fail(std::string(st.message()));
+  }
   options.reattach_grace_ms = f.reattach_grace_ms;
   if (options.token.empty()) {
     return Fail("the head needs a cluster token in SHOAL_TOKEN");
@@ -601,6 +662,7 @@ struct StartFlags {
   std::string address;
   int port = 6379;
   std::string storage;  // the head's (--storage); "": the session's head.db
+  std::string storage_sync;  // the head's (--storage-sync); "": normal
   std::string node_ip;
   std::string temp_dir;
   std::string token;
@@ -608,6 +670,7 @@ struct StartFlags {
   std::optional<int64_t> object_store_memory;
   bool block = false;
   int64_t health_timeout_ms = 5000;
+  int64_t heartbeat_ms = 500;  // head: the interval agents heartbeat at
   int64_t infeasible_grace_ms = 5000;
   std::string node_id;
   std::string dashboard_host = "127.0.0.1";
@@ -699,7 +762,7 @@ std::string CrashedHeadSession(const std::string& temp_dir) {
   auto exists = [&](const char* name) {
     return std::filesystem::exists(dir + "/" + name, ec);
   };
-  if (!exists("head.db") || exists(kStoppedMarker) ||
+  if ((!exists("head.db") && !exists(kStorageFile)) || exists(kStoppedMarker) ||
       !exists("cluster_address") || LivePid(dir, "head") != 0) {
     return "";
   }
@@ -722,6 +785,29 @@ int Start(const StartFlags& f) {
   }
   if (absl::Status st = CheckAdvertised(f.advertised); !st.ok()) {
     return UsageFail(std::string(st.message()));
+  }
+  if (f.head && f.health_timeout_ms < 2 * f.heartbeat_ms) {
+    return UsageFail(absl::StrCat(
+        "--health-timeout-ms (", f.health_timeout_ms,
+        ") must be at least twice --heartbeat-ms (", f.heartbeat_ms,
+        "): a node would be declared dead between two of its heartbeats"));
+  }
+  if (StorageSync sync; !f.storage_sync.empty()) {
+    if (absl::Status st = ParseStorageSync(f.storage_sync, &sync); !st.ok()) {
+      return UsageFail(std::string(st.message()));
+    }
+  }
+  if (absl::StartsWith(f.storage, "redis://")) {
+    if (auto url = ParseRedisUrl(f.storage); !url.ok()) {
+      return UsageFail(std::string(url.status().message()));
+    }
+  }
+  // (ApplyTls loaded the files.) Heads and agents serve: with TLS they
+  // need a certificate.
+  if (auto tls = rpc::ProcessTls(); tls.ok() && *tls != nullptr) {
+    if (absl::Status st = (*tls)->CheckCanServe(); !st.ok()) {
+      return UsageFail(std::string(st.message()));
+    }
   }
   // One head and one node agent per temp dir.
   for (const std::string& dir : ListSessionDirs(temp_dir)) {
@@ -770,8 +856,14 @@ int Start(const StartFlags& f) {
   const std::string resumed = f.head ? CrashedHeadSession(temp_dir) : "";
   std::string dir;
   int port = f.port;
+  std::string storage = f.storage;
+  std::string storage_sync = f.storage_sync;
   if (!resumed.empty()) {
     dir = resumed;
+    if (storage.empty()) storage = ReadSessionFile(dir, kStorageFile);
+    if (storage_sync.empty()) {
+      storage_sync = ReadSessionFile(dir, kStorageSyncFile);
+    }
     std::string kept = ReadSessionFile(dir, "token");
     if (!token.empty() && token != kept) {
       return Fail(absl::StrCat(
@@ -811,6 +903,8 @@ int Start(const StartFlags& f) {
         dir,
         "--health-timeout-ms",
         std::to_string(f.health_timeout_ms),
+        "--heartbeat-ms",
+        std::to_string(f.heartbeat_ms),
         "--infeasible-grace-ms",
         std::to_string(f.infeasible_grace_ms),
         "--dashboard-host",
@@ -821,8 +915,13 @@ int Start(const StartFlags& f) {
                                             : kDefaultDashboardPort),
         "--dashboard-port-fallback",
         f.dashboard_port || !f.include_dashboard ? "0" : "1"};
-    if (!f.storage.empty()) {
-      head_argv.insert(head_argv.end(), {"--storage", f.storage});
+    if (!storage.empty()) {
+      head_argv.insert(head_argv.end(), {"--storage", storage});
+      WriteFile(dir + "/" + kStorageFile, storage, 0600).IgnoreError();
+    }
+    if (!storage_sync.empty()) {
+      head_argv.insert(head_argv.end(), {"--storage-sync", storage_sync});
+      WriteFile(dir + "/" + kStorageSyncFile, storage_sync, 0600).IgnoreError();
     }
     auto pid = StartDaemon(std::move(head_argv), dir, token, "head",
                            "cluster_address", f.block);
@@ -859,6 +958,8 @@ int Start(const StartFlags& f) {
   // Every command printed here must work as printed in another shell on
   // this host, so each names a temp dir that was given.
   const std::string temp_dir_flag = TempDirFlag(f);
+  // With TLS, the commands printed carry this one's TLS flags.
+  const std::string tls_flags = TlsFlagsText();
   if (f.head) {
     std::string program_env = absl::StrCat("SHOAL_ADDRESS=", head_address);
     if (!f.temp_dir.empty()) {
@@ -866,6 +967,15 @@ int Start(const StartFlags& f) {
       absl::StrAppend(&program_env,
                       " SHOAL_TEMP_DIR=", ShellQuote(Absolute(f.temp_dir)));
     }
+    rpc::TlsConfig tls = rpc::TlsConfig::FromEnvironment();
+    for (auto [name, path] : {std::pair{"SHOAL_TLS_CA", &tls.ca},
+                              std::pair{"SHOAL_TLS_CERT", &tls.cert},
+                              std::pair{"SHOAL_TLS_KEY", &tls.key}}) {
+      if (!path->empty()) {
+        absl::StrAppend(&program_env, " ", name, "=", ShellQuote(*path));
+      }
+    }
+    if (tls.mutual) absl::StrAppend(&program_env, " SHOAL_TLS_MUTUAL=1");
     std::cout << "Shoal head started.\n"
               << "  Session folder: " << dir << "\n"
               << "  Head address:   " << head_address << "\n"
@@ -874,21 +984,23 @@ int Start(const StartFlags& f) {
               << "  Dashboard:      " << DashboardLine(dir, token) << "\n\n"
               << "To add another host to this cluster, run there:\n"
               << "  shoal start --address=" << head_address
-              << " --token=" << token << "\n"
+              << " --token=" << token << tls_flags << "\n"
               << "(or set SHOAL_TOKEN=" << token
               << (temp_dir_flag.empty()
                       ? "; on this host the token is found automatically)"
                       : ")")
               << "\n\n"
               << "To connect a program:  " << program_env << " ./your_program\n"
-              << "To see the cluster:    shoal status" << temp_dir_flag << "\n"
+              << "To see the cluster:    shoal status" << temp_dir_flag
+              << tls_flags << "\n"
               << "To stop:               shoal stop" << temp_dir_flag << "\n";
   } else {
     std::cout << "Shoal node agent started: node " << node_id << " at "
               << ReadSessionFile(dir, "agent_address") << " joined "
               << head_address << ".\n  Session folder: " << dir
               << "\nTo see the cluster: shoal status" << temp_dir_flag
-              << "\nTo stop:            shoal stop" << temp_dir_flag << "\n";
+              << tls_flags << "\nTo stop:            shoal stop"
+              << temp_dir_flag << "\n";
   }
   std::cout.flush();
   if (f.block) {
@@ -927,10 +1039,13 @@ int Stop(const std::string& temp_dir_flag, bool force) {
     }
     // Stopped on purpose: the next `shoal start --head` starts a new
     // cluster instead of taking this one up.
-    if (std::filesystem::exists(dir + "/head.db")) {
+    if (std::filesystem::exists(dir + "/head.db") ||
+        std::filesystem::exists(dir + "/" + kStorageFile)) {
       WriteFile(dir + "/" + kStoppedMarker, "").IgnoreError();
     }
   }
+  // The object store arenas of agents on this host that were killed.
+  agent::RemoveStaleArenas("/dev/shm");
   if (stopped == 0) {
     std::cout << "No Shoal processes are running from " << temp_dir
               << "; nothing to stop.\n";
@@ -1265,6 +1380,83 @@ int FakeTpu(const FakeTpuFlags& f) {
   return 0;
 }
 
+struct SimNodesFlags {
+  sim::SimNodesOptions options;
+  std::string resources_json;
+};
+
+// `shoal dev sim-nodes`: runs the simulated nodes until SIGINT or SIGTERM,
+// saying when they have all registered and, every 10 s, what their
+// heartbeats cost.
+int SimNodesCommand(SimNodesFlags f) {
+  internal::SetLogComponent("sim-nodes");
+  sigset_t stop = BlockStopSignals();
+  if (f.options.token.empty()) f.options.token = EnvOr("SHOAL_TOKEN", "");
+  if (f.options.token.empty()) {
+    return UsageFail(
+        "the simulated nodes need the cluster token: --token, --token-file "
+        "or SHOAL_TOKEN");
+  }
+  if (!f.resources_json.empty()) {
+    auto extra = ResourceSet::FromJson(f.resources_json);
+    if (!extra.ok()) return UsageFail(std::string(extra.status().message()));
+    f.options.extra_resources = extra->ToDoubles();
+  }
+  const int64_t start_us = MonotonicUs();
+  auto sim = sim::SimNodes::Start(f.options);
+  if (!sim.ok()) return Fail(std::string(sim.status().message()));
+  std::cout << "started " << f.options.count << " simulated nodes against "
+            << f.options.head_address << "; registering" << std::endl;
+  bool all_registered = false;
+  bool all_whole = false;
+  int64_t last_report_us = MonotonicUs();
+  sim::SimStats last = (*sim)->Stats();
+  timespec tick = {0, 200'000'000};
+  while (sigtimedwait(&stop, nullptr, &tick) < 0) {
+    sim::SimStats s = (*sim)->Stats();
+    if (!all_registered && s.registered == s.nodes) {
+      all_registered = true;
+      std::cout << s.registered << " simulated nodes registered in "
+                << absl::StrFormat("%.2f", (MonotonicUs() - start_us) / 1e6)
+                << " s" << std::endl;
+    }
+    if (all_registered && !all_whole && s.views_whole == s.nodes) {
+      all_whole = true;
+      std::cout << s.views_whole << " simulated nodes hold the whole view in "
+                << absl::StrFormat("%.2f", (MonotonicUs() - start_us) / 1e6)
+                << " s" << std::endl;
+    }
+    int64_t now = MonotonicUs();
+    if (now - last_report_us < 10'000'000) continue;
+    int64_t beats = s.heartbeats - last.heartbeats;
+    double seconds = (now - last_report_us) / 1e6;
+    std::cout << absl::StrFormat(
+                     "%d/%d registered, %d views whole; %.0f heartbeats/s, "
+                     "%d bytes per request, %d per reply; %d failed; %d "
+                     "leases, %d tasks",
+                     s.registered, s.nodes, s.views_whole, beats / seconds,
+                     beats > 0 ? (s.heartbeat_request_bytes -
+                                  last.heartbeat_request_bytes) /
+                                     beats
+                               : 0,
+                     beats > 0 ? (s.heartbeat_reply_bytes -
+                                  last.heartbeat_reply_bytes) /
+                                     beats
+                               : 0,
+                     s.heartbeat_failures - last.heartbeat_failures,
+                     s.leases_granted, s.tasks_run)
+              << std::endl;
+    last = s;
+    last_report_us = now;
+  }
+  sim::SimStats s = (*sim)->Stats();
+  std::cout << "stopping " << f.options.count << " simulated nodes ("
+            << s.leases_granted << " leases granted, " << s.tasks_run
+            << " tasks run)" << std::endl;
+  (*sim)->Stop();
+  return 0;
+}
+
 // Parses the command line into the flags bound to `app`. Returns nullopt
 // to go on, else the exit status: 0 after --help, kUsageError after saying
 // what is wrong with the command line.
@@ -1295,6 +1487,7 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
 int Dispatch(int argc, char** argv) {
   CLI::App app{"Shoal: a cluster runtime for ML workloads", "shoal"};
   app.require_subcommand(1);
+  rpc::TlsConfig tls;  // the parsed command's --tls-* flags
 
   StartFlags start;
   auto* start_cmd = app.add_subcommand(
@@ -1312,10 +1505,19 @@ int Dispatch(int argc, char** argv) {
                         "Parent of the session folder (default /tmp/shoal)");
   AddTokenOptions(start_cmd, &start.token,
                   "Cluster token (joining; for a head: the one it takes)");
+  AddTlsOptions(start_cmd, &tls);
   start_cmd->add_option(
       "--storage", start.storage,
       "Where the head keeps the cluster's state: a SQLite file (default: "
-      "head.db in the session folder) or `memory` (none)");
+      "head.db in the session folder), a Redis server "
+      "(redis://[:PASSWORD@]HOST:PORT[/DB]: a head started anywhere with the "
+      "same URL and --token takes the cluster over) or `memory` (none)");
+  start_cmd->add_option(
+      "--storage-sync", start.storage_sync,
+      "How durable the head's writes are before it answers: `normal` "
+      "(default: they survive any crash of the head; a crash of its host may "
+      "lose the last ones) or `full` (fsynced: they survive the host losing "
+      "power too, at one fsync per write)");
   start_cmd
       ->add_option("--num-cpus", start.advertised.num_cpus,
                    "CPUs to advertise (default: detected)")
@@ -1342,6 +1544,11 @@ int Dispatch(int argc, char** argv) {
   start_cmd
       ->add_option("--health-timeout-ms", start.health_timeout_ms,
                    "Head: mark a silent node dead after this long")
+      ->check(AtLeast(1));
+  start_cmd
+      ->add_option("--heartbeat-ms", start.heartbeat_ms,
+                   "Head: how often nodes report to it (default 500; 1000 "
+                   "for clusters of thousands of nodes)")
       ->check(AtLeast(1));
   start_cmd
       ->add_option("--infeasible-grace-ms", start.infeasible_grace_ms,
@@ -1380,6 +1587,7 @@ int Dispatch(int argc, char** argv) {
   status_cmd->add_option("--address", status_address, "Head, HOST:PORT")
       ->check(HostPort());
   AddTokenOptions(status_cmd, &status_token);
+  AddTlsOptions(status_cmd, &tls);
   status_cmd->add_option("--temp-dir", status_temp_dir,
                          "Temp dir of a local head");
   status_cmd->add_option("--format", status_format, "text (default) or json")
@@ -1396,6 +1604,7 @@ int Dispatch(int argc, char** argv) {
     cmd->add_option("--address", job.address, "Head, HOST:PORT")
         ->check(HostPort());
     AddTokenOptions(cmd, &job.token);
+    AddTlsOptions(cmd, &tls);
     cmd->add_option("--temp-dir", job.temp_dir, "Temp dir of a local head");
   };
   auto* job_submit = job_cmd->add_subcommand(
@@ -1452,10 +1661,11 @@ int Dispatch(int argc, char** argv) {
       ->required()
       ->check(OneOf({"nodes", "jobs", "actors", "tasks", "objects",
                      "placement-groups", "gangs"}));
-  auto state_connection = [](CLI::App* cmd, ListFlags& flags) {
+  auto state_connection = [&tls](CLI::App* cmd, ListFlags& flags) {
     cmd->add_option("--address", flags.address, "Head, HOST:PORT")
         ->check(HostPort());
     AddTokenOptions(cmd, &flags.token);
+    AddTlsOptions(cmd, &tls);
     cmd->add_option("--temp-dir", flags.temp_dir, "Temp dir of a local head");
   };
   auto state_query = [&](CLI::App* cmd, ListFlags& flags) {
@@ -1511,6 +1721,7 @@ int Dispatch(int argc, char** argv) {
   head_cmd->add_option("--dashboard-port-fallback",
                        head.dashboard_port_fallback);
   head_cmd->add_option("--storage", head.storage);
+  head_cmd->add_option("--storage-sync", head.storage_sync);
   head_cmd->add_option("--reattach-grace-ms", head.reattach_grace_ms);
 
   AgentFlags agent;
@@ -1573,6 +1784,7 @@ int Dispatch(int argc, char** argv) {
   launch_cmd->add_option("--address", launch_opts.address, "Head, HOST:PORT")
       ->check(HostPort());
   AddTokenOptions(launch_cmd, &launch_opts.token);
+  AddTlsOptions(launch_cmd, &tls);
   launch_cmd->footer(
       "The command follows --, e.g. shoal launch --per-device -- python "
       "train.py");
@@ -1591,6 +1803,38 @@ int Dispatch(int argc, char** argv) {
   fake_cmd->add_option("--hostnames", fake.hostnames,
                        "TPU_WORKER_HOSTNAMES, comma separated");
   fake_cmd->add_flag("--vfio", fake.vfio, "Chips as /dev/vfio groups");
+  SimNodesFlags sim_flags;
+  auto* sim_cmd = dev_cmd->add_subcommand(
+      "sim-nodes",
+      "Run simulated node agents in this process (scale tests); until "
+      "SIGINT/SIGTERM");
+  sim_cmd->add_option("--count", sim_flags.options.count, "How many nodes")
+      ->required()
+      ->check(AtLeast(1));
+  sim_cmd
+      ->add_option("--address", sim_flags.options.head_address,
+                   "Head, HOST:PORT")
+      ->required()
+      ->check(HostPort());
+  AddTokenOptions(sim_cmd, &sim_flags.options.token);
+  AddTlsOptions(sim_cmd, &tls);
+  sim_cmd
+      ->add_option("--num-cpus", sim_flags.options.num_cpus,
+                   "CPUs of each node (default 8)")
+      ->check(NonNegativeNumber());
+  sim_cmd->add_option("--resources", sim_flags.resources_json,
+                      "More resources of each node, JSON: '{\"sim\": 1}'");
+  sim_cmd->add_option("--tpu-type", sim_flags.options.tpu_type,
+                      "Make the nodes the hosts of simulated TPU slices of "
+                      "this type, e.g. v5p-2048 (256 hosts per slice)");
+  sim_cmd->add_option("--node-id-prefix", sim_flags.options.node_id_prefix,
+                      "Node ids are PREFIX-<n> (default sim)");
+  sim_cmd
+      ->add_option("--heartbeat-ms", sim_flags.options.heartbeat_ms,
+                   "Heartbeat interval (default: the head's)")
+      ->check(AtLeast(1));
+  sim_cmd->add_option("--node-ip", sim_flags.options.node_ip,
+                      "Where the nodes listen (default 127.0.0.1)");
   dev_cmd->require_subcommand(1);
 
   // Everything after `--` is the command, verbatim (CLI11 would read a
@@ -1603,6 +1847,10 @@ int Dispatch(int argc, char** argv) {
   }
   if (std::optional<int> done = Parse(app, argc, argv)) return *done;
   if (fake_cmd->parsed()) return FakeTpu(fake);
+  if (absl::Status st = ApplyTls(tls); !st.ok()) {
+    return UsageFail(std::string(st.message()));
+  }
+  if (sim_cmd->parsed()) return SimNodesCommand(sim_flags);
   if (launch_cmd->parsed()) {
     if (per_device == launch_opts.per_host) {
       return UsageFail(

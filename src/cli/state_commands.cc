@@ -212,7 +212,9 @@ absl::StatusOr<Listing> ListFromStatus(rpc::HeadClient& head,
       for (int i = 0; i < pg.spec().bundles_size(); ++i) {
         bundles.push_back(absl::StrCat(
             ResourceSummary(pg.spec().bundles(i)), "@",
-            i < pg.bundle_nodes_size() ? pg.bundle_nodes(i) : "-"));
+            i < pg.bundle_nodes_size() && !pg.bundle_nodes(i).empty()
+                ? pg.bundle_nodes(i)
+                : "-"));
       }
       out.rows.push_back(
           {{"placement_group_id", pg.pg_id()},

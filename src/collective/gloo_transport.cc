@@ -35,6 +35,7 @@
 #include "absl/strings/strip.h"
 #include "collective/reduce.h"
 #include "collective/transport.h"
+#include "common/process.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
@@ -63,22 +64,6 @@ uint64_t ReduceScatterSlot(uint32_t tag) {
 }
 // Where the probes for failed connections go (never received).
 constexpr uint64_t kProbeSlot = uint64_t{0x41} << 56;
-
-// Gloo writes to sockets with writev, so writing to a peer that died raises
-// SIGPIPE, whose default action ends this process: a dead rank would take
-// the survivors with it. Ignore SIGPIPE unless the program handles it, so
-// that the write fails with EPIPE and Gloo reports the peer.
-void IgnoreSigpipeUnlessHandled() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction action = {};
-    if (sigaction(SIGPIPE, nullptr, &action) == 0 &&
-        (action.sa_flags & SA_SIGINFO) == 0 && action.sa_handler == SIG_DFL) {
-      action.sa_handler = SIG_IGN;
-      sigaction(SIGPIPE, &action, nullptr);
-    }
-  });
-}
 
 // Gloo's rendezvous store over Shoal's, under the transport's key prefix.
 // Values are base64 because Gloo's are binary socket addresses and a Store

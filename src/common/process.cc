@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -144,6 +145,18 @@ void TerminateProcess(pid_t pid, int grace_ms) {
   }
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, WNOHANG);
+}
+
+void IgnoreSigpipeUnlessHandled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action = {};
+    if (sigaction(SIGPIPE, nullptr, &action) == 0 &&
+        (action.sa_flags & SA_SIGINFO) == 0 && action.sa_handler == SIG_DFL) {
+      action.sa_handler = SIG_IGN;
+      sigaction(SIGPIPE, &action, nullptr);
+    }
+  });
 }
 
 }  // namespace shoal

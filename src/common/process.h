@@ -30,6 +30,12 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
 // Works for children (reaped here) and for other processes (polled).
 void TerminateProcess(pid_t pid, int grace_ms);
 
+// For code that writes to sockets without MSG_NOSIGNAL (Gloo, hiredis):
+// writing to a peer that went away raises SIGPIPE, whose default action
+// ends this process. Ignores SIGPIPE unless the program handles it, so that
+// the write fails with EPIPE instead. Thread-safe; does its work once.
+void IgnoreSigpipeUnlessHandled();
+
 }  // namespace shoal
 
 #endif  // SHOAL_COMMON_PROCESS_H_

@@ -15,11 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -44,6 +46,21 @@ std::string RandomHex(int bytes) {
     out.push_back(kDigits[c & 15]);
   }
   return out;
+}
+
+uint64_t RandomU64() {
+  uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = 0;
+  }
+  return v;
+}
+
+int64_t JitteredMs(int64_t ms) {
+  thread_local std::mt19937_64 rng(RandomU64());
+  int64_t spread = std::max<int64_t>(1, ms / 10);
+  std::uniform_int_distribution<int64_t> d(-spread, spread);
+  return std::max<int64_t>(1, ms + d(rng));
 }
 
 int64_t NowMs() {

@@ -9,6 +9,8 @@
 namespace shoal {
 namespace {
 
+constexpr char kActorsTable[] = "actors";
+
 // "actor 3fa2b1 ("counter", Counter)" for the head's log.
 std::string Describe(const proto::ActorSpec& spec) {
   std::string extra;
@@ -84,13 +86,20 @@ void ActorManager::RegisterHandlers(rpc::Server* server) {
 void ActorManager::Create(const proto::ActorSpec& spec, rpc::Responder resp) {
   absl::StatusOr<ActorAction> action = table_.Create(spec, MonotonicUs());
   if (!action.ok()) return resp.Error(action.status());
+  // Kept before it is acknowledged: a head that restarts knows it.
+  if (absl::Status st = Persist(spec.actor_id()); !st.ok()) {
+    resp.Error(absl::UnavailableError(absl::StrCat(
+        "the head cannot keep actor ", spec.actor_id(), ": ", st.message())));
+    return Apply(
+        table_.CannotStart(spec.actor_id(), "the head could not keep it"));
+  }
   resp.Reply(WithAge(*table_.FindEntry(spec.actor_id())));
   if (action->changed) {
     SHOAL_LOG(INFO) << Describe(spec) << " created by "
                     << (spec.job_id().empty() ? "no job" : spec.job_id())
                     << (spec.detached() ? " (detached)" : "");
   }
-  Apply(*action);
+  Apply(*action, /*kept=*/true);
 }
 
 void ActorManager::Get(const proto::GetActorRequest& r, rpc::Responder resp) {
@@ -197,6 +206,110 @@ void ActorManager::OnNodeDead(const std::string& node_id,
   for (const auto& id : moved) StartLease(id);
 }
 
+// ---- Restart ----
+
+absl::Status ActorManager::Persist(const std::string& actor_id) {
+  if (options_.storage == nullptr) return absl::OkStatus();
+  const ActorTable::Entry* e = table_.FindEntry(actor_id);
+  if (e == nullptr || e->info.state() == proto::ActorInfo::DEAD) {
+    return options_.storage->Delete(kActorsTable, actor_id);
+  }
+  proto::ActorInfo kept = WithAge(*e);
+  if (auto a = attempts_.find(actor_id);
+      a != attempts_.end() && e->info.state() == proto::ActorInfo::ALIVE) {
+    kept.set_lease_id(a->second.lease_id);
+  }
+  return options_.storage->Put(kActorsTable, actor_id,
+                               kept.SerializeAsString());
+}
+
+void ActorManager::Restore() {
+  if (options_.storage == nullptr) return;
+  const int64_t now = MonotonicUs();
+  size_t alive = 0, placing = 0;
+  for (const auto& [id, bytes] : options_.storage->Scan(kActorsTable)) {
+    proto::ActorInfo info;
+    if (!info.ParseFromString(bytes) || !table_.Restore(info, now)) {
+      SHOAL_LOG(WARNING) << "ignoring the kept record of actor " << id
+                         << ": it does not parse or its name is taken";
+      continue;
+    }
+    if (info.state() == proto::ActorInfo::ALIVE) {
+      Adopt(info, info.lease_id());
+      ++alive;
+    } else if (info.state() != proto::ActorInfo::DEAD) {
+      StartLease(id);
+      ++placing;
+    }
+  }
+  if (alive + placing > 0) {
+    SHOAL_LOG(INFO) << "taking up " << alive << " live actor(s); placing "
+                    << placing << " pending or restarting one(s) again";
+  }
+}
+
+void ActorManager::Adopt(const proto::ActorInfo& info,
+                         const std::string& lease_id) {
+  const std::string& id = info.spec().actor_id();
+  Attempt& a = attempts_[id];
+  ++a.number;
+  a.node_id = info.node_id();
+  a.lease_id = lease_id;
+  a.worker_id = info.worker_id();
+  a.worker_address = info.address();
+  a.worker_pid = info.pid();
+  for (const ActorNode& n : options_.alive_nodes()) {
+    if (n.node_id == a.node_id) a.agent = n.address;
+  }
+  if (a.agent.empty()) {
+    // Its node is not among the alive ones: the worker went with it.
+    return LoseWorker(id, a.number,
+                      absl::UnavailableError(
+                          absl::StrCat("its node ", a.node_id, " is gone")));
+  }
+  WatchWorker(id, a);
+  proto::ActorExitingRequest req;
+  req.set_actor_id(id);
+  req.set_worker_id(a.worker_id);
+  uint64_t attempt = a.number;
+  std::weak_ptr<bool> alive = alive_;
+  rpc::CallProto<proto::Empty>(
+      a.worker.get(), proto::ADOPT_ACTOR, req,
+      [this, alive, id, attempt](absl::StatusOr<proto::Empty> r) {
+        if (alive.expired()) return;
+        if (r.ok()) {
+          SHOAL_LOG(INFO) << "actor " << id << " taken up again";
+          return;
+        }
+        LoseWorker(id, attempt, r.status());
+      },
+      options_.worker_exit_timeout_ms);
+}
+
+void ActorManager::OnNodeLeases(
+    const std::string& agent,
+    const google::protobuf::RepeatedPtrField<proto::LeaseInfo>& leases) {
+  for (const proto::LeaseInfo& l : leases) {
+    if (l.actor_id().empty() || returning_.count(l.lease_id())) continue;
+    const ActorTable::Entry* e = table_.FindEntry(l.actor_id());
+    bool stale = e == nullptr || e->info.state() == proto::ActorInfo::DEAD;
+    if (!stale) {
+      // A lease being granted is unknown to a placing attempt until the
+      // grant arrives; one whose worker is being lost is returned by
+      // LoseWorker once its agent says how it ended.
+      auto a = attempts_.find(l.actor_id());
+      stale = a != attempts_.end() && !a->second.placing &&
+              !a->second.lease_id.empty() && a->second.lease_id != l.lease_id();
+    }
+    if (!stale) continue;
+    SHOAL_LOG(INFO) << "returning lease " << l.lease_id() << " of actor "
+                    << l.actor_id() << " at " << agent
+                    << ": the actor is no longer in it";
+    returning_.insert(l.lease_id());
+    ReturnLease(agent, l.lease_id());
+  }
+}
+
 void ActorManager::AddToStatus(proto::ClusterStatus* status) const {
   for (const auto& [id, e] : table_.entries()) {
     *status->add_actors() = WithAge(e);
@@ -205,7 +318,7 @@ void ActorManager::AddToStatus(proto::ClusterStatus* status) const {
 
 // ---- Transitions ----
 
-void ActorManager::Apply(const ActorAction& action) {
+void ActorManager::Apply(const ActorAction& action, bool kept) {
   const std::string& id = action.actor_id;
   if (action.release_worker) ReleaseWorker(id);
   const ActorTable::Entry* e = table_.FindEntry(id);
@@ -217,7 +330,11 @@ void ActorManager::Apply(const ActorAction& action) {
     }
   }
   if (action.lease_worker) StartLease(id);
-  if (!action.changed || e == nullptr) return;
+  if (!action.changed) return;
+  if (absl::Status st = kept ? absl::OkStatus() : Persist(id); !st.ok()) {
+    SHOAL_LOG(ERROR) << "cannot keep the state of actor " << id << ": " << st;
+  }
+  if (e == nullptr) return;
   const proto::ActorInfo& info = e->info;
   switch (info.state()) {
     case proto::ActorInfo::ALIVE:
@@ -461,15 +578,9 @@ void ActorManager::OnGranted(const std::string& actor_id, Attempt& a,
   a.worker_id = reply.worker_id();
   a.worker_address = reply.worker_address();
   a.worker_pid = reply.worker_pid();
-  a.worker = std::make_unique<rpc::Channel>(loop_, reply.worker_address(),
-                                            options_.token, "head");
+  WatchWorker(actor_id, a);
   uint64_t attempt = a.number;
   std::weak_ptr<bool> alive = alive_;
-  a.worker->OnDisconnect(
-      [this, alive, actor_id, attempt](const absl::Status& why) {
-        if (alive.expired()) return;
-        LoseWorker(actor_id, attempt, why);
-      });
   proto::ActorCreation creation;
   *creation.mutable_spec() = e->info.spec();
   creation.set_num_restarts(e->info.num_restarts());
@@ -478,6 +589,18 @@ void ActorManager::OnGranted(const std::string& actor_id, Attempt& a,
       [this, alive, actor_id, attempt](absl::StatusOr<proto::TaskResult> r) {
         if (alive.expired()) return;
         OnInstance(actor_id, attempt, r);
+      });
+}
+
+void ActorManager::WatchWorker(const std::string& actor_id, Attempt& a) {
+  a.worker = std::make_unique<rpc::Channel>(loop_, a.worker_address,
+                                            options_.token, "head");
+  uint64_t attempt = a.number;
+  std::weak_ptr<bool> alive = alive_;
+  a.worker->OnDisconnect(
+      [this, alive, actor_id, attempt](const absl::Status& why) {
+        if (alive.expired()) return;
+        LoseWorker(actor_id, attempt, why);
       });
 }
 
@@ -585,7 +708,9 @@ void ActorManager::ReturnLease(const std::string& agent,
   req.set_kill_worker(true);
   rpc::CallProto<proto::Empty>(
       options_.agent_channel(agent), proto::RETURN_LEASE, req,
-      [agent, lease_id](absl::StatusOr<proto::Empty> r) {
+      [this, alive = std::weak_ptr<bool>(alive_), agent,
+       lease_id](absl::StatusOr<proto::Empty> r) {
+        if (!alive.expired()) returning_.erase(lease_id);
         if (!r.ok()) {
           SHOAL_LOG(WARNING) << "cannot return lease " << lease_id << " to "
                              << agent << ": " << r.status();

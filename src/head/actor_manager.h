@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "head/actor_table.h"
+#include "head/table_storage.h"
 #include "rpc/rpc.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
@@ -64,6 +65,9 @@ struct ActorManagerOptions {
   std::function<rpc::Channel*(const std::string& address)> agent_channel;
   // The alive nodes, in a stable order (num_actors is filled in here).
   std::function<std::vector<ActorNode>()> alive_nodes;
+  // Where live actors are kept (table "actors"), so that a head started
+  // again takes them up (Restore). Null: nowhere.
+  TableStorage* storage = nullptr;
   size_t max_dead_actors = 1000;
   int64_t retry_ms = 200;  // before another try after a failed lease request
   // Start failures (FAILED) of one actor in a row before it is DEAD.
@@ -91,6 +95,21 @@ class ActorManager {
   // A GET_ACTOR long poll of a dead actor is answered at once: it will not
   // change again.
   void RegisterHandlers(rpc::Server* server);
+
+  // Takes up the live actors a head that ran before kept in storage: an
+  // ALIVE one's worker is asked to confirm it still holds the actor
+  // (ADOPT_ACTOR) and watched again (one that does not is lost, as a
+  // worker that died: restarted if it may be); PENDING and RESTARTING
+  // ones are placed again. Call once, before serving.
+  void Restore();
+
+  // Node `node_id`'s agent (at `agent`) reported the leases it holds: those
+  // that hold a worker for an actor that is dead, unknown, or ALIVE in
+  // another lease are returned with their workers killed (leases a head
+  // that died was granted, or granted for an attempt it gave up).
+  void OnNodeLeases(
+      const std::string& agent,
+      const google::protobuf::RepeatedPtrField<proto::LeaseInfo>& leases);
 
   // The job's driver went: its non-detached actors end, their workers are
   // killed at once.
@@ -133,8 +152,15 @@ class ActorManager {
   void Kill(const proto::KillActorRequest& r, rpc::Responder resp);
   void Exiting(const proto::ActorExitingRequest& r, rpc::Responder resp);
 
-  // Does what a transition asks.
-  void Apply(const ActorAction& action);
+  // Does what a transition asks, and keeps the change in storage unless
+  // `kept` (it is there already).
+  void Apply(const ActorAction& action, bool kept = false);
+  // Writes the actor's info to storage (a dead or unknown one is removed).
+  absl::Status Persist(const std::string& actor_id);
+  // Takes up a restored ALIVE actor's worker (see Restore).
+  void Adopt(const proto::ActorInfo& info, const std::string& lease_id);
+  // Opens the attempt's channel to its worker; its loss is LoseWorker's.
+  void WatchWorker(const std::string& actor_id, Attempt& a);
   // Starts a new placement attempt.
   void StartLease(const std::string& actor_id);
   void Place(const std::string& actor_id, uint64_t attempt);
@@ -188,6 +214,8 @@ class ActorManager {
   std::map<std::string, std::string> dead_nodes_;  // node id -> reason
   // Agent address -> when a call to it last failed (MonotonicUs).
   std::map<std::string, int64_t> unreachable_;
+  // Stale leases (see OnNodeLeases) returned and not yet confirmed.
+  std::set<std::string> returning_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

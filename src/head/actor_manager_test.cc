@@ -4,6 +4,7 @@
 // the real ones do. No process is started.
 #include "head/actor_manager.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -189,6 +190,7 @@ class FakeNode {
   std::vector<proto::ReturnLeaseRequest> returns;
   std::vector<std::string> cancels;          // the request ids withdrawn
   std::map<std::string, std::string> exits;  // worker id -> how it ended
+  std::vector<std::string> adoptions;        // actors a head took up again
 
  private:
   proto::RequestLeaseReply Grant(const proto::RequestLeaseRequest&) {
@@ -197,6 +199,12 @@ class FakeNode {
     std::string lease_id = absl::StrCat(node_id_, "-lease", n);
     auto server = rpc::Server::Create(loop_, "127.0.0.1", 0, kToken);
     EXPECT_TRUE(server.ok()) << server.status();
+    rpc::RegisterProto<proto::ActorExitingRequest>(
+        server->get(), proto::ADOPT_ACTOR,
+        [this](const auto& r, rpc::Responder resp) {
+          adoptions.push_back(r.actor_id());
+          resp.Reply(proto::Empty());
+        });
     rpc::RegisterProto<proto::ActorCreation>(
         server->get(), proto::CREATE_ACTOR_INSTANCE,
         [this, worker_id](const auto& r, rpc::Responder resp) {
@@ -233,11 +241,15 @@ class FakeNode {
 
 class ActorManagerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  static HeadOptions Options() {
     HeadOptions options;
     options.token = kToken;
     options.health_timeout_ms = 600000;  // fake agents send no heartbeats
-    auto head = testing::TestHead::Start("actor_manager_test", options);
+    return options;
+  }
+
+  void SetUp() override {
+    auto head = testing::TestHead::Start("actor_manager_test", Options());
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
     auto loop = rpc::EventLoop::Create("fakes");
@@ -769,4 +781,68 @@ TEST_F(ActorManagerTest, OwnerJobEndingKillsItsActorsButNotDetachedOnes) {
 }
 
 }  // namespace
+TEST_F(ActorManagerTest, AHeadThatRestartsTakesUpItsActors) {
+  FakeNode* node = AddNode("n1", 8);
+  proto::ActorSpec detached = Spec("keeper", 1, "keeper");
+  detached.set_detached(true);
+  ASSERT_TRUE(Create(detached).ok());
+  ASSERT_TRUE(Create(Spec("gone", 1)).ok());
+  proto::ActorInfo keeper = WaitForState("keeper", proto::ActorInfo::ALIVE);
+  proto::ActorInfo gone = WaitForState("gone", proto::ActorInfo::ALIVE);
+
+  // The head goes; meanwhile one actor's worker dies.
+  cli_.reset();
+  head_->Stop();
+  OnFakes([&] {
+    node->Crash(gone.worker_id(), "killed by signal 9 (Killed)");
+    return 0;
+  });
+  ASSERT_TRUE(head_->Restart(Options()).ok());
+  cli_ = Connect("cli");
+
+  // The live one is taken up in its worker, by id and by name.
+  absl::StatusOr<proto::ActorInfo> found = Get("", "keeper");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->spec().actor_id(), "keeper");
+  EXPECT_EQ(found->state(), proto::ActorInfo::ALIVE);
+  EXPECT_EQ(found->worker_id(), keeper.worker_id());
+  WaitUntil(
+      [&] { return OnFakes([node] { return node->adoptions.size(); }) >= 1; });
+  EXPECT_EQ(OnFakes([node] { return node->adoptions; }),
+            std::vector<std::string>{"keeper"});
+  // The one whose worker died is made again, as a lost worker is.
+  proto::ActorInfo again = WaitForState("gone", proto::ActorInfo::ALIVE, 1);
+  EXPECT_NE(again.worker_id(), gone.worker_id());
+  EXPECT_THAT(again.death_cause(), HasSubstr("signal 9"));
+
+  // The taken-up worker is watched again: its death restarts the actor.
+  OnFakes([&] {
+    node->Crash(keeper.worker_id(), "killed by signal 9 (Killed)");
+    return 0;
+  });
+  WaitForState("keeper", proto::ActorInfo::ALIVE, 1);
+
+  // A lease the agent still holds for an actor the head does not know (a
+  // head that died was granted it) is returned, its worker killed.
+  proto::HeartbeatRequest beat;
+  beat.set_node_id("n1");
+  proto::LeaseInfo* ghost = beat.add_leases();
+  ghost->set_lease_id("n1-lease-ghost");
+  ghost->set_actor_id("never-known");
+  proto::LeaseInfo* stale = beat.add_leases();
+  stale->set_lease_id("n1-lease-stale");
+  stale->set_actor_id("keeper");
+  proto::HeartbeatReply reply;
+  ASSERT_TRUE(cli_->CallProto(proto::HEARTBEAT, beat, &reply).ok());
+  WaitUntil([&] {
+    auto killed = KilledLeases(node);
+    return std::count(killed.begin(), killed.end(), "n1-lease-ghost") == 1;
+  });
+  // "keeper" is ALIVE in another lease: that stale one goes too.
+  WaitUntil([&] {
+    auto killed = KilledLeases(node);
+    return std::count(killed.begin(), killed.end(), "n1-lease-stale") == 1;
+  });
+}
+
 }  // namespace shoal

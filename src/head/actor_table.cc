@@ -55,6 +55,26 @@ absl::StatusOr<ActorAction> ActorTable::Create(const proto::ActorSpec& spec,
   return action;
 }
 
+bool ActorTable::Restore(const proto::ActorInfo& info, int64_t now_us) {
+  const std::string& id = info.spec().actor_id();
+  if (id.empty() || actors_.count(id)) return false;
+  const std::string& name = info.spec().name();
+  const bool live = info.state() != proto::ActorInfo::DEAD;
+  if (live && !name.empty()) {
+    if (!live_names_.emplace(name, id).second) return false;
+  }
+  Entry& e = actors_[id];
+  e.info = info;
+  e.info.clear_lease_id();
+  e.info.clear_age_ms();
+  e.created_us = now_us - info.age_ms() * 1000;
+  if (!live) {
+    dead_order_.push_back(id);
+    ForgetOldDead();
+  }
+  return true;
+}
+
 ActorAction ActorTable::Placed(const std::string& actor_id,
                                const ActorPlacement& placement) {
   ActorAction action{actor_id};

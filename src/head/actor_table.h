@@ -70,6 +70,12 @@ class ActorTable {
   absl::StatusOr<ActorAction> Create(const proto::ActorSpec& spec,
                                      int64_t now_us);
 
+  // An actor as a head that ran before kept it (a head restarting): added
+  // as it was, its name held again if it is live. Nothing to do here: the
+  // IO side takes up its worker, or places it again. False (and nothing
+  // changes) for an info without an id, or an id or live name already held.
+  bool Restore(const proto::ActorInfo& info, int64_t now_us);
+
   // Its instance was made: ALIVE there. An actor that died meanwhile gets
   // release_worker (the new worker is nobody's).
   ActorAction Placed(const std::string& actor_id,

@@ -1,7 +1,10 @@
 // Launch gangs as `shoal launch` reports them (GANG_UPDATE): each report
 // is the gang's whole state (its ranks, hosts, logs, restarts), and
 // replaces the last. The head keeps the latest `max_gangs`, running ones
-// before ended ones, and counts gangs and restarts for /metrics.
+// before ended ones, and counts gangs and restarts for /metrics. Each gang
+// is kept in storage (table "gangs") too, so that a head that restarts
+// still lists it; a running gang ends STOPPED when the job of the driver
+// that reports it (`shoal launch`'s) ends.
 //
 // Threading: the head's loop; not thread-safe.
 #ifndef SHOAL_HEAD_GANG_TABLE_H_
@@ -12,19 +15,22 @@
 #include <map>
 #include <string>
 
+#include "head/table_storage.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal {
 
 class GangTable {
  public:
-  explicit GangTable(size_t max_gangs = 100);
+  // `storage` (may be null: nothing kept) must outlive this.
+  explicit GangTable(size_t max_gangs = 100, TableStorage* storage = nullptr);
 
   void Update(const proto::GangInfo& gang);
-  // The launcher of a running gang is gone (its connection closed): the
-  // gang ends as STOPPED, saying so.
-  void LauncherLost(uint64_t connection_id);
-  void SetConnection(const std::string& gang_id, uint64_t connection_id);
+  // The driver job `job_id` ended: its running gangs end as STOPPED, saying
+  // that their `shoal launch` went away.
+  void JobEnded(const std::string& job_id);
+  // Takes up the gangs kept in storage (a head restarting). Call once.
+  void Restore();
   // Newest first.
   proto::GangList List() const;
 
@@ -32,10 +38,13 @@ class GangTable {
   int64_t restarts() const { return restarts_; }
 
  private:
+  void Persist(const proto::GangInfo& gang);
+  void Forget(std::string gang_id);  // a copy: it may be order_'s
+
   const size_t max_gangs_;
+  TableStorage* const storage_;
   std::map<std::string, proto::GangInfo> gangs_;
   std::deque<std::string> order_;  // first reported first
-  std::map<std::string, uint64_t> connections_;
   int64_t started_ = 0;
   int64_t restarts_ = 0;
 };

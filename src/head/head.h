@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "head/table_storage.h"
 
 namespace shoal {
 
@@ -31,6 +32,8 @@ struct HeadOptions {
   // the head stops). A head started again on the same storage carries on
   // with that state.
   std::string storage;
+  // How durable a write to `storage` is before the head answers.
+  StorageSync storage_sync = StorageSync::kNormal;
   // After a restart, how long a driver has to reconnect before its job
   // (and what it owns) ends.
   int64_t reattach_grace_ms = 10000;

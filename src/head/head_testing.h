@@ -58,6 +58,19 @@ class TestHead {
   // Stops the head, as its process ending would; the folder stays.
   void Stop() { head_.reset(); }
 
+  // Stops the head and starts another on the same session folder and port
+  // with `options` (a head restarting: it takes up what the last one kept).
+  absl::Status Restart(HeadOptions options) {
+    Stop();
+    options.host = "127.0.0.1";
+    options.port = std::stoi(address_.substr(address_.rfind(':') + 1));
+    options.session_dir = session_dir_;
+    absl::StatusOr<std::unique_ptr<Head>> head = Head::Create(options);
+    if (!head.ok()) return head.status();
+    head_ = std::move(*head);
+    return absl::OkStatus();
+  }
+
   // "127.0.0.1:<port>", also after Stop().
   const std::string& address() const { return address_; }
   const std::string& session_dir() const { return session_dir_; }

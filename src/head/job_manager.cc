@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -21,6 +22,13 @@ constexpr int64_t kMaxLogWaitMs = 30000;
 // How often a job that waits for its entrypoint's resources looks again.
 constexpr int64_t kPlaceRetryMs = 500;
 constexpr char kSubmittedJobsTable[] = "submitted_jobs";
+// Rows "<submission id>/<offset, 20 digits>": a job's output in order.
+constexpr char kJobOutputTable[] = "job_output";
+
+std::string OutputKey(const std::string& id, int64_t offset) {
+  std::string digits = absl::StrCat(offset);
+  return absl::StrCat(id, "/", std::string(20 - digits.size(), '0'), digits);
+}
 
 const std::string& StateName(proto::JobInfo::State state) {
   return proto::JobInfo::State_Name(state);
@@ -48,12 +56,13 @@ JobManager::JobManager(rpc::EventLoop* loop, JobManagerOptions options)
 
 JobManager::~JobManager() { *alive_ = false; }
 
-void JobManager::Persist(const Entry& e) {
-  if (options_.storage == nullptr) return;
+absl::Status JobManager::Persist(const Entry& e) {
+  if (options_.storage == nullptr) return absl::OkStatus();
   absl::Status st =
       options_.storage->Put(kSubmittedJobsTable, e.info.spec().submission_id(),
                             e.info.SerializeAsString());
   if (!st.ok()) SHOAL_LOG(ERROR) << "cannot store a job's record: " << st;
+  return st;
 }
 
 void JobManager::Restore() {
@@ -61,6 +70,9 @@ void JobManager::Restore() {
   for (const JobNode& n : options_.alive_nodes()) {
     node_addresses_[n.node_id] = n.address;
   }
+  const std::map<std::string, std::string> output =
+      OutputInStorage() ? options_.storage->Scan(kJobOutputTable)
+                        : std::map<std::string, std::string>();
   for (const auto& [id, bytes] : options_.storage->Scan(kSubmittedJobsTable)) {
     Entry& e = jobs_[id];
     if (!e.info.ParseFromString(bytes)) {
@@ -70,6 +82,7 @@ void JobManager::Restore() {
     e.log_path = absl::StrCat(options_.log_dir, "/job-", id, ".log");
     struct stat st;
     if (stat(e.log_path.c_str(), &st) == 0) e.info.set_log_bytes(st.st_size);
+    if (OutputInStorage()) RestoreLog(e, output);
     if (!Finished(e.info) && e.info.node_id().empty()) {
       std::weak_ptr<bool> alive = alive_;
       loop_->RunAfter(kPlaceRetryMs, [this, alive, id = id] {
@@ -123,6 +136,7 @@ void JobManager::RegisterHandlers(rpc::Server* s) {
         if (options_.storage != nullptr) {
           options_.storage->Delete(kSubmittedJobsTable, r.submission_id())
               .IgnoreError();
+          if (OutputInStorage()) ForgetOutput(r.submission_id());
         }
         jobs_.erase(r.submission_id());
         resp.Reply(proto::Empty());
@@ -132,7 +146,8 @@ void JobManager::RegisterHandlers(rpc::Server* s) {
       [this](const auto& r, rpc::Responder resp) { Logs(r, resp); });
   rpc::RegisterProto<proto::JobEvent>(
       s, proto::JOB_EVENT, [this](const auto& r, rpc::Responder resp) {
-        Event(r);
+        absl::Status kept = Event(r);
+        if (!kept.ok()) return resp.Error(kept);
         resp.Reply(proto::Empty());
       });
 }
@@ -171,8 +186,12 @@ void JobManager::Submit(const proto::JobSpec& request,
   e.info.set_state(proto::JobInfo::PENDING);
   e.info.set_start_time_ms(NowMs());
   e.log_path = absl::StrCat(options_.log_dir, "/job-", id, ".log");
+  // Kept before it is acknowledged.
+  if (absl::Status kept = Persist(e); !kept.ok()) {
+    jobs_.erase(id);
+    return responder.Error(kept);
+  }
   absl::Status log = WriteFile(e.log_path, "");
-  Persist(e);
   if (!log.ok()) {
     Finish(e, proto::JobInfo::FAILED, -1,
            absl::StrCat("cannot make its log: ", log.message()));
@@ -231,7 +250,7 @@ void JobManager::Place(const std::string& id) {
   e->info.clear_message();
   e->info.set_node_id(chosen->node_id);
   node_addresses_[chosen->node_id] = chosen->address;
-  Persist(*e);
+  Persist(*e).IgnoreError();
   SHOAL_LOG(INFO) << "job " << id << ": starting on node " << chosen->node_id
                   << ": " << spec.entrypoint();
   AgentCall(chosen->node_id, proto::START_JOB, spec,
@@ -257,9 +276,9 @@ void JobManager::Started(const std::string& id,
                       " could not start it: ", reply.status().message()));
 }
 
-void JobManager::Event(const proto::JobEvent& event) {
+absl::Status JobManager::Event(const proto::JobEvent& event) {
   Entry* e = Find(event.submission_id());
-  if (e == nullptr) return;
+  if (e == nullptr) return absl::OkStatus();
   // What the log has already of a report sent again (the head restarted
   // before it answered) is not written twice.
   std::string_view output = event.output();
@@ -267,7 +286,12 @@ void JobManager::Event(const proto::JobEvent& event) {
   output.remove_prefix(static_cast<size_t>(
       std::clamp<int64_t>(have, 0, static_cast<int64_t>(output.size()))));
   if (!output.empty()) {
-    int fd = open(e->log_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (OutputInStorage()) {
+      absl::Status kept = KeepOutput(*e, output);
+      if (!kept.ok()) return kept;
+    }
+    int fd = open(e->log_path.c_str(),
+                  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0) {
       size_t done = 0;
       while (done < output.size()) {
@@ -283,7 +307,6 @@ void JobManager::Event(const proto::JobEvent& event) {
   if (event.started() && e->info.state() == proto::JobInfo::PENDING) {
     e->info.set_state(proto::JobInfo::RUNNING);
     e->info.set_pid(event.pid());
-    Persist(*e);
   }
   if (!event.error().empty()) {
     Finish(*e, proto::JobInfo::FAILED, -1, event.error());
@@ -300,6 +323,57 @@ void JobManager::Event(const proto::JobEvent& event) {
     }
   }
   WakeLogReaders(*e);
+  // A report that changes the job's state is taken once that state is kept:
+  // the agent sends one that was not taken again, and it is kept then.
+  if (event.started() || event.exited() || !event.error().empty()) {
+    return Persist(*e);
+  }
+  return absl::OkStatus();
+}
+
+bool JobManager::OutputInStorage() const {
+  return options_.storage != nullptr &&
+         options_.storage->OutlivesSessionFolder();
+}
+
+absl::Status JobManager::KeepOutput(const Entry& e, std::string_view output) {
+  absl::Status st = options_.storage->Put(
+      kJobOutputTable,
+      OutputKey(e.info.spec().submission_id(), e.info.log_bytes()),
+      std::string(output));
+  if (!st.ok()) {
+    SHOAL_LOG(ERROR) << "cannot store the output of job "
+                     << e.info.spec().submission_id() << ": " << st;
+  }
+  return st;
+}
+
+void JobManager::RestoreLog(Entry& e,
+                            const std::map<std::string, std::string>& output) {
+  const std::string prefix = e.info.spec().submission_id() + "/";
+  std::string log;
+  for (auto it = output.lower_bound(prefix);
+       it != output.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+       ++it) {
+    log += it->second;
+  }
+  if (static_cast<int64_t>(log.size()) <= e.info.log_bytes()) return;
+  absl::Status written = WriteFile(e.log_path, log);
+  if (!written.ok()) {
+    SHOAL_LOG(ERROR) << "cannot write the log of job "
+                     << e.info.spec().submission_id() << ": " << written;
+    return;
+  }
+  e.info.set_log_bytes(static_cast<int64_t>(log.size()));
+}
+
+void JobManager::ForgetOutput(const std::string& id) {
+  const std::string prefix = id + "/";
+  for (const auto& [key, piece] : options_.storage->Scan(kJobOutputTable)) {
+    if (key.compare(0, prefix.size(), prefix) == 0) {
+      options_.storage->Delete(kJobOutputTable, key).IgnoreError();
+    }
+  }
 }
 
 void JobManager::Finish(Entry& e, proto::JobInfo::State state, int exit_code,
@@ -308,7 +382,7 @@ void JobManager::Finish(Entry& e, proto::JobInfo::State state, int exit_code,
   e.info.set_exit_code(exit_code);
   e.info.set_message(message);
   e.info.set_end_time_ms(NowMs());
-  Persist(e);
+  Persist(e).IgnoreError();
   SHOAL_LOG(INFO) << "job " << e.info.spec().submission_id() << ": "
                   << StateName(state) << ": " << message;
   WakeLogReaders(e);

@@ -80,7 +80,9 @@ class JobManager {
   // PENDING and is tried again. Fails it when no node has them at all.
   void Place(const std::string& id);
   void Started(const std::string& id, absl::StatusOr<proto::Empty> reply);
-  void Event(const proto::JobEvent& event);
+  // An agent's report; an error (its output could not be kept) makes the
+  // agent send it again.
+  absl::Status Event(const proto::JobEvent& event);
   void Stop(const std::string& id, const rpc::Responder& responder);
   void Logs(const proto::JobLogsRequest& request,
             const rpc::Responder& responder);
@@ -89,8 +91,17 @@ class JobManager {
   bool AnswerLogs(Entry& entry, const proto::JobLogsRequest& request,
                   const rpc::Responder& responder, bool must_answer);
   void WakeLogReaders(Entry& entry);
-  // Keeps the job's record in storage (not its output: that is its log).
-  void Persist(const Entry& entry);
+  // Keeps the job's record in storage (not its output: that is its log,
+  // and in storage that outlives the session folder, KeepOutput's rows).
+  absl::Status Persist(const Entry& entry);
+  // Storage that outlives the session folder (Redis) keeps each new piece
+  // of a job's output too, so that a head on another temp dir or host has
+  // its log; RestoreLog writes the log again from them.
+  bool OutputInStorage() const;
+  absl::Status KeepOutput(const Entry& entry, std::string_view output);
+  void RestoreLog(Entry& entry,
+                  const std::map<std::string, std::string>& output);
+  void ForgetOutput(const std::string& id);
   void Finish(Entry& entry, proto::JobInfo::State state, int exit_code,
               const std::string& message);
   Entry* Find(const std::string& id);

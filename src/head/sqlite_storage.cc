@@ -2,6 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -38,12 +44,62 @@ class Use {
   sqlite3_stmt* stmt_;
 };
 
+// Copies the write-ahead log into the database file on a thread of its
+// own, through a connection of its own, about once a second while there
+// are writes. A checkpoint fsyncs the log and the file (0.4 s each on a
+// slow disk); made by the head's connection, it would stall the head's
+// event loop in the middle of a write. A passive checkpoint never blocks
+// the writer, and the log restarts from its beginning once one has
+// caught up with it.
+class Checkpointer {
+ public:
+  Checkpointer(sqlite3* db, const std::atomic<uint64_t>* writes)
+      : db_(db), writes_(writes), thread_([this] { Run(); }) {}
+  ~Checkpointer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+    // Not the last connection to the file: closing it checkpoints nothing.
+    sqlite3_close_v2(db_);
+  }
+
+ private:
+  void Run() {
+    uint64_t done = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(1),
+                         [this] { return stop_; })) {
+      uint64_t writes = writes_->load(std::memory_order_relaxed);
+      if (writes == done) continue;
+      lock.unlock();
+      int rc = sqlite3_wal_checkpoint_v2(
+          db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      lock.lock();
+      if (rc == SQLITE_OK) done = writes;
+    }
+  }
+
+  sqlite3* const db_;
+  const std::atomic<uint64_t>* const writes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is set
+};
+
 class SqliteTableStorage : public TableStorage {
  public:
-  explicit SqliteTableStorage(std::string path) : path_(std::move(path)) {}
+  SqliteTableStorage(std::string path, StorageSync sync)
+      : path_(std::move(path)), sync_(sync) {}
   // close_v2: the connection closes once the statements (members, which
-  // go after this body) are finalized.
-  ~SqliteTableStorage() override { sqlite3_close_v2(db_); }
+  // go after this body) are finalized; the checkpointer's goes first.
+  ~SqliteTableStorage() override {
+    checkpointer_.reset();
+    sqlite3_close_v2(db_);
+  }
 
   absl::Status Open() {
     int rc = sqlite3_open_v2(
@@ -59,9 +115,17 @@ class SqliteTableStorage : public TableStorage {
     if (check != "ok") {
       return Corrupt(absl::StrCat("SQLite's integrity check says: ", check));
     }
+    const bool full = sync_ == StorageSync::kFull;
+    if (!full) {
+      // What a crash of the host may lose anyway: the fsyncs of making the
+      // file (a dozen, seconds on a slow disk, at every start of a new
+      // cluster) and of the checkpoint at close (the next head replays the
+      // write-ahead log instead).
+      sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    }
     for (const char* sql : {
+             full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF",
              "PRAGMA journal_mode=WAL",
-             "PRAGMA synchronous=FULL",
              "CREATE TABLE IF NOT EXISTS shoal_meta (key TEXT PRIMARY KEY, "
              "value TEXT NOT NULL)",
              "CREATE TABLE IF NOT EXISTS shoal_rows (tbl TEXT NOT NULL, "
@@ -89,6 +153,25 @@ class SqliteTableStorage : public TableStorage {
                                   ", and this head reads version ",
                                   kSchemaVersion));
     }
+    if (!full && sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr,
+                              nullptr, nullptr) != SQLITE_OK) {
+      return Fail("cannot set synchronous=NORMAL");
+    }
+    if (!full) {
+      sqlite3* ckpt = nullptr;
+      if (sqlite3_open_v2(path_.c_str(), &ckpt,
+                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                          nullptr) != SQLITE_OK ||
+          sqlite3_exec(ckpt, "PRAGMA synchronous=NORMAL", nullptr, nullptr,
+                       nullptr) != SQLITE_OK ||
+          sqlite3_exec(db_, "PRAGMA wal_autocheckpoint=0", nullptr, nullptr,
+                       nullptr) != SQLITE_OK) {
+        sqlite3_close_v2(ckpt);
+        return Fail("cannot open its checkpointing connection");
+      }
+      sqlite3_busy_timeout(ckpt, 5000);
+      checkpointer_ = std::make_unique<Checkpointer>(ckpt, &writes_);
+    }
     for (auto [stmt, sql] : {
              std::pair{&put_,
                        "INSERT OR REPLACE INTO shoal_rows VALUES (?1, ?2, ?3)"},
@@ -115,6 +198,7 @@ class SqliteTableStorage : public TableStorage {
     Bind(*s, 2, key);
     Bind(*s, 3, value);
     if (sqlite3_step(*s) != SQLITE_DONE) return Fail("cannot write a row");
+    writes_.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
 
@@ -133,6 +217,7 @@ class SqliteTableStorage : public TableStorage {
     Bind(*s, 1, table);
     Bind(*s, 2, key);
     if (sqlite3_step(*s) != SQLITE_DONE) return Fail("cannot delete a row");
+    writes_.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
 
@@ -199,15 +284,18 @@ class SqliteTableStorage : public TableStorage {
   }
 
   const std::string path_;
+  const StorageSync sync_;
   sqlite3* db_ = nullptr;
   Statement put_, get_, del_, scan_;
+  std::atomic<uint64_t> writes_{0};
+  std::unique_ptr<Checkpointer> checkpointer_;  // kNormal only
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TableStorage>> OpenSqliteTableStorage(
-    const std::string& path) {
-  auto storage = std::make_unique<SqliteTableStorage>(path);
+    const std::string& path, StorageSync sync) {
+  auto storage = std::make_unique<SqliteTableStorage>(path, sync);
   absl::Status opened = storage->Open();
   if (!opened.ok()) return opened;
   return storage;

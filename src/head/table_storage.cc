@@ -37,6 +37,25 @@ class InMemoryTableStorage : public TableStorage {
 
 }  // namespace
 
+absl::Status ParseStorageSync(const std::string& text, StorageSync* sync) {
+  if (text == "normal") {
+    *sync = StorageSync::kNormal;
+  } else if (text == "full") {
+    *sync = StorageSync::kFull;
+  } else {
+    return absl::InvalidArgumentError(
+        "--storage-sync is `normal` (a write survives a crash of the head) or "
+        "`full` (it survives the host losing power too: one fsync per write), "
+        "not `" +
+        text + "`");
+  }
+  return absl::OkStatus();
+}
+
+const char* StorageSyncName(StorageSync sync) {
+  return sync == StorageSync::kFull ? "full" : "normal";
+}
+
 std::unique_ptr<TableStorage> NewInMemoryTableStorage() {
   return std::make_unique<InMemoryTableStorage>();
 }

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -139,6 +140,21 @@ absl::StatusOr<int> FreePort(const std::string& host) {
 absl::StatusOr<int> RendezvousPort(rpc::HeadClient& head,
                                    const proto::LaunchHostSpec& spec) {
   constexpr int64_t kHeadTimeoutMs = 5000;
+  // Both calls may be made again (a put that overwrites, a get), so a head
+  // that is away (killed, being started again) is waited for, as drivers
+  // wait for it: up to SHOAL_HEAD_OUTAGE_WAIT_MS (30 s).
+  int64_t outage_ms = 30000;
+  if (const char* v = getenv("SHOAL_HEAD_OUTAGE_WAIT_MS");
+      v != nullptr && !absl::SimpleAtoi(v, &outage_ms)) {
+    outage_ms = 30000;
+  }
+  const int64_t give_up_us =
+      MonotonicUs() + std::max<int64_t>(0, outage_ms) * 1000;
+  auto head_away = [&](const absl::Status& st) {
+    if (!absl::IsUnavailable(st) || MonotonicUs() >= give_up_us) return false;
+    usleep(200000);
+    return true;
+  };
   std::string key = absl::StrCat("launch/", spec.launch_id(), "/port");
   if (spec.host_index() == 0) {
     int port = 0;
@@ -150,6 +166,9 @@ absl::StatusOr<int> RendezvousPort(rpc::HeadClient& head,
     put.set_value(std::to_string(port));
     put.set_overwrite(true);
     absl::StatusOr<proto::KvPutReply> reply = head.KvPut(put, kHeadTimeoutMs);
+    while (!reply.ok() && head_away(reply.status())) {
+      reply = head.KvPut(put, kHeadTimeoutMs);
+    }
     if (!reply.ok()) return reply.status();
     return port;
   }
@@ -157,6 +176,7 @@ absl::StatusOr<int> RendezvousPort(rpc::HeadClient& head,
   get.set_key(key);
   for (int i = 0; i < 600; ++i) {  // up to a minute
     absl::StatusOr<proto::KvGetReply> reply = head.KvGet(get, kHeadTimeoutMs);
+    if (!reply.ok() && head_away(reply.status())) continue;
     if (!reply.ok()) return reply.status();
     int port = 0;
     if (reply->found() && absl::SimpleAtoi(reply->value(), &port)) return port;
@@ -494,6 +514,38 @@ std::map<std::string, double> GangBundle(const std::vector<NodeInfo>& alive,
   return bundle;
 }
 
+// Reserves `n` alive nodes but those in `excluded` (nodes the launcher saw
+// die, which the head may not have declared dead yet) as a STRICT_SPREAD
+// placement group of one GangBundle each: sets *group, *host_ids (its
+// bundles' nodes) and *bundle_devices. Throws Error (with *busy set when
+// the nodes were there but taken for --reserve-timeout).
+void ReserveNodes(const LaunchOptions& options, int n, int nproc,
+                  const std::set<std::string>& excluded, PlacementGroup* group,
+                  std::vector<std::string>* host_ids,
+                  std::map<std::string, double>* bundle_devices, bool* busy) {
+  std::vector<NodeInfo> alive;
+  for (const NodeInfo& node : Nodes()) {
+    if (node.alive && excluded.count(node.node_id) == 0) alive.push_back(node);
+  }
+  if (n > static_cast<int>(alive.size())) {
+    throw Error(absl::StrCat("asked for ", n, " nodes; the cluster has ",
+                             alive.size(), " alive"));
+  }
+  PlacementGroupOptions pg;
+  pg.strategy = PlacementStrategy::kStrictSpread;
+  pg.bundles.assign(n, GangBundle(alive, n, nproc));
+  *bundle_devices = pg.bundles[0];
+  *group = CreatePlacementGroup(pg);
+  if (!group->Wait(int64_t{options.reserve_timeout_s} * 1000)) {
+    RemovePlacementGroup(*group);
+    *busy = true;
+    throw Error(absl::StrCat("could not reserve ", n, " nodes within ",
+                             options.reserve_timeout_s,
+                             " s (--reserve-timeout); they are busy"));
+  }
+  *host_ids = group->BundleNodes();
+}
+
 }  // namespace
 
 int RunLaunch(const LaunchOptions& options) {
@@ -557,6 +609,7 @@ int RunLaunch(const LaunchOptions& options) {
   bool slice_gang = false;
   std::map<std::string, double> bundle_devices;
   int nproc = std::max(1, options.nproc_per_node);
+  int gang_nodes = 0;  // of a gang that is not a TPU slice's
   bool busy = false;
   try {
     slice_gang = !options.slice.empty() ||
@@ -567,27 +620,12 @@ int RunLaunch(const LaunchOptions& options) {
       group = slice.group;
       host_ids = slice.hosts;
     } else {
-      int n = options.local
-                  ? 1
-                  : (options.nodes > 0 ? options.nodes
-                                       : static_cast<int>(alive.size()));
-      if (n > static_cast<int>(alive.size())) {
-        throw Error(absl::StrCat("asked for ", n, " nodes; the cluster has ",
-                                 alive.size(), " alive"));
-      }
-      PlacementGroupOptions pg;
-      pg.strategy = PlacementStrategy::kStrictSpread;
-      pg.bundles.assign(n, GangBundle(alive, n, nproc));
-      bundle_devices = pg.bundles[0];
-      group = CreatePlacementGroup(pg);
-      if (!group.Wait(int64_t{options.reserve_timeout_s} * 1000)) {
-        RemovePlacementGroup(group);
-        busy = true;
-        throw Error(absl::StrCat("could not reserve ", n, " nodes within ",
-                                 options.reserve_timeout_s,
-                                 " s (--reserve-timeout); they are busy"));
-      }
-      host_ids = group.BundleNodes();
+      gang_nodes = options.local
+                       ? 1
+                       : (options.nodes > 0 ? options.nodes
+                                            : static_cast<int>(alive.size()));
+      ReserveNodes(options, gang_nodes, nproc, {}, &group, &host_ids,
+                   &bundle_devices, &busy);
     }
   } catch (const Error& e) {
     std::string why = e.what();
@@ -734,6 +772,7 @@ int RunLaunch(const LaunchOptions& options) {
   gang.set_start_time_ms(NowMs());
   if (const char* job = getenv("SHOAL_JOB_SUBMISSION_ID")) gang.set_job_id(job);
   gang.set_launcher(absl::StrCat(Hostname(), " pid ", getpid()));
+  std::set<std::string> excluded_nodes;  // seen dead: not placed on again
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard<std::mutex> lock(state.mu);
@@ -771,6 +810,7 @@ int RunLaunch(const LaunchOptions& options) {
     // run to its end and exited 0, as the runners themselves report it (the
     // streamed reports may have been lost).
     std::string runner_error;
+    std::set<std::string> lost_nodes;  // whose runner's worker died
     int exited_zero = 0;
     std::vector<proto::LaunchExit> unreported;  // non-zero, from results
     std::vector<bool> done(runners.size(), false);
@@ -817,6 +857,9 @@ int RunLaunch(const LaunchOptions& options) {
           error = absl::StrCat("the runner on host ", i, " (",
                                hosts[i].address(), ", node ",
                                hosts[i].node_id(), ") failed: ", e.what());
+          if (dynamic_cast<const WorkerDiedError*>(&e) != nullptr) {
+            lost_nodes.insert(hosts[i].node_id());
+          }
         }
         if (!error.empty()) {
           if (runner_error.empty()) runner_error = error;
@@ -856,6 +899,35 @@ int RunLaunch(const LaunchOptions& options) {
           "shoal launch: interrupted; every process of the gang was stopped";
       exit_code = 130;
       break;
+    }
+    // A host of the gang died (its runner with it): with restarts left,
+    // the gang is placed again on nodes that are alive and starts over.
+    if (!failed && !lost_nodes.empty() && !slice_gang &&
+        attempt < options.max_restarts) {
+      std::cout << "shoal launch: " << runner_error
+                << "; placing the gang again (restart " << attempt + 1 << " of "
+                << options.max_restarts << ")\n";
+      std::cout.flush();
+      excluded_nodes.insert(lost_nodes.begin(), lost_nodes.end());
+      try {
+        RemovePlacementGroup(group);
+        bool busy_again = false;
+        ReserveNodes(options, gang_nodes, nproc, excluded_nodes, &group,
+                     &host_ids, &bundle_devices, &busy_again);
+      } catch (const Error& e) {
+        summary = absl::StrCat("shoal launch: ", runner_error,
+                               "; the gang cannot be placed again: ", e.what());
+        exit_code = 1;
+        break;
+      }
+      hosts.clear();
+      for (const std::string& id : host_ids) {
+        for (const NodeInfo& n : Nodes()) {
+          if (n.node_id == id) hosts.push_back(DescribeHost(n, nproc));
+        }
+      }
+      gang.set_placement_group_id(group.id());
+      continue;
     }
     if (!failed) {
       if (runner_error.empty()) {

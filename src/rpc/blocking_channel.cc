@@ -1,6 +1,7 @@
 #include "rpc/blocking_channel.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,6 +16,7 @@
 #include "common/util.h"
 #include "rpc/frame.h"
 #include "rpc/rpc.h"
+#include "rpc/tls.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
@@ -41,11 +43,27 @@ bool WaitFd(int fd, short events, int64_t deadline_us) {
   }
 }
 
+// A TLS record is at most 16 KiB: a frame up to that size leaves as one
+// record (one write) when its header and payload are sent together.
+constexpr size_t kTlsCoalesceBytes = 16 << 10;
+
 }  // namespace
+
+BlockingChannel::BlockingChannel(int fd, std::string address)
+    : fd_(fd), address_(std::move(address)) {}
 
 absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
     const std::string& address, const std::string& token,
     const std::string& peer_name, int64_t timeout_ms) {
+  absl::StatusOr<std::shared_ptr<const TlsContext>> tls = ProcessTls();
+  if (!tls.ok()) return tls.status();
+  return Connect(address, token, peer_name, timeout_ms, *std::move(tls));
+}
+
+absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
+    const std::string& address, const std::string& token,
+    const std::string& peer_name, int64_t timeout_ms,
+    std::shared_ptr<const TlsContext> tls) {
   sockaddr_in addr;
   if (absl::Status s = ResolveAddress(address, &addr); !s.ok()) return s;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -61,11 +79,20 @@ absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
         absl::StrCat("cannot connect to ", address, ": ", strerror(err)));
   }
   std::unique_ptr<BlockingChannel> channel(new BlockingChannel(fd, address));
+  int64_t deadline = DeadlineUs(timeout_ms);
+  std::lock_guard<std::mutex> lock(channel->mu_);
+  if (tls != nullptr) {
+    // Non-blocking, so that the TLS calls return and the deadlines hold.
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    auto stream =
+        TlsStream::Create(*tls, fd, TlsStream::Role::kClient, address);
+    if (!stream.ok()) return stream.status();
+    channel->tls_ = std::move(*stream);
+    if (auto s = channel->Handshake(deadline); !s.ok()) return s;
+  }
   proto::Hello hello;
   hello.set_token(token);
   hello.set_peer_name(peer_name);
-  int64_t deadline = DeadlineUs(timeout_ms);
-  std::lock_guard<std::mutex> lock(channel->mu_);
   if (auto s = channel->WriteFrame(kHello, 0, 0, hello.SerializeAsString(),
                                    deadline);
       !s.ok()) {
@@ -88,7 +115,29 @@ absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
 }
 
 BlockingChannel::~BlockingChannel() {
+  tls_.reset();
   if (fd_ >= 0) close(fd_);
+}
+
+bool BlockingChannel::Wait(short events, int64_t deadline_us) {
+  if (tls_ == nullptr) return WaitFd(fd_, events, deadline_us);
+  // TLS: try first, and wait for what the session asked for once it did
+  // (a read may need to write, and bytes it holds are not seen by poll).
+  if (!tls_blocked_) return true;
+  tls_blocked_ = false;
+  return WaitFd(fd_, tls_->wants_write() ? POLLOUT : POLLIN, deadline_us);
+}
+
+absl::Status BlockingChannel::Handshake(int64_t deadline_us) {
+  while (tls_->Handshake() < 0) {
+    if (errno != EAGAIN) return tls_->error();
+    tls_blocked_ = true;
+    if (!Wait(POLLIN, deadline_us)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the TLS handshake with ", address_, " timed out"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status BlockingChannel::Broken(const std::string& what) {
@@ -102,19 +151,36 @@ absl::Status BlockingChannel::WriteFrame(uint8_t kind, uint32_t method,
                                          int64_t deadline_us) {
   char header[kHeaderSize];
   EncodeFrameHeader(header, kind, method, call_id, payload.size());
+  std::string small;  // TLS: a small frame in one piece
   iovec iov[2] = {{header, kHeaderSize},
                   {const_cast<char*>(payload.data()), payload.size()}};
   int idx = 0;
+  if (tls_ != nullptr && payload.size() <= kTlsCoalesceBytes) {
+    small.reserve(kHeaderSize + payload.size());
+    small.append(header, kHeaderSize).append(payload);
+    iov[1] = {small.data(), small.size()};
+    idx = 1;
+  }
   while (idx < 2) {
-    if (!WaitFd(fd_, POLLOUT, deadline_us)) {
+    if (!Wait(POLLOUT, deadline_us)) {
       return Broken(absl::StrCat("writing to ", address_, " timed out"));
     }
-    msghdr msg{};
-    msg.msg_iov = iov + idx;
-    msg.msg_iovlen = 2 - idx;
-    ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    ssize_t n;
+    if (tls_ != nullptr) {
+      n = tls_->Send(iov[idx].iov_base, iov[idx].iov_len);
+    } else {
+      msghdr msg{};
+      msg.msg_iov = iov + idx;
+      msg.msg_iovlen = 2 - idx;
+      n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    }
     if (n < 0) {
+      tls_blocked_ = errno == EAGAIN;
       if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EPROTO && tls_ != nullptr) {
+        Broken(std::string(tls_->error().message())).IgnoreError();
+        return tls_->error();
+      }
       return Broken(
           absl::StrCat("connection to ", address_, " lost: ", strerror(errno)));
     }
@@ -137,15 +203,21 @@ absl::StatusOr<std::string> BlockingChannel::ReadFrame(uint8_t* kind,
   auto read_exact = [&](char* out, size_t size) -> absl::Status {
     size_t got = 0;
     while (got < size) {
-      if (!WaitFd(fd_, POLLIN, deadline_us)) {
+      if (!Wait(POLLIN, deadline_us)) {
         return Broken(absl::StrCat("no reply from ", address_, " in time"));
       }
-      ssize_t n = recv(fd_, out + got, size - got, 0);
+      ssize_t n = tls_ != nullptr ? tls_->Recv(out + got, size - got)
+                                  : recv(fd_, out + got, size - got, 0);
       if (n == 0) {
         return Broken(absl::StrCat(address_, " closed the connection"));
       }
       if (n < 0) {
+        tls_blocked_ = errno == EAGAIN;
         if (errno == EINTR || errno == EAGAIN) continue;
+        if (errno == EPROTO && tls_ != nullptr) {
+          Broken(std::string(tls_->error().message())).IgnoreError();
+          return tls_->error();
+        }
         return Broken(absl::StrCat("connection to ", address_,
                                    " lost: ", strerror(errno)));
       }

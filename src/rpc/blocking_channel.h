@@ -21,13 +21,22 @@ class MessageLite;
 
 namespace shoal::rpc {
 
+class TlsContext;
+class TlsStream;
+
 class BlockingChannel {
  public:
-  // Connects to host:port and authenticates with `token`. Errors name the
-  // address; a refused token is PermissionDenied.
+  // Connects to host:port and authenticates with `token`, over this
+  // process's TLS (ProcessTls) or the overload's `tls` (null: plain TCP).
+  // Errors name the address; a refused token is PermissionDenied, a failed
+  // TLS handshake Unauthenticated.
   static absl::StatusOr<std::unique_ptr<BlockingChannel>> Connect(
       const std::string& address, const std::string& token,
       const std::string& peer_name, int64_t timeout_ms = 10000);
+  static absl::StatusOr<std::unique_ptr<BlockingChannel>> Connect(
+      const std::string& address, const std::string& token,
+      const std::string& peer_name, int64_t timeout_ms,
+      std::shared_ptr<const TlsContext> tls);
   ~BlockingChannel();
   BlockingChannel(const BlockingChannel&) = delete;
   BlockingChannel& operator=(const BlockingChannel&) = delete;
@@ -47,8 +56,10 @@ class BlockingChannel {
   const std::string& address() const { return address_; }
 
  private:
-  BlockingChannel(int fd, std::string address)
-      : fd_(fd), address_(std::move(address)) {}
+  BlockingChannel(int fd, std::string address);
+  absl::Status Handshake(int64_t deadline_us);
+  // Waits until the socket (or the TLS session) can move data.
+  bool Wait(short events, int64_t deadline_us);
   absl::Status WriteFrame(uint8_t kind, uint32_t method, uint64_t call_id,
                           std::string_view payload, int64_t deadline_us);
   // Reads one frame; its kind, method and call id into the out-parameters.
@@ -58,6 +69,8 @@ class BlockingChannel {
 
   std::mutex mu_;
   int fd_;
+  std::unique_ptr<TlsStream> tls_;  // null: plain TCP
+  bool tls_blocked_ = false;        // its last call returned EAGAIN
   const std::string address_;
   uint64_t next_call_id_ = 1;
   std::string broken_;  // why the connection is unusable, once it is

@@ -4,8 +4,10 @@
 #include "rpc/head_client.h"
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -148,6 +150,186 @@ TEST_F(HeadClientTest, BlobUploadAndDownload) {
   chunk.set_hash("not-a-hash");
   absl::Status bad = client_->PutBlobChunk(chunk);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+}
+
+// Two drivers of one program upload it at once (after a head took a
+// cluster over, each gives it their binary again), chunk by chunk,
+// interleaved: one finishing first must not spoil the other's upload.
+TEST_F(HeadClientTest, TwoUploadsOfOneBlobAtOnceBothSucceed) {
+  std::string path = head_->session_dir() + "/program";
+  std::string data;
+  for (int i = 0; i < 3000; ++i) absl::StrAppend(&data, "chunk ", i, " ");
+  std::ofstream(path, std::ios::binary) << data;
+  absl::StatusOr<std::string> hash = Sha256File(path);
+  ASSERT_TRUE(hash.ok()) << hash.status();
+  HeadClient other(loop_.get(), head_->address(), kToken, "second uploader");
+  constexpr size_t kChunks = 4;
+  const size_t size = (data.size() + kChunks - 1) / kChunks;
+  auto chunk = [&](size_t i) {
+    proto::BlobChunk c;
+    c.set_hash(*hash);
+    c.set_offset(i * size);
+    c.set_data(data.substr(i * size, size));
+    c.set_last(i + 1 == kChunks);
+    c.set_total_size(data.size());
+    return c;
+  };
+  // The first is two chunks ahead: it finishes while the second is midway.
+  ASSERT_TRUE(client_->PutBlobChunk(chunk(0)).ok());
+  ASSERT_TRUE(client_->PutBlobChunk(chunk(1)).ok());
+  ASSERT_TRUE(other.PutBlobChunk(chunk(0)).ok());
+  ASSERT_TRUE(client_->PutBlobChunk(chunk(2)).ok());
+  ASSERT_TRUE(other.PutBlobChunk(chunk(1)).ok());
+  ASSERT_TRUE(client_->PutBlobChunk(chunk(3)).ok());
+  ASSERT_TRUE(other.PutBlobChunk(chunk(2)).ok());
+  absl::Status last = other.PutBlobChunk(chunk(3));
+  EXPECT_TRUE(last.ok()) << last;
+
+  proto::BlobRef ref;
+  ref.set_hash(*hash);
+  absl::StatusOr<proto::HasBlobReply> has = client_->HasBlob(ref);
+  ASSERT_TRUE(has.ok()) << has.status();
+  EXPECT_TRUE(has->present());
+  EXPECT_EQ(has->size(), static_cast<int64_t>(data.size()));
+  // Nothing half-written is left beside it.
+  int files = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(head_->session_dir() + "/blobs")) {
+    EXPECT_EQ(e.path().filename().string(), *hash);
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+// The cluster view in heartbeat replies: the whole view for an agent that
+// holds none (or another head's), then only the nodes that changed since
+// the version it holds.
+TEST_F(HeadClientTest, HeartbeatsBringOnlyWhatChangedSinceTheViewHeld) {
+  auto cpus = [](double n) {
+    proto::ResourceMap m;
+    ResourceSet::FromDoubles({{"CPU", n}})->ToProto(&m);
+    return m;
+  };
+  for (const char* id : {"a", "b", "c"}) {
+    proto::RegisterNodeRequest reg;
+    reg.mutable_node()->set_node_id(id);
+    reg.mutable_node()->set_address(absl::StrCat(id, ".example:1"));
+    reg.mutable_node()->set_hostname("not sent to agents");
+    *reg.mutable_node()->mutable_total() = cpus(4);
+    ASSERT_TRUE(OnLoop<proto::RegisterNodeReply>([&](auto done) {
+                  client_->RegisterNode(reg, std::move(done));
+                }).ok());
+  }
+  auto beat = [&](const std::string& id, double available, uint64_t epoch,
+                  int64_t version) {
+    proto::HeartbeatRequest req;
+    req.set_node_id(id);
+    *req.mutable_available() = cpus(available);
+    *req.mutable_total() = cpus(4);
+    req.set_view_epoch(epoch);
+    req.set_view_version(version);
+    return OnLoop<proto::HeartbeatReply>(
+        [&](auto done) { client_->Heartbeat(req, std::move(done)); });
+  };
+  auto ids = [](const proto::HeartbeatReply& r) {
+    std::vector<std::string> out;
+    for (const auto& n : r.nodes()) out.push_back(n.node_id());
+    return out;
+  };
+  auto first = beat("a", 4, 0, 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->full_view());
+  EXPECT_THAT(ids(*first), ::testing::ElementsAre("a", "b", "c"));
+  EXPECT_NE(first->view_epoch(), 0u);
+  // What spillback reads, not the rest of the record.
+  EXPECT_EQ(first->nodes(1).address(), "b.example:1");
+  EXPECT_TRUE(first->nodes(1).alive());
+  EXPECT_EQ(first->nodes(1).hostname(), "");
+  const uint64_t epoch = first->view_epoch();
+
+  auto same = beat("a", 4, epoch, first->view_version());
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(same->full_view());
+  EXPECT_THAT(ids(*same), ::testing::IsEmpty());
+  EXPECT_EQ(same->view_version(), first->view_version());
+
+  // b's available changes: a's next heartbeat brings b, and only b.
+  ASSERT_TRUE(beat("b", 1, 0, 0).ok());
+  auto changed = beat("a", 4, epoch, same->view_version());
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_FALSE(changed->full_view());
+  ASSERT_THAT(ids(*changed), ::testing::ElementsAre("b"));
+  EXPECT_EQ(
+      ResourceSet::FromProto(changed->nodes(0).available()).GetDouble("CPU"),
+      1);
+
+  // c leaves: it comes as not alive.
+  proto::UnregisterNodeRequest bye;
+  bye.set_node_id("c");
+  ASSERT_TRUE(OnLoop<proto::Empty>([&](auto done) {
+                client_->UnregisterNode(bye, std::move(done));
+              }).ok());
+  auto left = beat("a", 4, epoch, changed->view_version());
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_THAT(ids(*left), ::testing::ElementsAre("c"));
+  EXPECT_FALSE(left->nodes(0).alive());
+
+  // A view of another head (or a version this head never gave): all of it.
+  auto other = beat("a", 4, epoch + 1, left->view_version());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(other->full_view());
+  EXPECT_EQ(other->nodes_size(), 3);
+  auto ahead = beat("a", 4, epoch, left->view_version() + 100);
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  EXPECT_TRUE(ahead->full_view());
+}
+
+TEST_F(HeadClientTest, ALargeViewComesInPagesThatAddUpToEveryNode) {
+  // 3,000 nodes are more than one reply's page: the first reply starts
+  // the view (full_view), each next heartbeat from the version it reached
+  // brings the following changes, and merged they are every node once.
+  constexpr int kNodes = 3000;
+  proto::ResourceMap cpus;
+  ResourceSet::FromDoubles({{"CPU", 8}})->ToProto(&cpus);
+  for (int i = 0; i < kNodes; ++i) {
+    proto::RegisterNodeRequest reg;
+    reg.mutable_node()->set_node_id(absl::StrCat("node-", i));
+    reg.mutable_node()->set_address(
+        absl::StrCat("10.0.", i / 250, ".", i % 250, ":41000"));
+    *reg.mutable_node()->mutable_total() = cpus;
+    ASSERT_TRUE(OnLoop<proto::RegisterNodeReply>([&](auto done) {
+                  client_->RegisterNode(reg, std::move(done));
+                }).ok());
+  }
+  std::map<std::string, std::string> view;  // node id -> address
+  uint64_t epoch = 0;
+  int64_t version = 0;
+  int pages = 0;
+  for (; pages < 100; ++pages) {
+    proto::HeartbeatRequest req;
+    req.set_node_id("node-0");
+    *req.mutable_available() = cpus;
+    *req.mutable_total() = cpus;
+    req.set_view_epoch(epoch);
+    req.set_view_version(version);
+    auto reply = OnLoop<proto::HeartbeatReply>(
+        [&](auto done) { client_->Heartbeat(req, std::move(done)); });
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->full_view(), pages == 0);
+    if (reply->full_view()) view.clear();
+    for (const auto& n : reply->nodes()) {
+      EXPECT_TRUE(view.emplace(n.node_id(), n.address()).second)
+          << n.node_id() << " came twice";
+    }
+    ASSERT_GE(reply->view_version(), version);
+    if (reply->nodes_size() == 0) break;  // nothing newer: the view is whole
+    EXPECT_LT(reply->ByteSizeLong(), 80u << 10);
+    epoch = reply->view_epoch();
+    version = reply->view_version();
+  }
+  EXPECT_GT(pages, 2);
+  ASSERT_EQ(view.size(), static_cast<size_t>(kNodes));
+  EXPECT_EQ(view["node-2999"], "10.0.11.249:41000");
 }
 
 TEST_F(HeadClientTest, PlacementGroups) {

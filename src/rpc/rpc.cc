@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "google/protobuf/message_lite.h"
 #include "rpc/frame.h"
+#include "rpc/tls.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
@@ -107,8 +108,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       std::function<void(uint8_t, uint32_t, uint64_t, std::string_view)>;
   using CloseFn = std::function<void(const absl::Status&)>;
 
-  Connection(EventLoop* loop, int fd, std::string peer, uint64_t id)
-      : loop_(loop), fd_(fd), peer_(std::move(peer)), id_(id) {}
+  // `tls`: the connection's TLS session; null for plain TCP.
+  Connection(EventLoop* loop, int fd, std::string peer, uint64_t id,
+             std::unique_ptr<TlsStream> tls)
+      : loop_(loop),
+        fd_(fd),
+        peer_(std::move(peer)),
+        id_(id),
+        tls_(std::move(tls)) {}
   ~Connection() {
     if (fd_ >= 0) close(fd_);
   }
@@ -117,6 +124,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     on_frame_ = std::move(on_frame);
     on_close_ = std::move(on_close);
     connecting_ = connecting;
+    accepted_ = !connecting;
+    // A server looks at the first byte before its TLS handshake, to answer
+    // a client without TLS with what to do.
+    sniffing_ = tls_ != nullptr && accepted_;
     auto self = shared_from_this();
     uint32_t events = EPOLLIN | EPOLLRDHUP;
     if (connecting) events |= EPOLLOUT;
@@ -178,20 +189,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  void WatchOut(bool on) {
+    if (on == watching_out_) return;
+    watching_out_ = on;
+    loop_->ModifyFd(fd_, EPOLLIN | EPOLLRDHUP | (on ? uint32_t{EPOLLOUT} : 0u));
+  }
+
   void Flush() {
+    if (tls_ != nullptr && !tls_->established()) return;  // after it
     while (!closed_ && out_pos_ < out_.size()) {
-      ssize_t n = send(fd_, out_.data() + out_pos_, out_.size() - out_pos_,
-                       MSG_NOSIGNAL);
+      const char* data = out_.data() + out_pos_;
+      size_t size = out_.size() - out_pos_;
+      ssize_t n = tls_ != nullptr ? tls_->Send(data, size)
+                                  : send(fd_, data, size, MSG_NOSIGNAL);
       if (n > 0) {
         out_pos_ += n;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!watching_out_) {
-          watching_out_ = true;
-          loop_->ModifyFd(fd_, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
-        }
+        // A TLS write that waits for input is retried when input comes.
+        WatchOut(tls_ == nullptr || tls_->wants_write());
+        return;
+      }
+      if (n < 0 && errno == EPROTO && tls_ != nullptr) {
+        FailTls();
         return;
       }
       Close(absl::UnavailableError(
@@ -201,11 +223,61 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     out_.clear();
     out_pos_ = 0;
-    if (watching_out_) {
-      watching_out_ = false;
-      loop_->ModifyFd(fd_, EPOLLIN | EPOLLRDHUP);
-    }
+    WatchOut(read_wants_write_);
     if (close_after_flush_) Close(close_reason_);
+  }
+
+  // Moves the TLS handshake on (a server first looks at what the client
+  // sent); once it is done, sends what waited for it and reads.
+  void ContinueHandshake() {
+    if (sniffing_) {
+      char first = 0;
+      ssize_t n = recv(fd_, &first, 1, MSG_PEEK);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      if (n <= 0) {
+        Close(absl::UnavailableError(absl::StrCat(
+            "connection from ", peer_, " closed before the TLS handshake")));
+        return;
+      }
+      sniffing_ = false;
+      if (!StartsTlsHandshake(first)) {
+        SHOAL_LOG(WARNING) << "refused a connection from " << peer_
+                           << ": it does not use TLS, and this server does";
+        tls_.reset();  // the refusal goes out in plain text
+        Refuse(kPlainClientOnTlsPort);
+        return;
+      }
+    }
+    if (tls_->Handshake() < 0) {
+      if (errno == EAGAIN) {
+        WatchOut(tls_->wants_write());
+      } else {
+        FailTls();
+      }
+      return;
+    }
+    Flush();
+    if (!closed_) ReadAll();
+  }
+
+  // Answers a peer that must not be served with an error frame, reads
+  // nothing more from it and closes once the answer is out.
+  void Refuse(const char* why) {
+    refused_ = true;
+    in_.clear();
+    in_pos_ = 0;
+    Send(kError, static_cast<uint32_t>(absl::StatusCode::kUnauthenticated), 0,
+         why);
+    CloseAfterFlush(absl::UnauthenticatedError(why));
+  }
+
+  // Closes after the TLS session failed; a server says why in its log.
+  void FailTls() {
+    if (accepted_) {
+      SHOAL_LOG(WARNING) << "refused a TLS connection from " << peer_ << ": "
+                         << tls_->error().message();
+    }
+    Close(tls_->error());
   }
 
   void OnEvents(uint32_t ev) {
@@ -221,14 +293,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
           return;
         }
         connecting_ = false;
-        Flush();
+        if (tls_ == nullptr) Flush();  // with TLS, the handshake first
         if (closed_) return;
       }
+    }
+    if (tls_ != nullptr && !tls_->established()) {
+      if (!connecting_) ContinueHandshake();
+      return;
     }
     if (ev & EPOLLIN) {
       if (!ReadAll()) return;
     }
-    if ((ev & EPOLLOUT) && !connecting_) Flush();
+    if (read_wants_write_ && (ev & EPOLLOUT)) {
+      read_wants_write_ = false;
+      if (!ReadAll()) return;
+    }
+    if (!connecting_ &&
+        ((ev & EPOLLOUT) || (tls_ != nullptr && out_pos_ < out_.size()))) {
+      Flush();
+    }
     if (closed_) return;
     if (ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
       // Read what is left before giving up: the peer may have replied and
@@ -243,11 +326,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool ReadAll() {
     char buf[65536];
     while (true) {
-      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      ssize_t n = tls_ != nullptr ? tls_->Recv(buf, sizeof(buf))
+                                  : recv(fd_, buf, sizeof(buf), 0);
       if (n > 0) {
         in_.append(buf, n);
         if (!Parse()) return false;
-        if (static_cast<size_t>(n) < sizeof(buf)) return true;
+        // A short read emptied the socket. (TLS hands out a record at a
+        // time: it says when the socket and the session are empty.)
+        if (tls_ == nullptr ? static_cast<size_t>(n) < sizeof(buf)
+                            : tls_->Drained()) {
+          return true;
+        }
         continue;
       }
       if (n == 0) {
@@ -256,7 +345,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return false;
       }
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (tls_ != nullptr && tls_->wants_write()) {
+          read_wants_write_ = true;
+          WatchOut(true);
+        }
+        return true;
+      }
+      if (errno == EPROTO && tls_ != nullptr) {
+        FailTls();
+        return false;
+      }
       Close(absl::UnavailableError(
           absl::StrCat("read from ", peer_, " failed: ", strerror(errno))));
       return false;
@@ -265,7 +364,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   bool Parse() {
     auto self = shared_from_this();  // a frame handler may drop the last ref
+    if (refused_) {
+      in_.clear();
+      return true;
+    }
     size_t pos = in_pos_;
+    if (!authenticated_ && accepted_ && tls_ == nullptr && pos == 0 &&
+        !in_.empty() && StartsTlsHandshake(in_[0])) {
+      SHOAL_LOG(WARNING) << "refused a connection from " << peer_
+                         << ": it speaks TLS, and this server does not use "
+                            "TLS (start it with --tls-cert, --tls-key and "
+                            "--tls-ca for TLS)";
+      Refuse(kTlsClientOnPlainPort);
+      return false;
+    }
     while (in_.size() - pos >= 4) {
       uint32_t len;
       memcpy(&len, in_.data() + pos, 4);
@@ -315,7 +427,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t in_pos_ = 0;
   std::string out_;
   size_t out_pos_ = 0;
+  std::unique_ptr<TlsStream> tls_;  // null: plain TCP
   bool connecting_ = false;
+  bool accepted_ = false;          // the server's end
+  bool sniffing_ = false;          // a TLS server that has not read a byte yet
+  bool refused_ = false;           // answered with an error; input is dropped
+  bool read_wants_write_ = false;  // a TLS read waits for the socket's room
   bool watching_out_ = false;
   bool flush_scheduled_ = false;
   std::shared_ptr<ServerStatsRecorder> stats_;  // a server's, if it keeps them
@@ -408,12 +525,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(EventLoop* loop,
                                                        const std::string& host,
                                                        int port,
                                                        std::string token) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const TlsContext> tls, ProcessTls());
+  return Create(loop, host, port, std::move(token), std::move(tls));
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(
+    EventLoop* loop, const std::string& host, int port, std::string token,
+    std::shared_ptr<const TlsContext> tls) {
+  if (tls != nullptr) RETURN_IF_ERROR(tls->CheckCanServe());
   ASSIGN_OR_RETURN(int fd, ListenOn(host, port));
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::unique_ptr<Server> server(
-      new Server(loop, ntohs(addr.sin_port), std::move(token)));
+      new Server(loop, ntohs(addr.sin_port), std::move(token), std::move(tls)));
   server->AddListener(fd);
   return server;
 }
@@ -445,8 +570,12 @@ void AlsoListenOnLoopback(Server* server, const std::string& advertised_host) {
   }
 }
 
-Server::Server(EventLoop* loop, int port, std::string token)
-    : loop_(loop), port_(port), token_(std::move(token)) {}
+Server::Server(EventLoop* loop, int port, std::string token,
+               std::shared_ptr<const TlsContext> tls)
+    : loop_(loop),
+      port_(port),
+      token_(std::move(token)),
+      tls_(std::move(tls)) {}
 
 Server::~Server() { Shutdown(); }
 
@@ -520,8 +649,22 @@ void Server::Accept(int listen_fd) {
     }
     refusing_ = false;
     SetSocketOptions(fd);
+    std::string peer = PeerName(addr);
+    std::unique_ptr<TlsStream> tls;
+    if (tls_ != nullptr) {
+      auto stream =
+          TlsStream::Create(*tls_, fd, TlsStream::Role::kServer, peer);
+      if (!stream.ok()) {
+        SHOAL_LOG(WARNING) << "refused a connection from " << peer << ": "
+                           << stream.status().message();
+        close(fd);
+        continue;
+      }
+      tls = std::move(*stream);
+    }
     uint64_t id = next_conn_id_++;
-    auto conn = std::make_shared<Connection>(loop_, fd, PeerName(addr), id);
+    auto conn = std::make_shared<Connection>(loop_, fd, std::move(peer), id,
+                                             std::move(tls));
     conn->set_stats(stats_);
     conns_[id] = conn;
     ++unauthenticated_;
@@ -607,7 +750,16 @@ Channel::Channel(EventLoop* loop, std::string address, std::string token,
     : loop_(loop),
       address_(std::move(address)),
       token_(std::move(token)),
-      peer_name_(std::move(peer_name)) {}
+      peer_name_(std::move(peer_name)),
+      tls_(ProcessTls()) {}
+
+Channel::Channel(EventLoop* loop, std::string address, std::string token,
+                 std::string peer_name, std::shared_ptr<const TlsContext> tls)
+    : loop_(loop),
+      address_(std::move(address)),
+      token_(std::move(token)),
+      peer_name_(std::move(peer_name)),
+      tls_(std::move(tls)) {}
 
 Channel::~Channel() {
   *alive_ = false;
@@ -640,6 +792,10 @@ void Channel::Connect() {
     fail_soon(s);
     return;
   }
+  if (!tls_.ok()) {
+    fail_soon(tls_.status());
+    return;
+  }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     fail_soon(absl::InternalError(absl::StrCat("socket: ", strerror(errno))));
@@ -654,7 +810,19 @@ void Channel::Connect() {
         absl::StrCat("cannot connect to ", address_, ": ", strerror(err))));
     return;
   }
-  auto conn = std::make_shared<Connection>(loop_, fd, address_, 0);
+  std::unique_ptr<TlsStream> tls;
+  if (*tls_ != nullptr) {
+    auto stream =
+        TlsStream::Create(**tls_, fd, TlsStream::Role::kClient, address_);
+    if (!stream.ok()) {
+      close(fd);
+      fail_soon(stream.status());
+      return;
+    }
+    tls = std::move(*stream);
+  }
+  auto conn =
+      std::make_shared<Connection>(loop_, fd, address_, 0, std::move(tls));
   conn_ = conn;
   ready_ = false;
   std::weak_ptr<bool> alive = alive_;

@@ -7,7 +7,9 @@
 // connection whose token is wrong before any request is read. Responses may
 // arrive in any order; the call id pairs them with requests. Frames written
 // during one loop iteration leave in one write(2): pipelined calls batch by
-// themselves. See docs/design/rpc.md for why this and not gRPC.
+// themselves. See docs/design/rpc.md for why this and not gRPC. With TLS
+// (rpc/tls.h, docs/design/security.md) the same frames travel inside a TLS
+// 1.3 session, and the Hello still carries the token.
 //
 // Threading: Server and Channel live on one EventLoop; all their methods must
 // be called on that loop's thread, and callbacks run there.
@@ -34,6 +36,7 @@ namespace shoal::rpc {
 
 class Connection;
 class ServerStatsRecorder;
+class TlsContext;
 
 // Upper bounds of the latency buckets a server with EnableStats() counts
 // requests in (seconds; a last bucket, +Inf, follows).
@@ -81,11 +84,15 @@ class Server {
   using Handler = std::function<void(std::string_view payload, Responder)>;
 
   // Listens on host:port (port 0 picks one). Fails with a message naming the
-  // address when it is taken.
+  // address when it is taken. Connections use this process's TLS
+  // (rpc/tls.h: ProcessTls), and the overload's `tls` (null: plain TCP).
   static absl::StatusOr<std::unique_ptr<Server>> Create(EventLoop* loop,
                                                         const std::string& host,
                                                         int port,
                                                         std::string token);
+  static absl::StatusOr<std::unique_ptr<Server>> Create(
+      EventLoop* loop, const std::string& host, int port, std::string token,
+      std::shared_ptr<const TlsContext> tls);
   ~Server();
 
   int port() const { return port_; }
@@ -103,7 +110,8 @@ class Server {
   void Shutdown();
 
  private:
-  Server(EventLoop* loop, int port, std::string token);
+  Server(EventLoop* loop, int port, std::string token,
+         std::shared_ptr<const TlsContext> tls);
   void AddListener(int fd);
   void Accept(int listen_fd);
   void OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
@@ -113,6 +121,7 @@ class Server {
   std::vector<int> listen_fds_;
   int port_;
   std::string token_;
+  std::shared_ptr<const TlsContext> tls_;  // null: plain TCP
   uint64_t next_conn_id_ = 1;
   std::unordered_map<uint64_t, std::shared_ptr<Connection>> conns_;
   std::unordered_map<int, Handler> handlers_;
@@ -129,13 +138,18 @@ class Server {
 void AlsoListenOnLoopback(Server* server, const std::string& advertised_host);
 
 // A client connection to one address. Connects on first use and again after a
-// failure; calls made while connecting wait for the handshake.
+// failure; calls made while connecting wait for the handshake (the TLS one,
+// then the token's).
 class Channel {
  public:
   using Callback = std::function<void(absl::StatusOr<std::string> payload)>;
 
+  // With this process's TLS (ProcessTls; a config error fails every call),
+  // or with `tls` (null: plain TCP).
   Channel(EventLoop* loop, std::string address, std::string token,
           std::string peer_name);
+  Channel(EventLoop* loop, std::string address, std::string token,
+          std::string peer_name, std::shared_ptr<const TlsContext> tls);
   ~Channel();
 
   // timeout_ms <= 0: no deadline (the call still fails if the connection is
@@ -164,6 +178,7 @@ class Channel {
   const std::string address_;
   const std::string token_;
   const std::string peer_name_;
+  const absl::StatusOr<std::shared_ptr<const TlsContext>> tls_;
   std::shared_ptr<Connection> conn_;
   bool ready_ = false;  // handshake done
   uint64_t next_call_id_ = 1;

@@ -28,6 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/event_loop.h"
+#include "rpc/rpc_testing.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
@@ -538,32 +539,10 @@ TEST_F(RpcTest, ManyPipelinedCallsAllGetTheirOwnReply) {
   // Two waves: the first is queued behind the handshake, the second goes
   // straight onto an open connection.
   for (int wave = 0; wave < 2; ++wave) {
-    SCOPED_TRACE(wave);
-    struct State {
-      int answered = 0;
-      std::vector<std::string> wrong;
-      std::promise<void> done;
-    };
-    auto state = std::make_shared<State>();
-    auto done = state->done.get_future();
-    loop_->Post([=] {
-      for (int i = 0; i < kCalls; ++i) {
-        std::string payload = absl::StrCat("call ", wave, "/", i);
-        channel->Call(kEcho, payload,
-                      [state, payload](absl::StatusOr<std::string> reply) {
-                        if (!reply.ok()) {
-                          state->wrong.push_back(reply.status().ToString());
-                        } else if (*reply != payload) {
-                          state->wrong.push_back(*reply + " for " + payload);
-                        }
-                        if (++state->answered == kCalls) {
-                          state->done.set_value();
-                        }
-                      });
-      }
-    });
-    ASSERT_EQ(done.wait_for(kWait), std::future_status::ready);
-    EXPECT_THAT(RunOnLoop([&] { return state->wrong; }), IsEmpty());
+    EXPECT_THAT(PipelinedEchoes(loop_.get(), channel, kEcho, kCalls,
+                                absl::StrCat(wave)),
+                IsEmpty())
+        << "wave " << wave;
     EXPECT_EQ(RunOnLoop([&] { return channel->pending_calls(); }), 0u);
   }
 }

@@ -292,6 +292,21 @@ void CreateActorInstance(const proto::ActorCreation& creation,
   responder.ReplyNow(result);
 }
 
+// A head that restarted takes up the actor it had here.
+void AdoptActor(const proto::ActorExitingRequest& r,
+                const rpc::Responder& responder) {
+  const ActorHost* host = ActorHost::Current();
+  if (host == nullptr || host->actor_id() != r.actor_id()) {
+    return responder.Error(absl::FailedPreconditionError(
+        absl::StrCat("worker ", Env("SHOAL_WORKER_ID"), " holds ",
+                     host == nullptr ? std::string("no actor")
+                                     : absl::StrCat("actor ", host->actor_id()),
+                     ", not actor ", r.actor_id())));
+  }
+  SHOAL_LOG(INFO) << "the head took up actor " << r.actor_id() << " again";
+  responder.Reply(proto::Empty());
+}
+
 }  // namespace
 
 int RunWorker() {
@@ -331,6 +346,8 @@ int RunWorker() {
                                         RunTask);
     rpc::RegisterProto<proto::ActorCreation>(
         server.get(), proto::CREATE_ACTOR_INSTANCE, CreateActorInstance);
+    rpc::RegisterProto<proto::ActorExitingRequest>(
+        server.get(), proto::ADOPT_ACTOR, AdoptActor);
     agent = std::make_unique<rpc::Channel>(
         loop->get(), Env("SHOAL_AGENT_ADDRESS"), token, "worker " + worker_id);
     proto::RegisterWorkerRequest req;

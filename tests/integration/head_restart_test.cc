@@ -1,6 +1,7 @@
 // The head killed with SIGKILL in the middle of a two-node workload and
 // started again on its temp dir (it takes up its session, from the SQLite
-// state it kept): the nodes, the key-value store, placement groups and
+// state it kept): the nodes, the key-value store, placement groups,
+// actors (in the same processes, found by name), a launch gang and
 // submitted jobs (their output going on) are all there, a task that ran
 // through the outage returns its result, the driver carries on with the
 // same job, and a driver that did not come back loses what it owned.
@@ -25,35 +26,35 @@
 #include "shoal/api.h"
 #include "shoal/init.h"
 #include "tests/testing/cluster_fixture.h"
+#include "tests/testing/restart_workload.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
 
 using ::shoal::testing::ClusterSpec;
+using ::shoal::testing::kResultTimeoutMs;
+using ::shoal::testing::NodeSpec;
+using ::shoal::testing::RestartWorkload;
 using ::shoal::testing::RunCli;
+using ::shoal::testing::SleepThenSquare;
+using ::shoal::testing::Square;
 using ::testing::HasSubstr;
-
-int64_t SleepThenSquare(int64_t ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  return ms * ms;
-}
-int64_t Square(int64_t x) { return x * x; }
-SHOAL_REMOTE(SleepThenSquare, Square);
 
 class HeadRestartTest : public shoal::testing::DriverClusterTest {
  protected:
   void SetUp() override {
     ClusterSpec spec;
-    spec.nodes = {{"keep-head", 2, ""}, {"keep-node", 2, ""}};
+    // Each write fsynced: the default (`normal`) is killed mid-workload
+    // by the chaos tier.
+    NodeSpec head{"keep-head", 4, ""};
+    head.extra_args = {"--storage-sync", "full"};
+    spec.nodes = {head, {"keep-node", 4, ""}};
     StartAndConnect(spec);
-  }
-  std::vector<std::string> Env() const {
-    return {"SHOAL_ADDRESS=" + cluster_->address(),
-            "SHOAL_TOKEN=" + cluster_->token()};
+    workload_.emplace(cluster_.get());
   }
   nlohmann::json StatusJson() {
     std::string out;
-    if (RunCli({"status", "--format", "json"}, &out, Env()) != 0) {
+    if (RunCli({"status", "--format", "json"}, &out, workload_->Env()) != 0) {
       return nlohmann::json();
     }
     return nlohmann::json::parse(out, nullptr, false);
@@ -65,56 +66,12 @@ class HeadRestartTest : public shoal::testing::DriverClusterTest {
     for (const auto& n : s["nodes"]) alive += n["state"] == "ALIVE";
     return alive;
   }
-  // A client of the head for the key-value store.
-  absl::StatusOr<shoal::proto::KvGetReply> KvGet(const std::string& key) {
-    auto loop = shoal::rpc::EventLoop::Create("test-kv");
-    if (!loop.ok()) return loop.status();
-    absl::StatusOr<shoal::proto::KvGetReply> reply;
-    {
-      shoal::rpc::HeadClient head(loop->get(), cluster_->address(),
-                                  cluster_->token(), "test");
-      shoal::proto::KvGetRequest req;
-      req.set_key(key);
-      reply = head.KvGet(req);
-    }
-    (*loop)->Stop();
-    return reply;
-  }
-  absl::Status KvPut(const std::string& key, const std::string& value) {
-    auto loop = shoal::rpc::EventLoop::Create("test-kv");
-    if (!loop.ok()) return loop.status();
-    absl::Status st;
-    {
-      shoal::rpc::HeadClient head(loop->get(), cluster_->address(),
-                                  cluster_->token(), "test");
-      shoal::proto::KvPutRequest req;
-      req.set_key(key);
-      req.set_value(value);
-      st = head.KvPut(req).status();
-    }
-    (*loop)->Stop();
-    return st;
-  }
+  std::optional<RestartWorkload> workload_;
 };
 
 TEST_F(HeadRestartTest, NothingIsLostWhenTheHeadIsKilledAndStartedAgain) {
   // State before the kill.
-  ASSERT_TRUE(KvPut("rendezvous/group-1", "10.0.0.1:29500").ok());
-  shoal::PlacementGroupOptions pg;
-  pg.name = "kept-group";
-  pg.bundles = {{{"CPU", 1}}, {{"CPU", 1}}};
-  pg.strategy = shoal::PlacementStrategy::kStrictSpread;
-  shoal::PlacementGroup group = shoal::CreatePlacementGroup(pg);
-  ASSERT_TRUE(group.Wait(10000));
-  std::vector<std::string> bundle_nodes = group.BundleNodes();
-  std::string out;
-  ASSERT_EQ(RunCli({"job", "submit", "--no-wait", "--submission-id", "long-job",
-                    "--", "sh", "-c",
-                    "for i in 1 2 3 4 5 6 7 8 9 10; do echo line $i; sleep "
-                    "0.3; done"},
-                   &out, Env()),
-            0)
-      << out;
+  ASSERT_NO_FATAL_FAILURE(workload_->Start());
   // A task that runs through the outage.
   auto through = shoal::Task(SleepThenSquare).Remote(int64_t{2500});
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -133,7 +90,9 @@ TEST_F(HeadRestartTest, NothingIsLostWhenTheHeadIsKilledAndStartedAgain) {
   shoal::PlacementGroupOptions after;
   after.bundles = {{{"CPU", 1}}};
   ASSERT_TRUE(shoal::CreatePlacementGroup(after).Wait(10000));
-  EXPECT_EQ(shoal::Get(shoal::Task(Square).Remote(int64_t{12})), 144);
+  EXPECT_EQ(
+      shoal::Get(shoal::Task(Square).Remote(int64_t{12}), kResultTimeoutMs),
+      144);
   double recovery_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed)
           .count();
@@ -141,33 +100,37 @@ TEST_F(HeadRestartTest, NothingIsLostWhenTheHeadIsKilledAndStartedAgain) {
   printf("head_recovery_s %.2f s\n", recovery_s);
 
   // The result of the task that ran meanwhile reaches its driver.
-  EXPECT_EQ(shoal::Get(through), 2500 * 2500);
+  EXPECT_EQ(shoal::Get(through, kResultTimeoutMs), 2500 * 2500);
 
-  // The key-value store, the group (same nodes) and the job.
-  auto kv = KvGet("rendezvous/group-1");
-  ASSERT_TRUE(kv.ok()) << kv.status();
-  EXPECT_TRUE(kv->found());
-  EXPECT_EQ(kv->value(), "10.0.0.1:29500");
-  std::optional<shoal::PlacementGroup> again =
-      shoal::GetPlacementGroup("kept-group");
-  ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->id(), group.id());
-  EXPECT_EQ(again->BundleNodes(), bundle_nodes);
-  ASSERT_EQ(RunCli({"job", "logs", "--follow", "long-job"}, &out, Env()), 0)
-      << out;
-  for (int i = 1; i <= 10; ++i) {
-    EXPECT_THAT(out, HasSubstr(absl::StrCat("line ", i, "\n"))) << out;
-  }
-  // Not twice: reports sent again are not written again.
-  EXPECT_EQ(out.find("line 1\n"), out.rfind("line 1\n")) << out;
-  EXPECT_THAT(out, HasSubstr("SUCCEEDED"));
+  // The rest of what was there before the kill.
+  workload_->ExpectIntact();
 
   // The driver came back, so its group stays past the grace period.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  ASSERT_EQ(
-      RunCli({"list", "placement-groups", "--format", "json"}, &out, Env()), 0);
+  std::string out;
+  ASSERT_EQ(RunCli({"list", "placement-groups", "--format", "json"}, &out,
+                   workload_->Env()),
+            0);
   EXPECT_THAT(out, HasSubstr("kept-group")) << out;
   EXPECT_THAT(out, HasSubstr("CREATED")) << out;
+}
+
+// A program that starts while the head is down (killed, about to be
+// started again) waits for it instead of failing, and says so.
+TEST_F(HeadRestartTest, AProgramStartedWhileTheHeadRestartsWaitsForIt) {
+  cluster_->KillHead();
+  int fd = -1;
+  pid_t launch =
+      shoal::testing::StartCli({"launch", "--per-host", "--nodes", "1", "--",
+                                "sh", "-c", "echo started-in-outage"},
+                               &fd, workload_->Env());
+  ASSERT_GT(launch, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(cluster_->RestartHead().ok());
+  std::string out;
+  EXPECT_EQ(shoal::testing::FinishCli(launch, fd, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("started-in-outage"));
+  EXPECT_THAT(out, HasSubstr("refuses connections"));
 }
 
 TEST_F(HeadRestartTest, AStoppedClusterStartsAfreshAndDamagedStateIsRefused) {
@@ -176,8 +139,12 @@ TEST_F(HeadRestartTest, AStoppedClusterStartsAfreshAndDamagedStateIsRefused) {
   std::string out;
   ASSERT_EQ(RunCli({"stop", "--temp-dir", cluster_->temp_dir(0)}, &out), 0);
   EXPECT_TRUE(std::filesystem::exists(session + "/stopped")) << out;
-  // A head whose state is damaged does not start on it.
+  // A head whose state is damaged does not start on it. (The head leaves
+  // its write-ahead log beside the file, not checkpointed: without it.)
   std::ofstream(session + "/head.db") << "not a database";
+  for (const char* log : {"/head.db-wal", "/head.db-shm"}) {
+    unlink((session + log).c_str());
+  }
   unlink((session + "/stopped").c_str());
   EXPECT_NE(RunCli({"start", "--head", "--port", "0", "--temp-dir",
                     cluster_->temp_dir(0), "--node-ip-address", "127.0.0.1"},

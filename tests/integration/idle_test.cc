@@ -41,6 +41,7 @@
 #include "shoal/shoal.pb.h"
 #include "tests/testing/agent_info.h"
 #include "tests/testing/cluster_fixture.h"
+#include "tests/testing/held.h"
 #include "tests/testing/test_cluster.h"
 
 namespace {
@@ -288,107 +289,12 @@ TEST(IdleHelper, DISABLED_Program) {
 
 // ---- What the cluster holds ----
 
-std::string FormatAmounts(const std::map<std::string, double>& available,
-                          const std::map<std::string, double>& total) {
-  std::string out;
-  for (const auto& [name, amount] : total) {
-    auto it = available.find(name);
-    double free = it == available.end() ? 0 : it->second;
-    if (free != amount) {
-      absl::StrAppend(&out, out.empty() ? "" : ", ", name, " ", free, "/",
-                      amount, " free");
-    }
-  }
-  for (const auto& [name, amount] : available) {
-    if (!total.count(name)) {
-      absl::StrAppend(&out, out.empty() ? "" : ", ", name, " ", amount,
-                      " free of none");
-    }
-  }
-  return out;
-}
-
-// The names in /dev/shm (object store arenas, shared-memory segments).
-std::set<std::string> ShmEntries() {
-  std::set<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    names.insert(e.path().filename().string());
-  }
-  return names;
-}
 // /dev/shm as the idle cluster left it before the first program.
 std::set<std::string> g_shm_when_idle;
 
-// What the cluster still holds, as a list of findings ("" when idle).
 std::string WhatIsHeld(const TestCluster& cluster, const std::string& marker) {
-  std::string held;
-  auto note = [&](const std::string& what) {
-    absl::StrAppend(&held, "\n    ", what);
-  };
-  for (const std::string& name : ShmEntries()) {
-    if (!g_shm_when_idle.empty() && g_shm_when_idle.count(name) == 0) {
-      note("leftover /dev/shm/" + name);
-    }
-  }
-  // Resources, per node and for the cluster.
-  std::vector<shoal::NodeInfo> nodes = shoal::Nodes();
-  for (const auto& n : nodes) {
-    if (!n.alive) {
-      note(absl::StrCat("node ", n.node_id, " is not alive"));
-      continue;
-    }
-    std::string diff = FormatAmounts(n.available, n.total);
-    if (!diff.empty()) note(absl::StrCat("node ", n.node_id, ": ", diff));
-  }
-  std::string diff =
-      FormatAmounts(shoal::AvailableResources(), shoal::ClusterResources());
-  if (!diff.empty()) note("cluster: " + diff);
-  // Placement groups and demands, as `shoal status` shows them.
-  std::string out;
-  int rc = RunCli({"status", "--address", cluster.address(), "--token",
-                   cluster.token(), "--format", "json"},
-                  &out);
-  nlohmann::json status = nlohmann::json::parse(out, nullptr, false);
-  if (rc != 0 || status.is_discarded()) {
-    note(absl::StrCat("shoal status failed (", rc, "): ", out));
-  } else {
-    if (!status["placement_groups"].empty()) {
-      note("placement groups: " + status["placement_groups"].dump());
-    }
-    if (!status["demands"].empty()) {
-      note("demands: " + status["demands"].dump());
-    }
-    for (const auto& actor : status["actors"]) {
-      if (actor["state"] != "DEAD") note("actor: " + actor.dump());
-    }
-  }
-  // Object stores, as each agent reports its own.
-  for (const auto& n : nodes) {
-    auto fetched =
-        shoal::testing::FetchAgentInfo(n.address, cluster.token(), 2000);
-    if (!fetched.ok()) {
-      note(absl::StrCat("node ", n.node_id, ": ", fetched.status().ToString()));
-      continue;
-    }
-    const shoal::proto::AgentInfo& info = *fetched;
-    // The agent's own view: a lease it still counts is held, whatever the
-    // head last heard.
-    if (info.num_leases() != 0) {
-      note(absl::StrCat("node ", n.node_id, " agent: ", info.num_leases(),
-                        " lease(s) held, ", info.num_workers(), " worker(s)"));
-    }
-    const auto& store = info.object_store();
-    if (store.num_objects() != 0 || store.used_bytes() != 0) {
-      note(absl::StrCat("node ", n.node_id, " store: ", store.num_objects(),
-                        " objects, ", store.used_bytes(), " bytes (",
-                        store.pinned_bytes(), " pinned)"));
-    }
-  }
-  // Processes the program started.
-  for (const auto& p : shoal::testing::ProcessesMentioning(marker))
-    note("process " + p);
-  return held;
+  return shoal::testing::WhatIsHeld(
+      cluster, {.shm_when_idle = g_shm_when_idle, .marker = marker});
 }
 
 // ---- Running a program ----
@@ -644,7 +550,7 @@ TEST_F(IdleTest, IdleReturnsToIdle) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_EQ(held, "") << "the fresh cluster is not idle";
-  g_shm_when_idle = ShmEntries();
+  g_shm_when_idle = shoal::testing::ShmEntries();
   g_shm_when_idle.insert("");  // never empty: the check is on
 
   int failed = 0;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"
@@ -27,6 +29,12 @@ using ::testing::HasSubstr;
 
 std::string Where() { return shoal::CurrentNodeId(); }
 SHOAL_REMOTE(Where);
+
+std::string SleepThenWhere(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return shoal::CurrentNodeId();
+}
+SHOAL_REMOTE(SleepThenWhere);
 
 class PlacementGroupTest : public DriverClusterTest {
  protected:
@@ -238,6 +246,117 @@ TEST_F(PlacementGroupTest, ABundleIndexOutOfRangeFailsAtOnce) {
   for (const auto& [name, amount] : shoal::AvailableResources()) {
     EXPECT_EQ(name.find("_group_"), std::string::npos) << name;
   }
+}
+
+// A node that dies takes its bundles with it: the group places those
+// again on a node still alive, and its other bundles, with the work in
+// them, stay where they are.
+TEST_F(PlacementGroupTest, AGroupThatLostANodePlacesItsLostBundleElsewhere) {
+  ASSERT_TRUE(cluster_->AddNode({"n3", 2, ""}).ok());
+  auto pg =
+      shoal::CreatePlacementGroup({"lost-one",
+                                   {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                                   PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(pg.Wait(10000));
+  const std::vector<std::string> before = pg.BundleNodes();
+  int lost = -1, kept = -1;
+  for (int b = 0; b < 3; ++b) {
+    (before[b] == "n0" ? kept : lost) = b;  // the driver's own node stays
+  }
+  if (kept < 0) kept = (lost + 1) % 3;
+  ASSERT_GE(lost, 0);
+  // Running in a bundle that is kept while the other is lost.
+  auto running =
+      shoal::Task(SleepThenWhere).SetPlacementGroup(pg, kept).Remote(6000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string victim = before[lost];
+  cluster_->KillAgent(static_cast<size_t>(victim.back() - '0'));
+  std::vector<std::string> nodes;
+  for (int i = 0; i < 200; ++i) {
+    nodes = pg.BundleNodes();
+    if (nodes.size() == 3 && nodes[lost] != victim && !nodes[lost].empty()) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(pg.Wait(10000));
+  nodes = pg.BundleNodes();
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(std::set<std::string>(nodes.begin(), nodes.end()).size(), 3u);
+  EXPECT_NE(nodes[lost], victim) << victim << " is dead";
+  for (int b = 0; b < 3; ++b) {
+    if (b != lost) {
+      EXPECT_EQ(nodes[b], before[b]) << "bundle " << b;
+    }
+    EXPECT_EQ(
+        shoal::Get(shoal::Task(Where).SetPlacementGroup(pg, b).Remote(), 20000),
+        nodes[b]);
+  }
+  EXPECT_EQ(shoal::Get(running, 20000), before[kept]);
+  shoal::RemovePlacementGroup(pg);
+}
+
+// A node taken for dead (stopped past the health timeout) whose bundles
+// were placed again elsewhere lets them go when it registers again.
+TEST_F(PlacementGroupTest, ANodeTakenForDeadLetsGoOfBundlesPlacedElsewhere) {
+  ASSERT_TRUE(cluster_->AddNode({"n3", 2, ""}).ok());
+  auto pg =
+      shoal::CreatePlacementGroup({"paused",
+                                   {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                                   PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(pg.Wait(10000));
+  std::string victim;
+  for (const auto& node : pg.BundleNodes()) {
+    if (node != "n0") victim = node;
+  }
+  const pid_t agent = cluster_->agent_pid(victim.back() - '0');
+  ASSERT_EQ(kill(agent, SIGSTOP), 0);
+  bool moved = false;
+  for (int i = 0; i < 200 && !moved; ++i) {
+    std::vector<std::string> nodes = pg.BundleNodes();
+    moved = nodes.size() == 3 &&
+            std::find(nodes.begin(), nodes.end(), victim) == nodes.end() &&
+            std::find(nodes.begin(), nodes.end(), "") == nodes.end();
+    if (!moved) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(kill(agent, SIGCONT), 0);
+  ASSERT_TRUE(moved);
+  // 8 CPUs on four nodes, 3 in the group: none left held on the victim.
+  ExpectFreeCpu(5);
+  shoal::RemovePlacementGroup(pg);
+  ExpectFreeCpu(8);
+}
+
+// A gang that cannot be placed again without the host it lost (as a TPU
+// slice cannot) fails, and says which host and bundle were lost.
+TEST_F(PlacementGroupTest, AGangThatCannotBePlacedWithoutItsLostHostFails) {
+  auto pg =
+      shoal::CreatePlacementGroup({"whole-cluster",
+                                   {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                                   PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(pg.Wait(10000));
+  std::vector<std::string> nodes = pg.BundleNodes();
+  const size_t lost =
+      std::find(nodes.begin(), nodes.end(), "n2") - nodes.begin();
+  ASSERT_LT(lost, nodes.size());
+  cluster_->KillAgent(2);
+  try {
+    // Created until the head finds n2 dead, then pending, then failed.
+    for (int i = 0; i < 30; ++i) {
+      pg.Wait(10000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    FAIL() << "expected InfeasibleError";
+  } catch (const shoal::InfeasibleError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("whole-cluster"));
+    EXPECT_THAT(e.what(),
+                HasSubstr(absl::StrCat("bundle ", lost, " lost with node n2")));
+  }
+  // The bundles it kept stay reserved (nothing in them is ended behind
+  // its owner's back) until the group is removed.
+  ExpectFreeCpu(2);
+  shoal::RemovePlacementGroup(pg);
+  ExpectFreeCpu(4);
 }
 
 }  // namespace

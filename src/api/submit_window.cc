@@ -1,0 +1,76 @@
+#include "api/submit_window.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace shoal::internal {
+
+SubmitWindow::SubmitWindow(int64_t limit)
+    : limit_(std::max<int64_t>(0, limit)) {}
+
+absl::Status SubmitWindow::Acquire(bool may_block) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (limit_ > 0 && in_flight_ >= limit_ && may_block && !closed_) {
+    if (waits_++ == 0) {
+      SHOAL_LOG(INFO) << "submitting waits: " << in_flight_
+                      << " tasks are in flight, the most this process keeps "
+                         "(SHOAL_MAX_PENDING_TASKS); it goes on as they end";
+    }
+    released_.wait(lock, [&] { return closed_ || in_flight_ < limit_; });
+  }
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        "the runtime is shutting down: no more tasks can be submitted");
+  }
+  ++in_flight_;
+  peak_ = std::max(peak_, in_flight_);
+  return absl::OkStatus();
+}
+
+void SubmitWindow::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_ > 0) --in_flight_;
+  if (limit_ > 0 && in_flight_ < limit_) released_.notify_one();
+}
+
+void SubmitWindow::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  released_.notify_all();
+}
+
+int64_t SubmitWindow::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+int64_t SubmitWindow::waits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waits_;
+}
+
+int64_t SubmitWindow::peak() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_;
+}
+
+int64_t MaxPendingTasksFromEnv() {
+  constexpr int64_t kDefault = 100000;
+  const char* v = getenv("SHOAL_MAX_PENDING_TASKS");
+  int64_t n = 0;
+  if (v == nullptr || *v == '\0') return kDefault;
+  if (!absl::SimpleAtoi(v, &n) || n < 0) {
+    SHOAL_LOG(WARNING) << "SHOAL_MAX_PENDING_TASKS=" << v
+                       << " is not a count of tasks (0: no bound); using "
+                       << kDefault;
+    return kDefault;
+  }
+  return n;
+}
+
+}  // namespace shoal::internal
