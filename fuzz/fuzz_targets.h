@@ -26,6 +26,7 @@ int FuzzResourceJson(const uint8_t* data, size_t size);
 int FuzzTpuType(const uint8_t* data, size_t size);
 int FuzzObjectTransfer(const uint8_t* data, size_t size);
 int FuzzSessionFile(const uint8_t* data, size_t size);
+int FuzzOutputBytes(const uint8_t* data, size_t size);
 
 // ---- Seeds ----
 //
@@ -41,6 +42,7 @@ std::vector<Seed> ResourceJsonSeeds();
 std::vector<Seed> TpuTypeSeeds();
 std::vector<Seed> ObjectTransferSeeds();
 std::vector<Seed> SessionFileSeeds();
+std::vector<Seed> OutputBytesSeeds();
 
 struct Target {
   const char* name;  // <name>_fuzzer, corpus/<name>/, regressions/<name>/
@@ -54,6 +56,7 @@ inline constexpr Target kTargets[] = {
     {"tpu_type", &FuzzTpuType, &TpuTypeSeeds},
     {"object_transfer", &FuzzObjectTransfer, &ObjectTransferSeeds},
     {"session_file", &FuzzSessionFile, &SessionFileSeeds},
+    {"output_bytes", &FuzzOutputBytes, &OutputBytesSeeds},
 };
 
 // A TCP connection to 127.0.0.1:port, with TCP_NODELAY (the harnesses

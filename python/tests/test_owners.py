@@ -21,8 +21,10 @@ def _status(cluster):
     return json.loads(out)
 
 
-def _workers_of(job_id):
-    """Pids of the Python workers started for `job_id`."""
+def _workers_of(cluster, job_id):
+    """Pids of the Python workers `cluster` started for `job_id` (job ids
+    repeat across clusters: another one on this host has its own job18;
+    the cluster's token, in its workers' environment, tells them apart)."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -35,7 +37,8 @@ def _workers_of(job_id):
         except OSError:
             continue
         if (b"shoal.worker" in cmdline
-                and f"SHOAL_JOB_ID={job_id}".encode() in env):
+                and f"SHOAL_JOB_ID={job_id}".encode() in env
+                and f"SHOAL_TOKEN={cluster.token}".encode() in env):
             pids.append(int(pid))
     return pids
 
@@ -64,6 +67,15 @@ DRIVER = """
 """
 
 
+def _tasks_of(cluster, job_id):
+    out = subprocess.run(
+        [os.environ.get("SHOAL_CLI", "shoal"), "list", "tasks", "--format",
+         "json", "--filter", f"job_id={job_id}", "--limit", "1000",
+         "--temp-dir", cluster.head_dir],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
 def test_a_killed_driver_leaves_nothing_behind(two_nodes, monkeypatch):
     env = dict(os.environ, SHOAL_TEMP_DIR=two_nodes.head_dir)
     env.pop("SHOAL_ADDRESS", None)
@@ -75,12 +87,19 @@ def test_a_killed_driver_leaves_nothing_behind(two_nodes, monkeypatch):
         assert job_id, "the driver did not start"
         # Its tasks hold all 4 CPUs of the two nodes, in workers of its job.
         deadline = time.time() + 30
-        while len(_workers_of(job_id)) < 5 and time.time() < deadline:
+        while (len(_workers_of(two_nodes, job_id)) < 5
+               and time.time() < deadline):
             time.sleep(0.1)
-        assert len(_workers_of(job_id)) >= 5  # 4 tasks and the actor
+        assert len(_workers_of(two_nodes, job_id)) >= 5  # 4 tasks and the actor
         status = _status(two_nodes)
         assert any(lease["job_id"] == job_id
                    for lease in status.get("leases", [])), status
+        # The head has heard of its tasks (reports come every second).
+        deadline = time.time() + 30
+        while time.time() < deadline and len(
+                [t for t in _tasks_of(two_nodes, job_id)
+                 if t["name"].endswith("sleep_long")]) < 4:
+            time.sleep(0.2)
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
@@ -96,11 +115,24 @@ def test_a_killed_driver_leaves_nothing_behind(two_nodes, monkeypatch):
         actors = [a for a in status.get("actors", [])
                   if a.get("name") == "held-by-doomed"
                   and a.get("state") != "DEAD"]
-        left = (leases, actors, _workers_of(job_id))
+        left = (leases, actors, _workers_of(two_nodes, job_id))
         if not any(left):
             break
         time.sleep(0.2)
     assert not any(left), left
+    # Its tasks are not listed as running: they failed with the driver.
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        tasks = _tasks_of(two_nodes, job_id)
+        if all(t["state"] in ("FINISHED", "FAILED") for t in tasks):
+            break
+        time.sleep(0.2)
+    sleeping = [t for t in tasks if t["name"].endswith("sleep_long")]
+    assert len(sleeping) == 4, tasks
+    for t in sleeping:
+        assert t["state"] == "FAILED", tasks
+        assert t["error_type"] == "WORKER_DIED", tasks
+        assert "driver ended" in t["error"], tasks
     shoal.init()
     try:
         # Its CPUs are free and its object is gone from the store.

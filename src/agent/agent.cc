@@ -156,7 +156,7 @@ class AgentImpl : public NodeAgent {
       jobs.fetch_blob =
           [this](const std::string& hash,
                  std::function<void(absl::StatusOr<std::string>)> done) {
-            binaries_.Resolve("", hash, std::move(done));
+            binaries_.Resolve("", hash, "", std::move(done));
           };
       jobs.reserve = [this](const ResourceSet& need) {
         if (!node_.CanGrant(need)) {
@@ -410,6 +410,7 @@ class AgentImpl : public NodeAgent {
     info.set_address(address_);
     info.set_node_ip(options_.node_ip);
     info.set_hostname(Hostname());
+    info.set_host_id(HostId());
     info.set_alive(true);
     info.set_is_head_node(options_.is_head_node);
     node_.total.ToProto(info.mutable_total());
@@ -769,12 +770,12 @@ class AgentImpl : public NodeAgent {
                          {command.argv().begin(), command.argv().end()},
                          {command.env().begin(), command.env().end()});
     }
-    binaries_.Resolve(r.binary_path(), r.binary_hash(),
-                      [this, worker_id](absl::StatusOr<std::string> path) {
-                        if (!path.ok()) {
+    binaries_.Resolve(r.binary_path(), r.binary_hash(), r.blob_hash(),
+                      [this, worker_id,
+                       blob = r.blob_hash()](absl::StatusOr<std::string> path) {
+                        if (!path.ok())
                           return FailStart(worker_id, path.status());
-                        }
-                        StartWorker(worker_id, {*path}, {});
+                        StartWorker(worker_id, {*path}, {}, blob);
                       });
   }
 
@@ -941,8 +942,11 @@ class AgentImpl : public NodeAgent {
 
   // Starts worker `worker_id` as `argv` with `job_env` added to its
   // environment.
+  // `blob_hash` names the head's copy of its program, for the leases of the
+  // tasks it submits (SHOAL_BLOB_HASH).
   void StartWorker(const std::string& worker_id, std::vector<std::string> argv,
-                   std::map<std::string, std::string> job_env) {
+                   std::map<std::string, std::string> job_env,
+                   const std::string& blob_hash = "") {
     const Worker* w = workers_->Find(worker_id);
     if (w == nullptr) return;
     const Lease* lease = leases_.Find(w->lease_id);
@@ -957,6 +961,8 @@ class AgentImpl : public NodeAgent {
     SpawnOptions device_env;
     absl::Status st = agent::AddDeviceEnvironment(options_.accelerators,
                                                   lease->devices, &device_env);
+    // Set by the agent, like the device variables: the job cannot change it.
+    if (!blob_hash.empty()) device_env.env["SHOAL_BLOB_HASH"] = blob_hash;
     if (st.ok()) {
       SpawnOptions program;
       program.argv = std::move(argv);

@@ -22,19 +22,20 @@ BinaryCache::BinaryCache(std::string dir, ChunkFetcher fetch,
       chunk_bytes_(chunk_bytes) {}
 
 void BinaryCache::Resolve(const std::string& path, const std::string& hash,
-                          Done done) {
+                          const std::string& blob_hash, Done done) {
   if (hash.empty()) return done(path);
   if (FileHasHash(path, hash)) return done(path);
-  std::string cached = dir_ + "/" + hash;
-  if (FileHasHash(cached, hash)) return done(cached);
-  std::vector<Done>& waiters = waiters_[hash];
+  const std::string& blob = blob_hash.empty() ? hash : blob_hash;
+  std::string cached = dir_ + "/" + blob;
+  if (FileHasHash(cached, blob)) return done(cached);
+  std::vector<Done>& waiters = waiters_[blob];
   waiters.push_back(std::move(done));
   if (waiters.size() > 1) return;  // already fetching
-  SHOAL_LOG(INFO) << "fetching binary " << hash.substr(0, 12)
+  SHOAL_LOG(INFO) << "fetching binary " << blob.substr(0, 12)
                   << " from the head (" << path << " is not here)";
   std::string partial = cached + ".partial";
   unlink(partial.c_str());
-  FetchChunk(hash, partial, cached, 0);
+  FetchChunk(blob, partial, cached, 0);
 }
 
 void BinaryCache::FetchChunk(const std::string& hash,
@@ -44,6 +45,17 @@ void BinaryCache::FetchChunk(const std::string& hash,
       hash, offset, chunk_bytes_,
       [this, hash, partial, final_path,
        offset](absl::StatusOr<BinaryChunk> chunk) {
+        if (absl::IsNotFound(chunk.status())) {
+          // The driver sends its program to the head only when it starts
+          // with nodes of other hosts in the cluster.
+          return Finish(
+              hash,
+              absl::NotFoundError(
+                  "the driver's program is not on this host and the head "
+                  "has no copy of it: the driver started when every node "
+                  "was on its own host, so it sent none; start the driver "
+                  "again now that this node has joined"));
+        }
         if (!chunk.ok()) {
           return Finish(hash, Annotate(chunk.status(),
                                        "cannot fetch the worker binary "

@@ -1,7 +1,9 @@
 // Finds the worker binary a lease names on this node: the driver's own path
-// when the file there has the expected hash (the driver runs on this node),
-// else a copy in the cache directory, fetched from the head chunk by chunk
-// when missing. Concurrent requests for one hash share one fetch.
+// when the file there has the expected hash (the driver runs on a host whose
+// files this node sees: nothing was copied), else a copy in the cache
+// directory, fetched from the head chunk by chunk when missing. The head's
+// copy may be another file than the driver's (its debug info stripped),
+// with a hash of its own. Concurrent requests for one copy share one fetch.
 //
 // The head is behind a seam (ChunkFetcher), so that tests fetch from memory.
 //
@@ -38,12 +40,14 @@ class BinaryCache {
   BinaryCache(std::string dir, ChunkFetcher fetch,
               int64_t chunk_bytes = 4 << 20);
 
-  // Calls `done` with the path of a file whose SHA-256 is `hash`: `path`
-  // itself when it has it (or when `hash` is empty: nothing to check), else
-  // the cached copy, fetched first if need be. Errors: the fetch failed
-  // (annotated), or DataLoss when what arrived does not match the hash.
+  // Calls `done` with the path of the binary: `path` itself when its
+  // SHA-256 is `hash` (or when `hash` is empty: nothing to check), else the
+  // cached copy of the head's blob `blob_hash` (`hash` when empty), fetched
+  // first if need be. Errors: the fetch failed (annotated; NotFound names
+  // what to do), or DataLoss when what arrived does not match the hash.
   // `done` may run before Resolve returns.
-  void Resolve(const std::string& path, const std::string& hash, Done done);
+  void Resolve(const std::string& path, const std::string& hash,
+               const std::string& blob_hash, Done done);
 
   // True when the file at `path` exists and its SHA-256 is `hash`. Hashes
   // are remembered per path, size and modification time.

@@ -82,9 +82,10 @@ class BinaryCacheTest : public ::testing::Test {
 
   absl::StatusOr<std::string> Resolve(BinaryCache& cache,
                                       const std::string& path,
-                                      const std::string& hash) {
+                                      const std::string& hash,
+                                      const std::string& blob_hash = "") {
     absl::StatusOr<std::string> result = absl::UnknownError("not called");
-    cache.Resolve(path, hash,
+    cache.Resolve(path, hash, blob_hash,
                   [&](absl::StatusOr<std::string> r) { result = r; });
     return result;
   }
@@ -137,7 +138,7 @@ TEST_F(BinaryCacheTest, ConcurrentRequestsShareOneFetch) {
   BinaryCache cache(dir_ + "/cache", head_.Fetcher());
   std::vector<absl::StatusOr<std::string>> results;
   for (int i = 0; i < 3; ++i) {
-    cache.Resolve("/nowhere", hash,
+    cache.Resolve("/nowhere", hash, "",
                   [&](absl::StatusOr<std::string> r) { results.push_back(r); });
   }
   EXPECT_TRUE(results.empty());
@@ -153,7 +154,7 @@ TEST_F(BinaryCacheTest, AFailedFetchSaysSoToEveryWaiter) {
   BinaryCache cache(dir_ + "/cache", head_.Fetcher());
   std::vector<absl::Status> results;
   for (int i = 0; i < 2; ++i) {
-    cache.Resolve("/nowhere", "abc", [&](absl::StatusOr<std::string> r) {
+    cache.Resolve("/nowhere", "abc", "", [&](absl::StatusOr<std::string> r) {
       results.push_back(r.status());
     });
   }
@@ -161,8 +162,9 @@ TEST_F(BinaryCacheTest, AFailedFetchSaysSoToEveryWaiter) {
   ASSERT_EQ(results.size(), 2u);
   for (const auto& s : results) {
     EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
-    EXPECT_TRUE(
-        absl::StrContains(s.message(), "cannot fetch the worker binary"))
+    EXPECT_TRUE(absl::StrContains(s.message(), "the head has no copy"))
+        << s.message();
+    EXPECT_TRUE(absl::StrContains(s.message(), "start the driver again"))
         << s.message();
   }
   // A later request tries again.
@@ -171,6 +173,27 @@ TEST_F(BinaryCacheTest, AFailedFetchSaysSoToEveryWaiter) {
   std::string hash = Write("original", "now there");
   head_.Put(hash, "now there");
   EXPECT_TRUE(Resolve(cache, "/nowhere", hash).ok());
+}
+
+// The head holds a copy with its debug info stripped, under a hash of its
+// own: a node that sees the driver's file uses it in place, one that does
+// not fetches the copy by the copy's hash.
+TEST_F(BinaryCacheTest, TheHeadsStrippedCopyIsFetchedByItsOwnHash) {
+  std::string hash = Write("driver", "binary with debug info");
+  std::string blob = Write("stripped", "binary");
+  head_.Put(blob, "binary");
+  BinaryCache cache(dir_ + "/cache", head_.Fetcher());
+  EXPECT_EQ(Resolve(cache, dir_ + "/driver", hash, blob).value(),
+            dir_ + "/driver");
+  EXPECT_EQ(head_.calls_, 0);
+  absl::StatusOr<std::string> path = Resolve(cache, "/nowhere", hash, blob);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir_ + "/cache/" + blob);
+  EXPECT_EQ(*ReadFile(*path), "binary");
+  // Cached: not fetched again.
+  int calls = head_.calls_;
+  EXPECT_EQ(Resolve(cache, "/nowhere", hash, blob).value(), *path);
+  EXPECT_EQ(head_.calls_, calls);
 }
 
 TEST_F(BinaryCacheTest, WhatDoesNotMatchTheHashIsDataLoss) {

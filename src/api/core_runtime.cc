@@ -24,6 +24,7 @@
 #include "api/object_client.h"
 #include "api/object_recovery.h"
 #include "api/owned_objects.h"
+#include "api/program_copy.h"
 #include "api/submit_window.h"
 #include "api/task_context.h"
 #include "api/task_entry.h"
@@ -169,9 +170,6 @@ class CoreRuntimeImpl : public CoreRuntime,
     });
     owner_ = absl::StrCat("driver of job ", job_id_, " (pid ", getpid(), ")");
     peer_name_ = "driver " + job_id_;
-    if (options_.workers_run_this_program) {
-      RETURN_IF_ERROR(UploadBinary("/proc/self/exe", binary_hash_));
-    }
     if (!options_.cpp_program.empty()) {
       cpp_binary_path_ =
           std::filesystem::absolute(options_.cpp_program).string();
@@ -182,9 +180,16 @@ class CoreRuntimeImpl : public CoreRuntime,
                          " cannot be read: ", hash.status().message()));
       }
       cpp_binary_hash_ = *hash;
-      RETURN_IF_ERROR(UploadBinary(cpp_binary_path_, cpp_binary_hash_));
     }
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
+    if (!options_.worker_id.empty()) {
+      // A worker runs its driver's program: the agent says which copy the
+      // head holds, for the tasks this worker submits.
+      const char* blob = getenv("SHOAL_BLOB_HASH");
+      if (blob != nullptr) blob_hash_ = blob;
+    } else if (NodesElsewhere(status, HostId())) {
+      RETURN_IF_ERROR(SendPrograms());
+    }
     std::string store_agent;
     RunOnLoop([&] {
       nodes_ = std::make_unique<NodeView>(
@@ -195,6 +200,7 @@ class CoreRuntimeImpl : public CoreRuntime,
       submit.job_id = lease_job_id();
       submit.binary_path = binary_path_;
       submit.binary_hash = binary_hash_;
+      submit.blob_hash = blob_hash_;
       submit.worker_command = options_.worker_command;
       submit.token = options_.token;
       submit.peer_name = peer_name_;
@@ -203,6 +209,7 @@ class CoreRuntimeImpl : public CoreRuntime,
         TaskSubmitter::Options cpp = submit;
         cpp.binary_path = cpp_binary_path_;
         cpp.binary_hash = cpp_binary_hash_;
+        cpp.blob_hash = cpp_blob_hash_;
         cpp.worker_command = WorkerCommand();
         cpp_submitter_ = std::make_unique<TaskSubmitter>(
             loop_.get(), nodes_.get(), this, std::move(cpp));
@@ -363,6 +370,7 @@ class CoreRuntimeImpl : public CoreRuntime,
     spec.set_job_id(lease_job_id());
     spec.set_binary_path(binary_path_);
     spec.set_binary_hash(binary_hash_);
+    spec.set_blob_hash(blob_hash_);
     if (!options_.worker_command.empty()) {
       FillWorkerCommand(options_.worker_command, spec.mutable_worker_command());
     }
@@ -736,8 +744,16 @@ class CoreRuntimeImpl : public CoreRuntime,
   }
 
   // Puts the workers' binary at `path` in the head's blob store, once.
-  absl::Status UploadBinary(const std::string& path, const std::string& hash) {
-    return head_->UploadBlob(path, hash);
+  // Gives the head the programs workers run, for nodes of other hosts
+  // (program_copy.h); the hashes of its copies go in every lease request.
+  absl::Status SendPrograms() {
+    if (options_.workers_run_this_program) {
+      ASSIGN_OR_RETURN(blob_hash_, SendProgram(*head_, "/proc/self/exe"));
+    }
+    if (!cpp_binary_hash_.empty()) {
+      ASSIGN_OR_RETURN(cpp_blob_hash_, SendProgram(*head_, cpp_binary_path_));
+    }
+    return absl::OkStatus();
   }
 
   // ---- Loop thread ----
@@ -789,20 +805,15 @@ class CoreRuntimeImpl : public CoreRuntime,
   // now on are made from: they go to it again (a head that has them says
   // so at once). Blocking calls, so on a thread of their own.
   void UploadBinariesAgain() {
-    // A worker's program is its driver's: the driver uploads it.
+    // A worker's program is its driver's: the driver uploads it. Programs
+    // never sent (every node was on this host) are not sent now either.
     if (!options_.worker_id.empty()) return;
-    if (!options_.workers_run_this_program && cpp_binary_hash_.empty()) return;
+    if (blob_hash_.empty() && cpp_blob_hash_.empty()) return;
     std::lock_guard<std::mutex> lock(uploader_mu_);
     if (stopping_ || uploading_.exchange(true)) return;
     if (uploader_.joinable()) uploader_.join();  // done: uploading_ was false
     uploader_ = std::thread([this] {
-      absl::Status st;
-      if (options_.workers_run_this_program) {
-        st = UploadBinary("/proc/self/exe", binary_hash_);
-      }
-      if (st.ok() && !cpp_binary_hash_.empty()) {
-        st = UploadBinary(cpp_binary_path_, cpp_binary_hash_);
-      }
+      absl::Status st = SendPrograms();
       if (!st.ok()) {
         SHOAL_LOG(WARNING) << "cannot give the head this job's binary again ("
                            << st << "); workers it starts may fail";
@@ -1151,6 +1162,9 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::string peer_name_;
   std::string binary_path_;
   std::string binary_hash_;
+  // The head's copy of the program (program_copy.h); empty when none was
+  // sent (every node is on this host) or it is binary_hash_'s file.
+  std::string blob_hash_;
   // This node's object store (null when the host has no agent with one)
   // and the size from which values go there.
   std::shared_ptr<ObjectClient> store_;
@@ -1183,6 +1197,7 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::unique_ptr<TaskSubmitter> cpp_submitter_;
   std::string cpp_binary_path_;
   std::string cpp_binary_hash_;
+  std::string cpp_blob_hash_;
   ActorSubmitter actors_;
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
   // Any thread.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/utf8.h"
 #include "common/util.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -44,7 +45,7 @@ void TaskEventBuffer::Record(TaskEntry& task, const Change& change) {
   if (!change.error.empty()) {
     // The first lines say what failed; a whole traceback stays with the
     // owner (the error it raises).
-    e.error = change.error.substr(0, kMaxErrorBytes);
+    e.error = ToValidUtf8(change.error, kMaxErrorBytes);
     e.error_type = change.error_type;
   }
   if (e.listed == 0) {

@@ -268,6 +268,7 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
   q.shape.ToProto(req.mutable_shape());
   req.set_binary_path(options_.binary_path);
   req.set_binary_hash(options_.binary_hash);
+  req.set_blob_hash(options_.blob_hash);
   if (!options_.worker_command.empty()) {
     FillWorkerCommand(options_.worker_command, req.mutable_worker_command());
   }

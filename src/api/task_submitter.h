@@ -57,6 +57,7 @@ class TaskSubmitter {
     std::string job_id;  // the job whose workers are leased
     std::string binary_path;
     std::string binary_hash;       // names worker_command when that is set
+    std::string blob_hash;         // the head's copy, when not binary_hash
     WorkerCommand worker_command;  // empty: workers run the binary
     std::string token;
     std::string peer_name;

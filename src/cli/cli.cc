@@ -1230,6 +1230,12 @@ void PrintJob(const proto::JobInfo& info) {
   if (!info.message().empty()) std::cout << "  " << info.message() << "\n";
 }
 
+// As JSON text: an entrypoint is bytes (a raw Latin-1 argument, say); what
+// is not UTF-8 becomes U+FFFD.
+std::string JsonText(const nlohmann::json& json) {
+  return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json JobJson(const proto::JobInfo& info) {
   return {{"submission_id", info.spec().submission_id()},
           {"status", JobStateName(info.state())},
@@ -1249,7 +1255,7 @@ int JobStatus(const JobFlags& f, const std::string& id) {
     auto info = head.GetJob(ref);
     if (!info.ok()) return JobError("cannot get the job", info.status());
     if (f.format == "json") {
-      std::cout << JobJson(*info).dump(2) << "\n";
+      std::cout << JsonText(JobJson(*info)) << "\n";
     } else {
       PrintJob(*info);
     }
@@ -1294,7 +1300,7 @@ int JobList(const JobFlags& f) {
     if (f.format == "json") {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& info : list->jobs()) out.push_back(JobJson(info));
-      std::cout << out.dump(2) << "\n";
+      std::cout << JsonText(out) << "\n";
       return 0;
     }
     if (list->jobs().empty()) {

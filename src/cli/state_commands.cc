@@ -386,7 +386,11 @@ int ListState(rpc::HeadClient& head, const std::string& what,
       for (const auto& [k, v] : row) o[k] = v;
       out.push_back(o);
     }
-    std::cout << out.dump(2) << "\n";
+    // Names and errors are UTF-8 when they reach the head; replace, not
+    // throw, should one not be.
+    std::cout << out.dump(2, ' ', false,
+                          nlohmann::json::error_handler_t::replace)
+              << "\n";
     return 0;
   }
   if (rows.empty()) {

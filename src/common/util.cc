@@ -81,6 +81,19 @@ std::string Hostname() {
   return name;
 }
 
+std::string HostId() {
+  static const std::string id = [] {
+    std::string boot = ReadFile("/proc/sys/kernel/random/boot_id").value_or("");
+    while (!boot.empty() && (boot.back() == '\n' || boot.back() == ' ')) {
+      boot.pop_back();
+    }
+    struct stat root;
+    if (boot.empty() || stat("/", &root) != 0) return std::string();
+    return absl::StrCat(boot, ":", root.st_dev, ":", root.st_ino);
+  }();
+  return id;
+}
+
 namespace {
 
 std::string DefaultRouteInterface() {

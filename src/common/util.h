@@ -27,6 +27,11 @@ int64_t NowMs();        // wall clock, milliseconds since the epoch
 int64_t MonotonicUs();  // steady clock, microseconds
 
 std::string Hostname();
+// What tells apart hosts whose files differ: the kernel's boot id and the
+// root file system's device and inode. Processes in network namespaces of
+// one host share it (they see the same files); containers with their own
+// root file system do not. "" when it cannot be read.
+std::string HostId();
 
 // The IPv4 address of the interface that holds the default route, else the
 // first non-loopback address that is up, else 127.0.0.1. Reads /proc and the

@@ -485,6 +485,7 @@ void ActorManager::RequestLease(const std::string& actor_id, uint64_t attempt,
   *req.mutable_shape() = spec.shape();
   req.set_binary_path(spec.binary_path());
   req.set_binary_hash(spec.binary_hash());
+  req.set_blob_hash(spec.blob_hash());
   if (spec.has_worker_command()) {
     *req.mutable_worker_command() = spec.worker_command();
   }

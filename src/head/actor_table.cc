@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 
 namespace shoal {
 
@@ -242,7 +243,7 @@ ActorAction ActorTable::Die(Entry& e, const std::string& cause,
   // for messages ("... on node n2").
   action.release_worker = true;
   e.info.set_state(proto::ActorInfo::DEAD);
-  e.info.set_death_cause(cause);
+  e.info.set_death_cause(ToValidUtf8(cause));
   e.info.set_infeasible(infeasible);
   e.info.clear_address();
   e.info.clear_pid();
@@ -267,7 +268,7 @@ ActorAction ActorTable::Lose(Entry& e, const std::string& cause, bool killed) {
     action.lease_worker = true;
     e.info.set_state(proto::ActorInfo::RESTARTING);
     e.info.set_num_restarts(e.info.num_restarts() + 1);
-    e.info.set_death_cause(cause);
+    e.info.set_death_cause(ToValidUtf8(cause));
     e.info.clear_address();
     e.info.clear_worker_id();
     e.info.clear_node_id();

@@ -1073,15 +1073,18 @@ class HeadImpl : public Head {
   void OnDisconnect(uint64_t conn) {
     if (auto it = job_by_conn_.find(conn); it != job_by_conn_.end()) {
       SHOAL_LOG(INFO) << it->second << " finished (its driver disconnected)";
-      EndJob(it->second);
+      EndJob(it->second,
+             "the job's driver ended before the task did (it shut down, "
+             "exited, was killed or lost its connection to the head)");
       job_by_conn_.erase(it);
     }
     node_by_conn_.erase(conn);
   }
 
   // A driver's job is over: what it owns ends with it (detached groups and
-  // actors stay).
-  void EndJob(const std::string& job_id) {
+  // actors stay), and its tasks that had not ended are FAILED for `why`.
+  void EndJob(const std::string& job_id, const std::string& why) {
+    task_events_.EndJob(job_id, why, NowMs());
     RemoveGroupsOfJob(job_id);
     if (actors_) actors_->OnJobEnded(job_id);
     gangs_->JobEnded(job_id);
@@ -1143,7 +1146,9 @@ class HeadImpl : public Head {
         SHOAL_LOG(INFO) << job << " finished (its driver did not come back "
                         << "within " << options_.reattach_grace_ms
                         << " ms of the head's restart)";
-        EndJob(job);
+        EndJob(job, absl::StrCat("the job's driver did not come back within ",
+                                 options_.reattach_grace_ms,
+                                 " ms of the head's restart"));
       }
       awaiting_drivers_.clear();
     });

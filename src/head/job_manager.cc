@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/utf8.h"
 #include "common/util.h"
 #include "scheduling/resource_set.h"
 
@@ -380,7 +381,7 @@ void JobManager::Finish(Entry& e, proto::JobInfo::State state, int exit_code,
                         const std::string& message) {
   e.info.set_state(state);
   e.info.set_exit_code(exit_code);
-  e.info.set_message(message);
+  e.info.set_message(ToValidUtf8(message));
   e.info.set_end_time_ms(NowMs());
   Persist(e).IgnoreError();
   SHOAL_LOG(INFO) << "job " << e.info.spec().submission_id() << ": "

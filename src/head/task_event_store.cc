@@ -102,6 +102,14 @@ void TaskEventStore::Add(const proto::TaskEventBatch& batch) {
       Count(record.state(), +1);
     }
   }
+  if (auto ended = ended_.find(batch.job_id()); ended != ended_.end()) {
+    // Reports that come after the driver went (a worker's, or the driver's
+    // last batch on another connection) cannot bring its tasks back.
+    for (const proto::TaskEvent& event : batch.events()) {
+      auto it = job.tasks.find(event.task_id());
+      if (it != job.tasks.end()) Fail(ended->second, &it->second);
+    }
+  }
   while (job.tasks.size() > max_per_job_) Evict(job);
   // Over the total: the oldest jobs' records go first, and a job with none
   // left is forgotten.
@@ -113,6 +121,32 @@ void TaskEventStore::Add(const proto::TaskEventBatch& batch) {
       continue;
     }
     Evict(oldest->second);
+  }
+}
+
+void TaskEventStore::Fail(const EndedJob& why, proto::TaskEvent* record) {
+  if (IsTerminal(record->state())) return;
+  Count(record->state(), -1);
+  record->set_state(proto::TaskEvent::FAILED);
+  record->mutable_state_times_ms()->Resize(kNumTaskStates, 0);
+  record->set_state_times_ms(proto::TaskEvent::FAILED, why.time_ms);
+  record->set_error(why.reason);
+  record->set_error_type("WORKER_DIED");
+  Count(proto::TaskEvent::FAILED, +1);
+}
+
+void TaskEventStore::EndJob(const std::string& job_id,
+                            const std::string& reason, int64_t now_ms) {
+  auto [it, added] = ended_.try_emplace(job_id);
+  if (!added) return;
+  it->second = {.reason = reason, .time_ms = now_ms};
+  ended_order_.push_back(job_id);
+  if (auto job = jobs_.find(job_id); job != jobs_.end()) {
+    for (auto& [id, record] : job->second.tasks) Fail(it->second, &record);
+  }
+  while (ended_order_.size() > kMaxEndedJobs) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
   }
 }
 

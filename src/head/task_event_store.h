@@ -27,6 +27,13 @@ class TaskEventStore {
                           size_t max_total = 100000);
 
   void Add(const proto::TaskEventBatch& batch);
+  // The job's driver is gone (it shut down, exited, was killed or lost its
+  // connection): each of its tasks that has not ended ends FAILED at
+  // `now_ms` with error type WORKER_DIED (as Ray marks them) and `reason`,
+  // and so does any reported for the job from now on. The last
+  // kMaxEndedJobs ended jobs are remembered.
+  void EndJob(const std::string& job_id, const std::string& reason,
+              int64_t now_ms);
   // InvalidArgument for a filter that is not KEY=VALUE of a known key.
   absl::StatusOr<proto::TaskList> List(
       const proto::ListTasksRequest& request) const;
@@ -36,20 +43,28 @@ class TaskEventStore {
 
   // The keys `--filter` takes.
   static const char* const kFilterKeys;
+  static constexpr size_t kMaxEndedJobs = 4096;
 
  private:
   struct Job {
     std::unordered_map<std::string, proto::TaskEvent> tasks;
     std::deque<std::string> order;  // task ids, first reported first
   };
+  struct EndedJob {
+    std::string reason;
+    int64_t time_ms = 0;
+  };
   void Count(TaskState state, int64_t delta);
   void Evict(Job& job);
+  void Fail(const EndedJob& why, proto::TaskEvent* record);
 
   const size_t max_per_job_;
   const size_t max_total_;
   std::map<std::string, Job> jobs_;
   std::deque<std::string> job_order_;  // job ids, first reported first
-  size_t total_ = 0;                   // records kept
+  std::unordered_map<std::string, EndedJob> ended_;
+  std::deque<std::string> ended_order_;  // ended_'s keys, oldest first
+  size_t total_ = 0;                     // records kept
   int64_t counts_[kNumTaskStates] = {};
   int64_t dropped_ = 0;           // records forgotten
   int64_t reporter_dropped_ = 0;  // events reporters could not keep

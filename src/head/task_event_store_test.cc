@@ -47,6 +47,51 @@ int64_t Count(const proto::TaskList& list, const std::string& state) {
   return it == list.state_counts().end() ? -1 : it->second;
 }
 
+// A driver that ends takes its unfinished tasks with it: they end FAILED
+// (WORKER_DIED, with the reason), ended ones stay as they were, other jobs
+// are untouched, the counts move, and later reports cannot revive them.
+TEST(TaskEventStoreTest, TasksOfAnEndedJobThatHadNotEndedFail) {
+  TaskEventStore store;
+  store.Add(Batch("job1",
+                  {Event("pending", proto::TaskEvent::PENDING_NODE_ASSIGNMENT),
+                   Event("pushed", proto::TaskEvent::SUBMITTED_TO_WORKER),
+                   Event("running", proto::TaskEvent::RUNNING),
+                   Event("done", proto::TaskEvent::FINISHED)}));
+  store.Add(Batch("job2", {Event("other", proto::TaskEvent::RUNNING)}));
+  store.EndJob("job1", "the job's driver ended", 500);
+
+  proto::TaskList list = List(store, {"job_id=job1"});
+  ASSERT_EQ(list.tasks_size(), 4);
+  for (const proto::TaskEvent& t : list.tasks()) {
+    if (t.task_id() == "done") {
+      EXPECT_EQ(t.state(), proto::TaskEvent::FINISHED);
+      continue;
+    }
+    EXPECT_EQ(t.state(), proto::TaskEvent::FAILED) << t.task_id();
+    EXPECT_EQ(t.error_type(), "WORKER_DIED");
+    EXPECT_EQ(t.error(), "the job's driver ended");
+    EXPECT_EQ(t.state_times_ms(proto::TaskEvent::FAILED), 500);
+  }
+  EXPECT_EQ(Count(list, "FAILED"), 3);
+  EXPECT_EQ(Count(list, "RUNNING"), 1);  // job2's
+  EXPECT_EQ(Count(list, "PENDING_NODE_ASSIGNMENT"), 0);
+  EXPECT_EQ(Count(list, "SUBMITTED_TO_WORKER"), 0);
+  EXPECT_EQ(List(store, {"job_id=job2"}).tasks(0).state(),
+            proto::TaskEvent::RUNNING);
+
+  // A worker's report that comes after, and a task first heard of after.
+  store.Add(Batch("job1", {Event("running", proto::TaskEvent::RUNNING, 600),
+                           Event("late", proto::TaskEvent::RUNNING, 600)}));
+  list = List(store, {"job_id=job1", "state=RUNNING"});
+  EXPECT_EQ(list.tasks_size(), 0);
+  EXPECT_EQ(Count(list, "FAILED"), 4);
+  EXPECT_EQ(Count(list, "RUNNING"), 1);
+  // Ending it again changes nothing.
+  store.EndJob("job1", "again", 700);
+  EXPECT_EQ(List(store, {"task_id=late"}).tasks(0).error(),
+            "the job's driver ended");
+}
+
 TEST(TaskEventStoreTest, ReportsOfOneTaskFoldIntoOneRecordThatMovesForward) {
   TaskEventStore store;
   store.Add(

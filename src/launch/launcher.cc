@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -28,8 +29,10 @@
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/session.h"
+#include "common/utf8.h"
 #include "common/util.h"
 #include "launch/framework_env.h"
+#include "launch/output_lines.h"
 #include "rpc/head_client.h"
 #include "rpc/rpc.h"
 #include "shoal/api.h"
@@ -46,6 +49,11 @@ constexpr int64_t kReportTimeoutMs = 5000;
 constexpr int64_t kLauncherLostUs = 10'000'000;
 // Undelivered output kept while the launcher is unreachable.
 constexpr int kMaxPendingLines = 10000;
+constexpr size_t kMaxPendingBytes = 16 << 20;
+// Read from one rank per pass: a rank that prints without pause still lets
+// the others and the reports through (its pipe holds the rest, and then
+// slows it down).
+constexpr size_t kMaxDrainBytes = 1 << 20;
 
 DeviceKind KindOf(const std::string& kind) {
   if (kind == "TPU") return DeviceKind::kTpu;
@@ -65,8 +73,7 @@ struct Proc {
   pid_t pid = 0;
   int fd = -1;
   int rank = 0;
-  std::string prefix;
-  std::string partial;
+  std::unique_ptr<LineSplitter> lines;
   std::ofstream log;
   bool exited = false;
 };
@@ -96,24 +103,48 @@ absl::StatusOr<bool> Report(rpc::EventLoop* loop, rpc::Channel* channel,
   return result;
 }
 
-void Drain(Proc& p, proto::LaunchReport* report) {
-  char buf[65536];
-  while (true) {
-    ssize_t n = read(p.fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    p.partial.append(buf, n);
-    size_t nl;
-    while ((nl = p.partial.find('\n')) != std::string::npos) {
-      std::string line = p.partial.substr(0, nl);
-      p.partial.erase(0, nl + 1);
-      p.log << line << "\n";
-      proto::LaunchLine* l = report->add_lines();
-      l->set_rank(p.rank);
-      l->set_prefix(p.prefix);
-      l->set_text(line);
-    }
+// Writes the rank's lines from `first` on to its log, as it printed them.
+void LogLines(Proc& p, const proto::LaunchReport& report, int first) {
+  for (int i = first; i < report.lines_size(); ++i) {
+    const std::string& text = report.lines(i).text();
+    p.log.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!report.lines(i).continues()) p.log.put('\n');
   }
   p.log.flush();
+}
+
+// Reads what the rank printed, up to kMaxDrainBytes; returns how much.
+size_t Drain(Proc& p, proto::LaunchReport* report) {
+  if (p.fd < 0) return 0;
+  const int first = report->lines_size();
+  char buf[65536];
+  size_t taken = 0;
+  while (taken < kMaxDrainBytes) {
+    ssize_t n = read(p.fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    taken += static_cast<size_t>(n);
+    p.lines->Add(std::string_view(buf, static_cast<size_t>(n)), report);
+  }
+  LogLines(p, *report, first);
+  return taken;
+}
+
+// Keeps at most kMaxPendingLines lines and kMaxPendingBytes of output that
+// could not be delivered yet, the newest; returns how many lines went.
+int TrimPending(proto::LaunchReport* report) {
+  auto* lines = report->mutable_lines();
+  int drop = std::max(0, lines->size() - kMaxPendingLines);
+  size_t bytes = 0;
+  for (int i = lines->size() - 1; i >= drop; --i) {
+    bytes += lines->Get(i).text().size();
+    if (bytes > kMaxPendingBytes) {
+      drop = i + 1;
+      break;
+    }
+  }
+  if (drop > 0) lines->DeleteSubrange(0, drop);
+  return drop;
 }
 
 // A port nothing listens on now, on this host.
@@ -295,8 +326,9 @@ std::string RunLaunchHost(std::string spec_bytes) {
           " ", env.device_ids[0]);
       if (spec.hosts(spec.host_index()).kind() == "CPU") device.clear();
     }
-    p.prefix = absl::StrCat("[rank ", env.rank, " host ", spec.host_index(),
-                            device, "]");
+    p.lines = std::make_unique<LineSplitter>(
+        env.rank, absl::StrCat("[rank ", env.rank, " host ", spec.host_index(),
+                               device, "]"));
     p.log.open(absl::StrCat(log_dir, "/rank-", env.rank, ".log"),
                std::ios::app);
     auto pid = Spawn(s);
@@ -307,7 +339,8 @@ std::string RunLaunchHost(std::string spec_bytes) {
       proto::LaunchExit* e = result.add_exits();
       e->set_rank(p.rank);
       e->set_exit_code(127);
-      e->set_description(std::string(pid.status().message()));
+      // Names the command, whose bytes need not be UTF-8.
+      e->set_description(ToValidUtf8(std::string(pid.status().message())));
       e->set_time_us(MonotonicUs());
       continue;
     }
@@ -337,15 +370,17 @@ std::string RunLaunchHost(std::string spec_bytes) {
       if (waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
       p.exited = true;
       --running;
-      Drain(p, &report);
-      if (!p.partial.empty()) {
-        proto::LaunchLine* l = report.add_lines();
-        l->set_rank(p.rank);
-        l->set_prefix(p.prefix);
-        l->set_text(p.partial);
-        p.partial.clear();
+      // Everything it printed before it exited (bounded: a process it
+      // left behind may hold the pipe and go on printing).
+      for (int i = 0; i < 64 && Drain(p, &report) == kMaxDrainBytes; ++i) {
       }
+      // What it printed after its last newline ends its output.
+      const int first = report.lines_size();
+      p.lines->Finish(&report);
+      LogLines(p, report, first);
       kill(-p.pid, SIGKILL);  // anything it left in its group
+      close(p.fd);            // at its end (or held by what was just killed)
+      p.fd = -1;              // poll skips it
       proto::LaunchExit* e = report.add_exits();
       e->set_rank(p.rank);
       e->set_exit_code(ExitCode(status));
@@ -376,10 +411,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
               stop.status().message(), "; its processes were stopped"));
           SHOAL_LOG(WARNING) << result.error();
         }
-        if (report.lines_size() > kMaxPendingLines) {
-          report.mutable_lines()->DeleteSubrange(
-              0, report.lines_size() - kMaxPendingLines);
-        }
+        TrimPending(&report);
       }
     }
     if (stopping && stop_deadline_us == 0) {
@@ -394,7 +426,9 @@ std::string RunLaunchHost(std::string spec_bytes) {
       }
     }
   }
-  for (Proc& p : procs) close(p.fd);
+  for (Proc& p : procs) {
+    if (p.fd >= 0) close(p.fd);
+  }
   close_channels();
   return result.SerializeAsString();
 }
@@ -414,6 +448,7 @@ struct LaunchState {
   // gang record; `exits_changed` once there are some it has not heard of.
   std::map<int, proto::LaunchExit> exits;
   bool exits_changed = false;
+  LinePrinter printer;  // the ranks' output, to stdout
 };
 
 // Tells the head how the gang stands (GANG_UPDATE), for `shoal list gangs`,
@@ -732,10 +767,10 @@ int RunLaunch(const LaunchOptions& options) {
           std::lock_guard<std::mutex> lock(state.mu);
           proto::LaunchReportReply reply;
           if (r.launch_id() == state.launch_id) {
-            for (const auto& line : r.lines()) {
-              std::cout << line.prefix() << " " << line.text() << "\n";
-            }
-            std::cout.flush();
+            // Bytes, as the ranks printed them.
+            std::string out = state.printer.Format(r);
+            fwrite(out.data(), 1, out.size(), stdout);
+            fflush(stdout);
             for (const auto& e : r.exits()) {
               state.exits[e.rank()] = e;
               state.exits_changed = true;
@@ -765,7 +800,7 @@ int RunLaunch(const LaunchOptions& options) {
   std::string summary;
   proto::GangInfo gang;
   gang.set_gang_id(RandomHex(4));
-  for (const auto& a : options.argv) gang.add_argv(a);
+  for (const auto& a : options.argv) gang.add_argv(ToValidUtf8(a));
   gang.set_per_host(options.per_host);
   gang.set_placement_group_id(group.id());
   gang.set_max_restarts(options.max_restarts);

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "absl/strings/cord.h"
@@ -21,6 +22,7 @@
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "google/protobuf/message_lite.h"
+#include "google/protobuf/stubs/logging.h"
 #include "rpc/frame.h"
 #include "rpc/tls.h"
 #include "shoal/shoal.pb.h"
@@ -40,6 +42,36 @@ constexpr int64_t kHandshakeTimeoutMs = 10000;
 // once (idle or trickling peers cannot hold a server's memory or its fds).
 constexpr size_t kMaxUnauthenticated = 1024;
 
+// Protobuf's own messages (a string field that is not UTF-8, say) go to
+// Shoal's log, each kind at most a few times and then once per 1,000 with a
+// count: one bad field repeated for every line a program prints must not
+// flood the log or the terminal.
+void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
+                 const std::string& message) {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, int>, int64_t> seen;
+  int64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    n = ++seen[{file, line}];
+  }
+  if (n > 3 && n % 1000 != 0) return;
+  std::string text = absl::StrCat("protobuf: ", message);
+  if (n > 3) absl::StrAppend(&text, " (", n, " times so far)");
+  if (level >= google::protobuf::LOGLEVEL_ERROR) {
+    SHOAL_LOG(ERROR) << text;
+  } else if (level == google::protobuf::LOGLEVEL_WARNING) {
+    SHOAL_LOG(WARNING) << text;
+  } else {
+    SHOAL_LOG(INFO) << text;
+  }
+}
+
+[[maybe_unused]] const bool kProtobufLogInstalled = [] {
+  google::protobuf::SetLogHandler(&ProtobufLog);
+  return true;
+}();
+
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -47,9 +79,28 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// A peer whose host died or whose network went away without closing the
+// connection (no FIN, no RST) is found by the kernel's keepalive probes on
+// an idle connection and by the unacknowledged-data timeout on a busy one,
+// within ~6 s: the head then ends a lost driver's job as it does for one
+// that exited, and callers get an error instead of waiting forever.
+constexpr int kKeepaliveIdleS = 3;
+constexpr int kKeepaliveIntervalS = 1;
+constexpr int kKeepaliveProbes = 3;
+constexpr unsigned kUnackedTimeoutMs = 6000;
+
 void SetSocketOptions(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepaliveIdleS,
+             sizeof(kKeepaliveIdleS));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepaliveIntervalS,
+             sizeof(kKeepaliveIntervalS));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepaliveProbes,
+             sizeof(kKeepaliveProbes));
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &kUnackedTimeoutMs,
+             sizeof(kUnackedTimeoutMs));
 }
 
 std::string PeerName(const sockaddr_in& addr) {

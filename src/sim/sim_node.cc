@@ -114,6 +114,7 @@ proto::NodeInfo SimNode::SelfInfo() const {
   info.set_address(address_);
   info.set_node_ip(shared_->options.node_ip);
   info.set_hostname(spec_.node_id);  // a simulated host of its own
+  info.set_host_id(HostId());        // its files are this host's
   info.set_alive(true);
   node_.total.ToProto(info.mutable_total());
   node_.Unlent().ToProto(info.mutable_available());

@@ -117,6 +117,42 @@ TEST_F(JobTest, SuccessAndFailureWithTheExitCode) {
   EXPECT_EQ(out, "about to fail\n");
 }
 
+// A job's output is bytes, whatever it prints (Latin-1, NUL bytes, a 1 MiB
+// line with no newline, a binary file), and so is its entrypoint (a raw
+// Latin-1 byte in an argument): followed, logged and listed whole, with the
+// exit code right.
+TEST_F(JobTest, AnyBytesItPrintsComeBackAsPrinted) {
+  const std::string binary = "/bin/true";
+  std::string out;
+  EXPECT_EQ(Job({"submit", "--submission-id", "bytes-1", "--", "sh", "-c",
+                 "printf 'caf\\351 ok\\n'; printf 'nul\\000byte\\n'; "
+                 "head -c 1048576 /dev/zero | tr '\\000' x; printf '\\n'; "
+                 "cat " +
+                     binary +
+                     "; echo 'raw \xE9 arg'; "
+                     "printf 'no newline'; exit 5"},
+                &out),
+            5)
+      << out.substr(0, 4096);
+  auto contents = shoal::ReadFile(binary);
+  ASSERT_TRUE(contents.ok());
+  const std::string expected = "caf\xE9 ok\n" + std::string("nul\0byte\n", 9) +
+                               std::string(1 << 20, 'x') + "\n" + *contents +
+                               "raw \xE9 arg\nno newline";
+  EXPECT_NE(out.find(expected), std::string::npos)
+      << "the followed output lost bytes";
+  std::string logs;
+  ASSERT_EQ(Job({"logs", "bytes-1"}, &logs), 0);
+  EXPECT_NE(logs.find(expected), std::string::npos) << "the logs lost bytes";
+  nlohmann::json status = Status("bytes-1");
+  EXPECT_EQ(status["status"], "FAILED") << status.dump();
+  EXPECT_EQ(status["exit_code"], 5);
+  EXPECT_THAT(status["entrypoint"].get<std::string>(), HasSubstr("raw "));
+  ASSERT_EQ(RunCli({"list", "jobs", "--format", "json"}, &out, Env()), 0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("bytes-1"));
+}
+
 TEST_F(JobTest, ProgramsItStartsJoinThisCluster) {
   std::string out;
   EXPECT_EQ(Job({"submit", "--env", "GREETING=hello", "--", "sh", "-c",

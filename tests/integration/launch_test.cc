@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -101,6 +102,60 @@ TEST_F(LaunchTest, ProgramsAreFoundOnPathLikeAShellWould) {
   EXPECT_THAT(out, HasSubstr("found 7")) << out;
   EXPECT_NE(Launch({"--per-device", "--", "no-such-program-xyz"}, &out), 0);
   EXPECT_THAT(out, HasSubstr("no-such-program-xyz: no such program on PATH"));
+}
+
+// What a rank printed, from the launcher's output: the lines after its
+// prefix, joined as it printed them.
+std::string OutputOfRank(const std::string& out, const std::string& prefix) {
+  std::string printed;
+  size_t at = 0;
+  while (at < out.size()) {
+    size_t end = out.find('\n', at);
+    if (end == std::string::npos) end = out.size();
+    std::string_view line(out.data() + at, end - at);
+    if (line.substr(0, prefix.size() + 1) == prefix + " ") {
+      printed.append(line.substr(prefix.size() + 1));
+      printed += '\n';
+    }
+    at = end + 1;
+  }
+  return printed;
+}
+
+// Programs print bytes, not text: Latin-1, NUL bytes, a 1 MiB line with no
+// newline, a binary file, output without a final newline. All of it reaches
+// the terminal as printed, the gang runs to its end and the exit code is
+// the failing rank's.
+TEST_F(LaunchTest, AnyBytesTheRanksPrintReachTheTerminalAsPrinted) {
+  const std::string done = cluster_->root() + "/rank0-done";
+  const std::string binary = "/bin/true";
+  std::string out;
+  int rc =
+      Launch({"--per-host", "--", "/bin/sh", "-c",
+              "if [ \"$SHOAL_PROCESS_ID\" = 1 ]; then "
+              "  while [ ! -e " +
+                  done +
+                  " ]; do sleep 0.1; done; "
+                  "  printf 'rank one \\351 exits 3'; exit 3; "
+                  "fi; "
+                  "printf 'caf\\351 ok\\n'; printf 'nul\\000byte\\n'; "
+                  "head -c 1048576 /dev/zero | tr '\\000' x; printf '\\n'; "
+                  "cat " +
+                  binary + "; printf '\\nafter\\n'; touch " + done},
+             &out);
+  EXPECT_EQ(rc, 3) << out.substr(0, 4096);
+  auto contents = shoal::ReadFile(binary);
+  ASSERT_TRUE(contents.ok());
+  const std::string expected = "caf\xE9 ok\n" + std::string("nul\0byte\n", 9) +
+                               std::string(1 << 20, 'x') + "\n" + *contents +
+                               "\nafter\n";
+  std::string printed = OutputOfRank(out, "[rank 0 host 0]");
+  EXPECT_EQ(printed.size(), expected.size());
+  EXPECT_TRUE(printed == expected) << "rank 0's bytes differ";
+  EXPECT_THAT(out, HasSubstr("[rank 1 host 1] rank one \xE9 exits 3\n"));
+  EXPECT_THAT(out, HasSubstr("rank 1 failed first: exited with code 3"));
+  // Nothing logged an error per line on the way.
+  EXPECT_THAT(out, Not(HasSubstr("UTF-8")));
 }
 
 TEST_F(LaunchTest, FirstFailureStopsTheWholeGangAndNamesTheRank) {

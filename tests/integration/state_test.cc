@@ -4,6 +4,7 @@
 // nodes' stores, every kind of log by id (and followed), and launch gangs
 // with their ranks, restarts and per-rank logs.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,7 +58,14 @@ int64_t Talks(int64_t lines) {
   }
   return lines;
 }
-SHOAL_REMOTE(Square, Fails, Sleeps, Talks);
+// One function per way a driver ends, so that each test finds its own.
+int64_t OutlivedByShutdown(int64_t ms) { return Sleeps(ms); }
+int64_t OutlivedByExit(int64_t ms) { return Sleeps(ms); }
+int64_t OutlivedByKill(int64_t ms) { return Sleeps(ms); }
+SHOAL_REMOTE(Square, Fails, Sleeps, Talks, OutlivedByShutdown, OutlivedByExit,
+             OutlivedByKill);
+
+enum class DriverEnd { kShutdown, kExit, kKill };
 
 class StateTest : public ::testing::Test {
  protected:
@@ -163,6 +171,92 @@ TEST_F(StateTest, TasksAreListedWithTheirStatesAndSummarised) {
   // A key the records do not have is a usage error that names the keys.
   EXPECT_EQ(Cli({"list", "tasks", "--filter", "colour=red"}, &out), 2);
   EXPECT_THAT(out, HasSubstr("state"));
+}
+
+// However a driver ends, its tasks end with it: none is left RUNNING or
+// waiting in the records once the driver is gone, and the CPUs they held
+// are free.
+TEST_F(StateTest, TasksEndWithTheirDriverHoweverItEnds) {
+  struct Case {
+    DriverEnd end;
+    int64_t (*function)(int64_t);
+    std::string name;
+  };
+  const Case cases[] = {
+      {DriverEnd::kShutdown, OutlivedByShutdown, "OutlivedByShutdown"},
+      {DriverEnd::kExit, OutlivedByExit, "OutlivedByExit"},
+      {DriverEnd::kKill, OutlivedByKill, "OutlivedByKill"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    shoal::Shutdown();  // the driver below is a process of its own
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    pid_t driver = fork();
+    ASSERT_GE(driver, 0);
+    if (driver == 0) {
+      close(go[1]);
+      cluster_->Connect();
+      // 4 run on the cluster's 4 CPUs, 2 wait for one.
+      std::vector<shoal::ObjectRef<int64_t>> refs;
+      for (int i = 0; i < 6; ++i) {
+        refs.push_back(shoal::Task(c.function).Remote(int64_t{120000}));
+      }
+      char byte;
+      if (read(go[0], &byte, 1) != 1) _exit(3);
+      if (c.end == DriverEnd::kShutdown) {
+        shoal::Shutdown();
+        _exit(0);
+      }
+      std::exit(0);  // kExit (kKill is killed before it reads)
+    }
+    close(go[0]);
+    nlohmann::json tasks =
+        TasksUntil({"name=" + c.name}, [](const nlohmann::json& t) {
+          return t.size() == 6 &&
+                 std::count_if(t.begin(), t.end(), [](const auto& x) {
+                   return x["state"] == "RUNNING";
+                 }) == 4;
+        });
+    ASSERT_EQ(tasks.size(), 6u) << tasks.dump();
+    if (c.end == DriverEnd::kKill) {
+      kill(driver, SIGKILL);
+    } else {
+      ASSERT_EQ(write(go[1], "x", 1), 1);
+    }
+    close(go[1]);
+    int status = 0;
+    waitpid(driver, &status, 0);
+    tasks = TasksUntil({"name=" + c.name}, [](const nlohmann::json& t) {
+      return std::all_of(t.begin(), t.end(), [](const auto& x) {
+        return x["state"] == "FAILED" || x["state"] == "FINISHED";
+      });
+    });
+    ASSERT_EQ(tasks.size(), 6u) << tasks.dump();
+    for (const auto& t : tasks) {
+      EXPECT_EQ(t["state"], "FAILED") << t.dump();
+      EXPECT_EQ(t["error_type"], "WORKER_DIED") << t.dump();
+      EXPECT_THAT(t["error"].get<std::string>(), HasSubstr("driver ended"));
+    }
+    // `summary` agrees, and so does status: the CPUs are free.
+    nlohmann::json summary = Json({"summary", "tasks"});
+    int seen = 0;
+    for (const auto& s : summary["summary"]) {
+      if (s["name"] != c.name) continue;
+      ++seen;
+      EXPECT_EQ(s["state_counts"].size(), 1u) << s.dump();
+      EXPECT_EQ(s["state_counts"]["FAILED"], 6) << s.dump();
+    }
+    EXPECT_EQ(seen, 1) << summary.dump();
+    cluster_->Connect();
+    double free = 0;
+    for (int i = 0; i < 100; ++i) {
+      free = shoal::AvailableResources()["CPU"];
+      if (free == 4) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(free, 4);
+  }
 }
 
 TEST_F(StateTest, ObjectsInTheNodesStoresAreListed) {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -57,7 +58,11 @@ std::string WhereAmI() {
   return shoal::CurrentNodeId() + "@" + (ip ? ip : "?");
 }
 int64_t Add(int64_t a, int64_t b) { return a + b; }
-SHOAL_REMOTE(WhereAmI, Add);
+int64_t SleepsOnHostB(int64_t ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+SHOAL_REMOTE(WhereAmI, Add, SleepsOnHostB);
 
 // The driver of HeadAndAgentsOnThreeHostsRunTasksOnEveryHost, run by it as a
 // separate process inside host A (SHOAL_ADDRESS names the head).
@@ -76,6 +81,20 @@ TEST(SystemDriver, DISABLED_TasksRunOnEveryHost) {
   auto on_c = shoal::Task(Add).SetResource("host_c", 1).Remote(on_b, 21);
   std::cout << "sum " << shoal::Get(on_c, 60000) << "\n";
   shoal::Shutdown();
+}
+
+// The driver of TasksOfADriverCutOffFromTheNetworkFail, run by it inside
+// host C: two long tasks on host B, then it waits to be cut off.
+TEST(SystemLostDriver, DISABLED_SleepsOnHostB) {
+  shoal::Init();
+  std::vector<shoal::ObjectRef<int64_t>> refs;
+  for (int i = 0; i < 2; ++i) {
+    refs.push_back(shoal::Task(SleepsOnHostB)
+                       .SetResource("host_b", 1)
+                       .Remote(int64_t{600000}));
+  }
+  std::cout << "submitted" << std::endl;
+  std::this_thread::sleep_for(std::chrono::minutes(10));
 }
 
 // `shoal launch` running in the background inside a host, with its output.
@@ -271,6 +290,63 @@ TEST_F(SystemTest, HeadAndAgentsOnThreeHostsRunTasksOnEveryHost) {
   EXPECT_THAT(out, HasSubstr("ran on host-c@" + net_->address(2) + "\n"));
   EXPECT_THAT(out, Not(HasSubstr("ran on host-a")));
   EXPECT_THAT(out, HasSubstr("sum 42\n"));
+}
+
+// A driver whose host drops off the network says nothing more: the head
+// finds its connection dead (keepalive) and its running tasks end FAILED
+// in the records, as for a driver that exited.
+TEST_F(SystemTest, TasksOfADriverCutOffFromTheNetworkFail) {
+  ASSERT_NO_FATAL_FAILURE(StartHosts({{"host-a", 2, ""},
+                                      {"host-b", 2, R"({"host_b": 2})"},
+                                      {"host-c", 2, ""}}));
+  auto driver =
+      StartInNetns(net_->netns(2),
+                   {shoal::SelfExecutable(), "--gtest_also_run_disabled_tests",
+                    "--gtest_filter=SystemLostDriver.DISABLED_*"},
+                   {"SHOAL_ADDRESS=" + cluster_->address(),
+                    "SHOAL_TOKEN=" + cluster_->token()});
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  auto tasks = [&] {
+    std::string out;
+    Cli(0,
+        {"list", "tasks", "--address", cluster_->address(), "--token",
+         cluster_->token(), "--filter", "name=SleepsOnHostB", "--format",
+         "json"},
+        &out);
+    nlohmann::json list = nlohmann::json::parse(out, nullptr, false);
+    return list.is_array() ? list : nlohmann::json::array();
+  };
+  auto all_in = [](const nlohmann::json& list, const std::string& state) {
+    return list.size() == 2 &&
+           std::all_of(list.begin(), list.end(),
+                       [&](const auto& t) { return t["state"] == state; });
+  };
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  nlohmann::json list = tasks();
+  while (!all_in(list, "RUNNING") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    list = tasks();
+  }
+  ASSERT_TRUE(all_in(list, "RUNNING")) << list.dump();
+
+  auto start = Clock::now();
+  ASSERT_TRUE(net_->Disconnect(2).ok());
+  deadline = Clock::now() + std::chrono::seconds(60);
+  while (!all_in(list, "FAILED") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    list = tasks();
+  }
+  double took = SecondsSince(start);
+  kill(driver->pid, SIGKILL);
+  std::string out;
+  FinishCommand(*driver, &out);
+  ASSERT_TRUE(all_in(list, "FAILED")) << list.dump() << "\ndriver:\n" << out;
+  for (const auto& t : list) {
+    EXPECT_EQ(t["error_type"], "WORKER_DIED") << t.dump();
+    EXPECT_THAT(t["error"].get<std::string>(), HasSubstr("driver ended"));
+  }
+  std::cout << "tasks of the cut-off driver failed " << took
+            << " s after its host left the network\n";
 }
 
 // torch_allreduce.py, which the torch tests launch on two hosts.

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "shoal/api.h"
 #include "tests/testing/agent_info.h"
@@ -50,13 +51,25 @@ std::string WhatIsHeld(const TestCluster& cluster, const HeldCheck& check) {
   auto note = [&](const std::string& what) {
     absl::StrAppend(&held, "\n    ", what);
   };
+  std::vector<shoal::NodeInfo> nodes = shoal::Nodes();
+  // Only this cluster's segments (its nodes' object stores, named
+  // shoal-node-<node id>-<agent pid>): another cluster on this host, a
+  // user's, makes and frees its own meanwhile.
+  auto ours = [&](const std::string& name) {
+    for (const auto& n : nodes) {
+      if (absl::StartsWith(name, absl::StrCat("shoal-node-", n.node_id, "-"))) {
+        return true;
+      }
+    }
+    return false;
+  };
   for (const std::string& name : ShmEntries()) {
-    if (!check.shm_when_idle.empty() && check.shm_when_idle.count(name) == 0) {
+    if (!check.shm_when_idle.empty() && check.shm_when_idle.count(name) == 0 &&
+        ours(name)) {
       note("leftover /dev/shm/" + name);
     }
   }
   // Resources, per node and for the cluster.
-  std::vector<shoal::NodeInfo> nodes = shoal::Nodes();
   for (const auto& n : nodes) {
     if (!n.alive) {
       if (check.dead_nodes_are_held) {

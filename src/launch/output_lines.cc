@@ -1,0 +1,54 @@
+#include "launch/output_lines.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace shoal::launch {
+
+void LineSplitter::Emit(std::string_view text, bool continues,
+                        proto::LaunchReport* report) const {
+  proto::LaunchLine* line = report->add_lines();
+  line->set_rank(rank_);
+  line->set_prefix(prefix_);
+  line->set_text(text.data(), text.size());
+  line->set_continues(continues);
+}
+
+void LineSplitter::Add(std::string_view bytes, proto::LaunchReport* report) {
+  partial_.append(bytes);
+  std::string_view rest = partial_;
+  for (size_t nl; (nl = rest.find('\n')) != std::string_view::npos;) {
+    Emit(rest.substr(0, nl), /*continues=*/false, report);
+    rest.remove_prefix(nl + 1);
+  }
+  while (rest.size() >= piece_bytes_) {
+    Emit(rest.substr(0, piece_bytes_), /*continues=*/true, report);
+    rest.remove_prefix(piece_bytes_);
+  }
+  partial_.erase(0, partial_.size() - rest.size());
+}
+
+void LineSplitter::Finish(proto::LaunchReport* report) {
+  if (partial_.empty()) return;
+  Emit(partial_, /*continues=*/false, report);
+  partial_.clear();
+}
+
+std::string LinePrinter::Format(const proto::LaunchReport& report) {
+  std::string out;
+  for (const proto::LaunchLine& line : report.lines()) {
+    if (open_rank_ != line.rank()) {
+      if (open_rank_ >= 0) out += '\n';
+      absl::StrAppend(&out, line.prefix(), " ");
+    }
+    out += line.text();
+    if (line.continues()) {
+      open_rank_ = line.rank();
+    } else {
+      out += '\n';
+      open_rank_ = -1;
+    }
+  }
+  return out;
+}
+
+}  // namespace shoal::launch
