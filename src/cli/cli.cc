@@ -1196,6 +1196,9 @@ int JobSubmit(const JobFlags& f, const std::vector<std::string>& command) {
         "a number of 0 or more");
   }
   need.ToProto(spec.mutable_entrypoint_resources());
+  // As given, for the job's JSON (Ray's entrypoint_num_cpus / _gpus).
+  spec.set_entrypoint_num_cpus(f.entrypoint_num_cpus);
+  spec.set_entrypoint_num_gpus(f.entrypoint_num_gpus);
   return WithJobHead(f, [&](rpc::HeadClient& head) {
     if (!f.working_dir.empty()) {
       absl::Status sent =
@@ -1230,10 +1233,9 @@ void PrintJob(const proto::JobInfo& info) {
   if (!info.message().empty()) std::cout << "  " << info.message() << "\n";
 }
 
-// As JSON text: an entrypoint is bytes (a raw Latin-1 argument, say); what
-// is not UTF-8 becomes U+FFFD.
-std::string JsonText(const nlohmann::json& json) {
-  return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+// JSON text whatever bytes its strings hold (invalid UTF-8 as U+FFFD).
+std::string DumpAnyBytes(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 nlohmann::json JobJson(const proto::JobInfo& info) {
@@ -1255,7 +1257,7 @@ int JobStatus(const JobFlags& f, const std::string& id) {
     auto info = head.GetJob(ref);
     if (!info.ok()) return JobError("cannot get the job", info.status());
     if (f.format == "json") {
-      std::cout << JsonText(JobJson(*info)) << "\n";
+      std::cout << DumpAnyBytes(JobJson(*info)) << "\n";
     } else {
       PrintJob(*info);
     }
@@ -1300,7 +1302,7 @@ int JobList(const JobFlags& f) {
     if (f.format == "json") {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& info : list->jobs()) out.push_back(JobJson(info));
-      std::cout << JsonText(out) << "\n";
+      std::cout << DumpAnyBytes(out) << "\n";
       return 0;
     }
     if (list->jobs().empty()) {

@@ -1,12 +1,16 @@
 #include "dashboard/assets.h"
 
+#include <string>
+
 namespace shoal::dashboard {
 
-// One page: it fetches /api/cluster_status, /api/jobs/, /api/gangs and
-// /api/tasks?summary every 2 s and draws the nodes (with usage bars, slice
-// and TPU worker id), jobs (with a live log of the one picked), tasks by
-// function and state, actors, placement groups, launch gangs (their ranks,
-// hosts, restarts, and the log of the rank picked), leases and demands.
+// One page: 2 s after its last refresh ended, it fetches
+// /api/cluster_status, /api/jobs/, the picked job's new output (from the
+// offset it has), /api/tasks?summary and /api/gangs, and draws the nodes
+// (with a usage bar for every resource, custom ones included; slice and TPU
+// worker id), jobs (with a live log of the one picked), tasks by function
+// and state, actors, placement groups, launch gangs (their ranks, hosts,
+// restarts, and the log of the rank picked), leases and demands.
 // Large clusters stay usable: the node table shows at most 200 rows,
 // filtered by what is typed above it.
 const char kDashboardPage[] = R"html(<!doctype html>
@@ -97,7 +101,7 @@ const char kDashboardPage[] = R"html(<!doctype html>
 <script>
 "use strict";
 const MAX_NODES = 200;
-let picked = null, logOffset = 0, lastStatus = null;
+let picked = null, logOffset = null, lastStatus = null;
 let pickedGang = null, pickedRank = null, lastGangs = [];
 function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;",
@@ -112,9 +116,17 @@ function amount(name, v) {
   }
   return (Math.round(v * 100) / 100).toString();
 }
+// Every resource of the node (custom ones such as accel_x too), the usual
+// ones first; a placement group's bundle resources are the group's.
+const FIRST = ["CPU", "GPU", "TPU", "memory", "object_store_memory"];
 function usage(n) {
-  const names = ["CPU", "GPU", "TPU", "memory", "object_store_memory"];
-  return names.filter(k => n.total[k] !== undefined).map(k => {
+  const names = Object.keys(n.total || {}).filter(k => !k.includes("_group_"))
+    .sort((a, b) => {
+      const ia = FIRST.indexOf(a), ib = FIRST.indexOf(b);
+      if (ia !== ib) return (ia < 0 ? FIRST.length : ia) - (ib < 0 ? FIRST.length : ib);
+      return a < b ? -1 : a > b ? 1 : 0;
+    });
+  return names.map(k => {
     const total = n.total[k], used = total - (n.available[k] ?? 0);
     const pct = total > 0 ? Math.min(100, 100 * used / total) : 0;
     return `<div><span class="bar"><div style="width:${pct}%"></div></span>` +
@@ -127,7 +139,11 @@ function shape(s) {
 async function getJson(path) {
   const r = await fetch(path, {credentials: "same-origin"});
   if (r.status === 401) { location.reload(); throw new Error("token"); }
-  if (!r.ok) throw new Error(path + ": " + r.status);
+  if (!r.ok) {
+    let why = String(r.status);
+    try { why = (await r.json()).error || why; } catch (e) {}
+    throw new Error(path + ": " + why);
+  }
   return r.json();
 }
 function drawNodes(status) {
@@ -199,18 +215,42 @@ function drawJobs(jobs) {
 }
 function pick(id) {
   if (picked === id) return;
-  picked = id; logOffset = 0;
+  picked = id; logOffset = null;
   document.getElementById("log").textContent = "";
   document.getElementById("logtitle").textContent = "Log of job " + id;
   refreshLog();
 }
+// The picked job's log: first its last MiB, then only the bytes past what
+// the page has (next_offset), one request at a time; the page keeps the
+// last MAX_LOG characters.
+const MAX_LOG = 2 * 1024 * 1024;
+let logBusy = false;
 async function refreshLog() {
-  if (!picked) return;
-  const body = await getJson(`/api/jobs/${encodeURIComponent(picked)}/logs`);
-  const log = document.getElementById("log");
-  const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-  log.textContent = body.logs;
-  if (atEnd) log.scrollTop = log.scrollHeight;
+  if (!picked || logBusy) return;
+  logBusy = true;
+  const id = picked;
+  try {
+    const from = logOffset === null ? "" : `?offset=${logOffset}`;
+    const body = await getJson(`/api/jobs/${encodeURIComponent(id)}/logs${from}`);
+    if (id !== picked) return;  // another job was picked meanwhile
+    const log = document.getElementById("log");
+    const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    let text = (logOffset === null && body.offset > 0 ?
+      `(the first ${body.offset} bytes are left out)\n` : "");
+    text = log.textContent + text + body.logs;
+    if (text.length > MAX_LOG) text = text.slice(text.length - MAX_LOG);
+    if (body.logs || logOffset === null) log.textContent = text;
+    logOffset = body.next_offset;
+    if (atEnd) log.scrollTop = log.scrollHeight;
+    document.getElementById("logtitle").textContent = "Log of job " + id;
+  } catch (e) {
+    if (id === picked) {
+      document.getElementById("logtitle").textContent =
+        `Log of job ${id}: ${e.message}`;
+    }
+  } finally {
+    logBusy = false;
+  }
 }
 function counts(c) {
   return Object.entries(c || {}).filter(([, n]) => Number(n) > 0)
@@ -294,14 +334,20 @@ async function refresh() {
   }
 }
 document.getElementById("filter").oninput = () => lastStatus && drawNodes(lastStatus);
-refresh();
-setInterval(refresh, 2000);
+// The next refresh starts 2 s after the last one ends: never two at once.
+async function poll() {
+  await refresh();
+  setTimeout(poll, 2000);
+}
+poll();
 </script>
 </body>
 </html>
 )html";
 
-const char kLoginPage[] = R"html(<!doctype html>
+namespace {
+
+constexpr char kLoginHead[] = R"html(<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Shoal dashboard: token</title>
 <style>
@@ -311,14 +357,33 @@ const char kLoginPage[] = R"html(<!doctype html>
          box-shadow: 0 1px 3px rgba(0,0,0,.12); max-width: 460px; }
   input { width: 100%; padding: 6px; margin: 10px 0; font-family: monospace; }
   p { color: #44505c; font-size: 14px; }
+  p.wrong { color: #b3261e; font-weight: 600; }
 </style></head>
 <body><form method="get" action="/">
 <h2>Shoal dashboard</h2>
-<p>This cluster needs its token. `shoal start --head` printed it, and it is
+)html";
+
+constexpr char kWrongToken[] = R"html(<p class="wrong" role="alert">That
+token is not this cluster's. The right one is in the head's session folder
+(the <code>token</code> file) or printed by <code>shoal start --head</code>.
+</p>
+)html";
+
+constexpr char kLoginTail[] =
+    R"html(<p>This cluster needs its token. `shoal start --head` printed it, and it is
 in the head's session folder (<code>token</code>, mode 0600).</p>
 <input name="token" type="password" placeholder="cluster token" autofocus>
 <button type="submit">Open</button>
 </form></body></html>
 )html";
+
+}  // namespace
+
+std::string LoginPage(bool wrong_token) {
+  std::string page = kLoginHead;
+  if (wrong_token) page += kWrongToken;
+  page += kLoginTail;
+  return page;
+}
 
 }  // namespace shoal::dashboard

@@ -3,10 +3,13 @@
 #ifndef SHOAL_DASHBOARD_ASSETS_H_
 #define SHOAL_DASHBOARD_ASSETS_H_
 
+#include <string>
+
 namespace shoal::dashboard {
 
 extern const char kDashboardPage[];
-extern const char kLoginPage[];
+// The sign-in page; after a token that is not the cluster's, it says so.
+std::string LoginPage(bool wrong_token);
 
 }  // namespace shoal::dashboard
 

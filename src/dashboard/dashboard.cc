@@ -2,9 +2,11 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 #include <utility>
 
@@ -25,6 +27,7 @@ namespace shoal::dashboard {
 namespace {
 
 constexpr char kCookie[] = "shoal_token";
+constexpr size_t kMaxBodyBytes = 16 << 20;  // a job submission is far less
 
 // Compares in time that does not depend on where they differ.
 bool SameToken(const std::string& a, const std::string& b) {
@@ -58,8 +61,75 @@ void SendJson(httplib::Response& res, int status, const std::string& body) {
   res.set_content(body, "application/json");
 }
 
+// {"error": what}: every answer that is not a success has a body that
+// says what went wrong (invalid UTF-8 in `what` as U+FFFD).
 void SendError(httplib::Response& res, int status, const std::string& what) {
-  SendJson(res, status, nlohmann::json{{"error", what}}.dump() + "\n");
+  SendJson(res, status,
+           nlohmann::json{{"error", what}}.dump(
+               -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+               "\n");
+}
+
+// The paths served, with their methods: what a 404 from the router means
+// (a known path asked with another method is a 405 that names the right
+// ones).
+struct Route {
+  const char* pattern;
+  const char* methods;
+};
+constexpr Route kRoutes[] = {
+    {"/", "GET"},
+    {"/api/cluster_status", "GET"},
+    {"/metrics", "GET"},
+    {"/api/gangs", "GET"},
+    {"/api/tasks", "GET"},
+    {"/api/logs", "GET"},
+    {"/api/jobs/?", "GET, POST"},
+    {"/api/jobs/[^/]+", "GET, DELETE"},
+    {"/api/jobs/[^/]+/logs", "GET"},
+    {"/api/jobs/[^/]+/logs/tail", "GET"},
+    {"/api/jobs/[^/]+/stop", "POST"},
+};
+
+// The body of an answer the router or the HTTP layer made without one.
+void DescribeError(const httplib::Request& req, httplib::Response& res) {
+  if (res.status == 404) {
+    for (const Route& route : kRoutes) {
+      if (std::regex_match(req.path, std::regex(route.pattern))) {
+        res.status = 405;
+        res.set_header("Allow", route.methods);
+        return SendError(res, 405,
+                         absl::StrCat(req.method, " is not allowed on ",
+                                      req.path, ": use ", route.methods));
+      }
+    }
+    return SendError(
+        res, 404,
+        absl::StrCat("no such path: ", req.path,
+                     " (the Jobs REST API is under /api/jobs/; see "
+                     "docs/design/jobs.md)"));
+  }
+  switch (res.status) {
+    case 400:
+      return SendError(res, 400,
+                       "the request could not be read: send a well-formed "
+                       "HTTP/1.1 request (GET, POST or DELETE; a body with "
+                       "Content-Length or chunked encoding)");
+    case 413:
+      return SendError(res, 413,
+                       absl::StrCat("the body is over ", kMaxBodyBytes >> 20,
+                                    " MiB: send less"));
+    case 414:
+      return SendError(res, 414, "the path and query are too long");
+    case 416:
+      return SendError(res, 416,
+                       "the Range header is not one this server can serve: "
+                       "leave it out");
+    default:
+      return SendError(res, res.status,
+                       absl::StrCat("the ", req.method, " of ", req.path,
+                                    " was refused (HTTP ", res.status, ")"));
+  }
 }
 
 int HttpStatus(const absl::Status& status) {
@@ -121,6 +191,30 @@ class DashboardImpl : public Dashboard {
           }
           SendError(res, 500, what);
         });
+    server_.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) {
+            return httplib::Server::HandlerResponse::Unhandled;
+          }
+          DescribeError(req, res);
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    // A request with neither Content-Length nor chunked encoding has no
+    // body (RFC 9112, 6.3), but cpp-httplib reads one "until the connection
+    // closes": `curl -X POST .../stop` would wait out the read timeout and
+    // get a bare 400. Saying the length is 0 makes it read none. (The
+    // request is the server's own, not const: only the handler's view is.)
+    server_.set_pre_routing_handler([](const httplib::Request& req,
+                                       httplib::Response&) {
+      if ((req.method == "POST" || req.method == "PUT" ||
+           req.method == "PATCH" || req.method == "DELETE") &&
+          !req.has_header("Content-Length") &&
+          !req.has_header("Transfer-Encoding")) {
+        const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    server_.set_payload_max_length(kMaxBodyBytes);
     if (options_.port == 0) {
       port_ = server_.bind_to_any_port(options_.host);
     } else if (server_.bind_to_port(options_.host, options_.port)) {
@@ -161,7 +255,7 @@ class DashboardImpl : public Dashboard {
       if (req.has_param("token")) {
         if (!SameToken(req.get_param_value("token"), options_.token)) {
           res.status = 401;
-          res.set_content(kLoginPage, "text/html");
+          res.set_content(LoginPage(/*wrong_token=*/true), "text/html");
           return;
         }
         res.set_header("Set-Cookie",
@@ -171,7 +265,7 @@ class DashboardImpl : public Dashboard {
         return;
       }
       if (!SameToken(CookieToken(req), options_.token)) {
-        res.set_content(kLoginPage, "text/html");
+        res.set_content(LoginPage(/*wrong_token=*/false), "text/html");
         return;
       }
       res.set_content(kDashboardPage, "text/html");
@@ -244,14 +338,15 @@ class DashboardImpl : public Dashboard {
                              nlohmann::json::error_handler_t::replace) +
                    "\n");
     });
-    // The Jobs REST API, with Ray's paths.
-    server_.Get("/api/jobs/", [this](const auto& req, auto& res) {
+    // The Jobs REST API, with Ray's paths (the list with or without its
+    // trailing slash).
+    server_.Get("/api/jobs/?", [this](const auto& req, auto& res) {
       if (!Authorized(req, res)) return;
       auto jobs = head_->ListJobs();
       if (!jobs.ok()) return SendStatus(res, jobs.status());
       SendJson(res, 200, JobListJson(*jobs));
     });
-    server_.Post("/api/jobs/", [this](const auto& req, auto& res) {
+    server_.Post("/api/jobs/?", [this](const auto& req, auto& res) {
       if (!Authorized(req, res)) return;
       SubmitJob(req, res);
     });
@@ -265,6 +360,14 @@ class DashboardImpl : public Dashboard {
                 [this](const auto& req, auto& res) {
                   if (!Authorized(req, res)) return;
                   JobLogs(req, res);
+                });
+    server_.Get(R"(/api/jobs/([^/]+)/logs/tail)",
+                [this](const auto& req, auto& res) {
+                  if (!Authorized(req, res)) return;
+                  SendError(res, 501,
+                            "logs/tail (Ray's websocket) is not served: poll "
+                            "GET /api/jobs/{id}/logs?offset=N with the "
+                            "next_offset of the answer before");
                 });
     server_.Post(R"(/api/jobs/([^/]+)/stop)", [this](const auto& req,
                                                      auto& res) {
@@ -288,67 +391,13 @@ class DashboardImpl : public Dashboard {
     return ref;
   }
 
-  // POST /api/jobs/ {"entrypoint": ..., "submission_id": ..., "runtime_env":
-  // {"env_vars": {...}, "working_dir": PATH on this host},
-  // "entrypoint_num_cpus": N, "entrypoint_num_gpus": N,
-  // "entrypoint_resources": {...}} -> {"submission_id": ..., "job_id": null}
+  // POST /api/jobs/ (formats.h, ParseJobSubmission) -> {"submission_id":
+  // ..., "job_id": the same, as Ray answers}
   void SubmitJob(const httplib::Request& req, httplib::Response& res) {
-    nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object()) {
-      return SendError(res, 400, "the body must be a JSON object");
-    }
-    if (!body.contains("entrypoint") || !body["entrypoint"].is_string() ||
-        body["entrypoint"].get<std::string>().empty()) {
-      return SendError(res, 400, "\"entrypoint\" (a command line) is required");
-    }
     proto::JobSpec spec;
-    spec.set_entrypoint(body["entrypoint"].get<std::string>());
-    if (body.contains("submission_id") && body["submission_id"].is_string()) {
-      spec.set_submission_id(body["submission_id"].get<std::string>());
-    }
-    std::map<std::string, double> need;
-    try {
-      if (body.contains("entrypoint_resources") &&
-          !body["entrypoint_resources"].is_null()) {
-        need =
-            body["entrypoint_resources"].get<std::map<std::string, double>>();
-      }
-      for (const auto& [field, name] :
-           std::map<std::string, std::string>{{"entrypoint_num_cpus", "CPU"},
-                                              {"entrypoint_num_gpus", "GPU"}}) {
-        if (body.contains(field) && !body[field].is_null()) {
-          need[name] += body[field].get<double>();
-        }
-      }
-    } catch (const nlohmann::json::exception& e) {
-      return SendError(res, 400,
-                       absl::StrCat("bad entrypoint resources: ", e.what()));
-    }
-    auto shape = ResourceSet::FromDoubles(need);
-    if (!shape.ok()) return SendStatus(res, shape.status());
-    shape->ToProto(spec.mutable_entrypoint_resources());
     std::string working_dir;
-    if (body.contains("runtime_env") && body["runtime_env"].is_object()) {
-      const nlohmann::json& env = body["runtime_env"];
-      for (const auto& [key, value] : env.items()) {
-        if (key == "env_vars" && value.is_object()) {
-          for (const auto& [k, v] : value.items()) {
-            if (!v.is_string()) {
-              return SendError(res, 400, "env_vars values must be strings");
-            }
-            (*spec.mutable_env())[k] = v.get<std::string>();
-          }
-        } else if (key == "working_dir" && value.is_string()) {
-          working_dir = value.get<std::string>();
-        } else {
-          return SendError(
-              res, 400,
-              absl::StrCat("runtime_env field \"", key,
-                           "\" is not supported (env_vars and working_dir, a "
-                           "folder on the head's host, are)"));
-        }
-      }
-    }
+    absl::Status parsed = ParseJobSubmission(req.body, &spec, &working_dir);
+    if (!parsed.ok()) return SendStatus(res, parsed);
     if (!working_dir.empty()) {
       absl::Status sent = AttachWorkingDir(*head_, working_dir, &spec);
       if (!sent.ok()) return SendStatus(res, sent);
@@ -358,26 +407,55 @@ class DashboardImpl : public Dashboard {
     if (job->state() == proto::JobInfo::FAILED) {
       return SendError(res, 400, job->message());
     }
-    SendJson(res, 200,
-             nlohmann::json{{"submission_id", job->spec().submission_id()},
-                            {"job_id", nullptr}}
-                     .dump() +
-                 "\n");
+    const std::string& id = job->spec().submission_id();
+    SendJson(
+        res, 200,
+        nlohmann::json{{"submission_id", id}, {"job_id", id}}.dump() + "\n");
   }
 
-  // {"logs": everything the job printed so far}
+  // GET /api/jobs/{id}/logs (formats.h, JobLogQuery): a bounded window of
+  // the job's output, as JSON (a character cut at the end of the window
+  // is left for the next one) or as its raw bytes.
   void JobLogs(const httplib::Request& req, httplib::Response& res) {
-    proto::JobLogsRequest logs_req;
-    logs_req.set_submission_id(req.matches[1]);
-    std::string logs;
-    while (true) {
-      auto part = head_->GetJobLogs(logs_req);
+    auto query = ParseJobLogQuery(req.params, req.get_header_value("Accept"));
+    if (!query.ok()) return SendStatus(res, query.status());
+    auto job = head_->GetJob(Ref(req));
+    if (!job.ok()) return SendStatus(res, job.status());
+    int64_t offset = JobLogStart(*query, job->log_bytes());
+    proto::JobLogsRequest read;
+    read.set_submission_id(job->spec().submission_id());
+    read.set_offset(offset);
+    std::string data;
+    while (static_cast<int64_t>(data.size()) < query->limit) {
+      auto part = head_->GetJobLogs(read);
       if (!part.ok()) return SendStatus(res, part.status());
-      logs += part->data();
-      logs_req.set_offset(part->next_offset());
       if (part->data().empty()) break;
+      data += part->data();
+      read.set_offset(part->next_offset());
     }
-    SendJson(res, 200, nlohmann::json{{"logs", logs}}.dump() + "\n");
+    if (static_cast<int64_t>(data.size()) > query->limit) {
+      data.resize(query->limit);
+    }
+    int64_t size =
+        std::max(job->log_bytes(), offset + static_cast<int64_t>(data.size()));
+    if (query->text) {
+      res.set_header("X-Shoal-Log-Offset", absl::StrCat(offset));
+      res.set_header("X-Shoal-Log-Next-Offset",
+                     absl::StrCat(offset + static_cast<int64_t>(data.size())));
+      res.set_header("X-Shoal-Log-Size", absl::StrCat(size));
+      res.status = 200;
+      res.set_content(data, "text/plain");
+      return;
+    }
+    if (query->offset < 0 && offset > 0) {  // a tail starts on a character
+      size_t cut = CutUtf8Head(data);
+      data.erase(0, cut);
+      offset += static_cast<int64_t>(cut);
+    }
+    const bool ended = job->end_time_ms() > 0 &&
+                       offset + static_cast<int64_t>(data.size()) >= size;
+    if (!ended) data.resize(WholeUtf8Prefix(data));
+    SendJson(res, 200, JobLogsJson(data, offset, size));
   }
 
   void AgentMetricsPage(httplib::Response& res) {

@@ -1,10 +1,16 @@
 #include "dashboard/formats.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -16,9 +22,42 @@
 namespace shoal::dashboard {
 namespace {
 
-nlohmann::json JobObject(const proto::JobInfo& job) {
-  const proto::JobSpec& spec = job.spec();
-  bool ended = job.end_time_ms() > 0;
+// JSON text whatever bytes its strings hold: invalid UTF-8 becomes U+FFFD
+// (nlohmann would throw).
+std::string Dump(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Ray's message for a job that has none of its own.
+std::string DefaultMessage(proto::JobInfo::State state) {
+  switch (state) {
+    case proto::JobInfo::PENDING:
+      return "Job has not started yet.";
+    case proto::JobInfo::RUNNING:
+      return "Job is currently running.";
+    case proto::JobInfo::STOPPED:
+      return "Job was intentionally stopped.";
+    case proto::JobInfo::SUCCEEDED:
+      return "Job finished successfully.";
+    case proto::JobInfo::FAILED:
+      return "Job failed.";
+    default:
+      return "";
+  }
+}
+
+nlohmann::json NullIfZero(double value) {
+  return value > 0 ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+// The runtime_env as the submitter gave it; for a job from `shoal job
+// submit` (which keeps none), what it amounts to.
+nlohmann::json RuntimeEnv(const proto::JobSpec& spec) {
+  if (!spec.runtime_env_json().empty()) {
+    nlohmann::json given =
+        nlohmann::json::parse(spec.runtime_env_json(), nullptr, false);
+    if (given.is_object()) return given;
+  }
   nlohmann::json runtime_env = nlohmann::json::object();
   if (!spec.env().empty()) {
     runtime_env["env_vars"] = std::map<std::string, std::string>(
@@ -27,29 +66,86 @@ nlohmann::json JobObject(const proto::JobInfo& job) {
   if (!spec.working_dir_blob().empty()) {
     runtime_env["working_dir"] = "blob:" + spec.working_dir_blob();
   }
+  return runtime_env;
+}
+
+// Ray's entrypoint_resources: the resources beyond entrypoint_num_cpus,
+// entrypoint_num_gpus and entrypoint_memory (Shoal keeps the whole shape).
+nlohmann::json CustomEntrypointResources(const proto::JobSpec& spec) {
+  ResourceSet rest = ResourceSet::FromProto(spec.entrypoint_resources());
+  absl::StatusOr<ResourceSet> named = ResourceSet::FromDoubles(
+      {{"CPU", spec.entrypoint_num_cpus()},
+       {"GPU", spec.entrypoint_num_gpus()},
+       {"memory", static_cast<double>(spec.entrypoint_memory())}});
+  if (named.ok()) rest.Subtract(*named);
+  if (rest.empty()) return nullptr;
+  return rest.ToDoubles();
+}
+
+nlohmann::json JobObject(const proto::JobInfo& job) {
+  const proto::JobSpec& spec = job.spec();
+  bool ended = job.end_time_ms() > 0;
   return {
       {"type", "SUBMISSION"},
       {"job_id", nullptr},
       {"submission_id", spec.submission_id()},
+      {"driver_info", nullptr},
       {"status", proto::JobInfo::State_Name(job.state())},
       {"entrypoint", spec.entrypoint()},
-      {"message", job.message()},
+      {"message",
+       job.message().empty() ? DefaultMessage(job.state()) : job.message()},
       {"error_type", job.state() == proto::JobInfo::FAILED
                          ? nlohmann::json("JOB_ENTRYPOINT_COMMAND_ERROR")
                          : nlohmann::json(nullptr)},
       {"start_time", job.start_time_ms()},
       {"end_time",
        ended ? nlohmann::json(job.end_time_ms()) : nlohmann::json(nullptr)},
-      {"metadata", nlohmann::json::object()},
-      {"runtime_env", runtime_env},
-      {"entrypoint_resources",
-       ResourceSet::FromProto(spec.entrypoint_resources()).ToDoubles()},
-      {"driver_node_id", job.node_id()},
+      {"metadata", std::map<std::string, std::string>(spec.metadata().begin(),
+                                                      spec.metadata().end())},
+      {"runtime_env", RuntimeEnv(spec)},
+      {"entrypoint_num_cpus", NullIfZero(spec.entrypoint_num_cpus())},
+      {"entrypoint_num_gpus", NullIfZero(spec.entrypoint_num_gpus())},
+      {"entrypoint_memory", spec.entrypoint_memory() > 0
+                                ? nlohmann::json(spec.entrypoint_memory())
+                                : nlohmann::json(nullptr)},
+      {"entrypoint_resources", CustomEntrypointResources(spec)},
+      {"driver_agent_http_address", nullptr},
+      {"driver_node_id", job.node_id().empty() ? nlohmann::json(nullptr)
+                                               : nlohmann::json(job.node_id())},
       {"driver_pid", job.pid()},
       {"driver_exit_code", ended && job.state() != proto::JobInfo::STOPPED
                                ? nlohmann::json(job.exit_code())
                                : nlohmann::json(nullptr)},
   };
+}
+
+absl::Status FieldError(const std::string& field, const std::string& must,
+                        const nlohmann::json& got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", field, "\" must be ", must, ", not ", got.type_name(),
+                   " ", Dump(got).substr(0, 80)));
+}
+
+// A JSON number of 0 or more, as a double.
+absl::Status NonNegative(const std::string& field, const nlohmann::json& value,
+                         double* out) {
+  if (!value.is_number() || !(value.get<double>() >= 0) ||
+      !std::isfinite(value.get<double>())) {
+    return FieldError(field, "a number of 0 or more", value);
+  }
+  *out = value.get<double>();
+  return absl::OkStatus();
+}
+
+// Whether a query parameter is a whole number in [0, max]; into `out`.
+absl::Status WholeParam(const std::string& name, const std::string& text,
+                        int64_t max, int64_t* out) {
+  if (!absl::SimpleAtoi(text, out) || *out < 0 || *out > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("?", name, "=", text.substr(0, 40),
+                     " must be a whole number of bytes ", "from 0 to ", max));
+  }
+  return absl::OkStatus();
 }
 
 // A Prometheus label value: backslash, double quote and newline escaped.
@@ -156,13 +252,240 @@ void AppendRpcMetrics(
 }  // namespace
 
 std::string JobJson(const proto::JobInfo& job) {
-  return JobObject(job).dump(2) + "\n";
+  return Dump(JobObject(job), 2) + "\n";
 }
 
 std::string JobListJson(const proto::JobList& jobs) {
   nlohmann::json out = nlohmann::json::array();
   for (const proto::JobInfo& job : jobs.jobs()) out.push_back(JobObject(job));
-  return out.dump(2) + "\n";
+  return Dump(out, 2) + "\n";
+}
+
+absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
+                                std::string* working_dir) {
+  const bool blank = body.find_first_not_of(" \t\r\n") == body.npos;
+  nlohmann::json j = blank ? nlohmann::json::object()
+                           : nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(
+        "the body must be a JSON object, e.g. {\"entrypoint\": \"python3 "
+        "train.py\"} (Ray's JobSubmitRequest)");
+  }
+  static const std::set<std::string>* const kFields = new std::set<std::string>{
+      "entrypoint",          "submission_id",     "job_id",
+      "runtime_env",         "metadata",          "entrypoint_num_cpus",
+      "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources"};
+  for (const auto& [key, value] : j.items()) {
+    if (kFields->count(key) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown field \"", key,
+          "\": a job takes entrypoint, submission_id, runtime_env, metadata, "
+          "entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_memory and "
+          "entrypoint_resources"));
+    }
+  }
+  // Ray takes null as "not given" for every optional field.
+  auto given = [&](const char* field) {
+    return j.contains(field) && !j[field].is_null();
+  };
+  if (!given("entrypoint")) {
+    return absl::InvalidArgumentError(
+        "\"entrypoint\" is required: the command line to run, e.g. "
+        "{\"entrypoint\": \"python3 train.py\"}");
+  }
+  if (!j["entrypoint"].is_string() ||
+      j["entrypoint"].get<std::string>().empty()) {
+    return FieldError("entrypoint", "a command line (a non-empty string)",
+                      j["entrypoint"]);
+  }
+  spec->set_entrypoint(j["entrypoint"].get<std::string>());
+  for (const char* field : {"job_id", "submission_id"}) {  // the newer wins
+    if (!given(field)) continue;
+    if (!j[field].is_string()) return FieldError(field, "a string", j[field]);
+    spec->set_submission_id(j[field].get<std::string>());
+  }
+  if (given("metadata")) {
+    const nlohmann::json& metadata = j["metadata"];
+    if (!metadata.is_object()) {
+      return FieldError("metadata", "an object of strings", metadata);
+    }
+    for (const auto& [key, value] : metadata.items()) {
+      if (!value.is_string()) {
+        return FieldError(absl::StrCat("metadata.", key),
+                          "a string (metadata values are strings: quote it)",
+                          value);
+      }
+      (*spec->mutable_metadata())[key] = value.get<std::string>();
+    }
+  }
+  if (given("runtime_env")) {
+    const nlohmann::json& env = j["runtime_env"];
+    if (!env.is_object()) return FieldError("runtime_env", "an object", env);
+    for (const auto& [key, value] : env.items()) {
+      if (key == "env_vars") {
+        if (!value.is_object()) {
+          return FieldError("runtime_env.env_vars", "an object of strings",
+                            value);
+        }
+        for (const auto& [name, v] : value.items()) {
+          if (!v.is_string()) {
+            return FieldError(absl::StrCat("runtime_env.env_vars.", name),
+                              "a string (environment values are strings: "
+                              "quote it)",
+                              v);
+          }
+          (*spec->mutable_env())[name] = v.get<std::string>();
+        }
+      } else if (key == "working_dir") {
+        if (!value.is_string()) {
+          return FieldError("runtime_env.working_dir",
+                            "a folder on the head's host (a string)", value);
+        }
+        *working_dir = value.get<std::string>();
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("runtime_env field \"", key,
+                         "\" is not supported (env_vars and working_dir, a "
+                         "folder on the head's host, are)"));
+      }
+    }
+    spec->set_runtime_env_json(Dump(env));
+  }
+  std::map<std::string, double> need;
+  if (given("entrypoint_resources")) {
+    const nlohmann::json& resources = j["entrypoint_resources"];
+    if (!resources.is_object()) {
+      return FieldError("entrypoint_resources", "an object of numbers",
+                        resources);
+    }
+    for (const auto& [name, value] : resources.items()) {
+      if (name == "CPU" || name == "GPU" || name == "memory") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "entrypoint_resources cannot hold \"", name, "\": use entrypoint_",
+            name == "CPU"   ? "num_cpus"
+            : name == "GPU" ? "num_gpus"
+                            : "memory",
+            " for it"));
+      }
+      double amount = 0;
+      absl::Status ok = NonNegative(absl::StrCat("entrypoint_resources.", name),
+                                    value, &amount);
+      if (!ok.ok()) return ok;
+      need[name] = amount;
+    }
+  }
+  for (const auto& [field, resource] : std::map<std::string, std::string>{
+           {"entrypoint_num_cpus", "CPU"}, {"entrypoint_num_gpus", "GPU"}}) {
+    if (!given(field.c_str())) continue;
+    double amount = 0;
+    absl::Status ok = NonNegative(field, j[field], &amount);
+    if (!ok.ok()) return ok;
+    if (resource == "CPU") {
+      spec->set_entrypoint_num_cpus(amount);
+    } else {
+      spec->set_entrypoint_num_gpus(amount);
+    }
+    if (amount > 0) need[resource] = amount;
+  }
+  if (given("entrypoint_memory")) {
+    const nlohmann::json& memory = j["entrypoint_memory"];
+    if (!memory.is_number_integer() || memory.get<int64_t>() < 0) {
+      return FieldError("entrypoint_memory", "a whole number of bytes", memory);
+    }
+    spec->set_entrypoint_memory(memory.get<int64_t>());
+    if (spec->entrypoint_memory() > 0) {
+      need["memory"] = static_cast<double>(spec->entrypoint_memory());
+    }
+  }
+  absl::StatusOr<ResourceSet> shape = ResourceSet::FromDoubles(need);
+  if (!shape.ok()) return shape.status();
+  shape->ToProto(spec->mutable_entrypoint_resources());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobLogQuery> ParseJobLogQuery(
+    const std::multimap<std::string, std::string>& params,
+    const std::string& accept) {
+  JobLogQuery query;
+  auto param = [&](const std::string& name) -> const std::string* {
+    auto it = params.find(name);
+    return it == params.end() ? nullptr : &it->second;
+  };
+  const std::string* offset = param("offset");
+  const std::string* tail = param("tail");
+  const std::string* limit = param("limit");
+  const std::string* format = param("format");
+  if (offset != nullptr && tail != nullptr) {
+    return absl::InvalidArgumentError(
+        "give ?offset=O (bytes from O, with &limit=L) or ?tail=N (the last N "
+        "bytes), not both");
+  }
+  if (tail != nullptr && limit != nullptr) {
+    return absl::InvalidArgumentError(
+        "?tail=N is the last N bytes: leave out &limit");
+  }
+  if (offset != nullptr) {
+    absl::Status ok = WholeParam(
+        "offset", *offset, std::numeric_limits<int64_t>::max(), &query.offset);
+    if (!ok.ok()) return ok;
+  }
+  if (tail != nullptr || limit != nullptr) {
+    absl::Status ok = WholeParam(tail != nullptr ? "tail" : "limit",
+                                 tail != nullptr ? *tail : *limit,
+                                 kMaxJobLogBytes, &query.limit);
+    if (!ok.ok()) return ok;
+  }
+  if (format != nullptr) {
+    if (*format != "text" && *format != "json") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("?format=", format->substr(0, 40),
+                       " is not a format: use json (the default) or text (the "
+                       "raw bytes)"));
+    }
+    query.text = *format == "text";
+  } else {
+    query.text = absl::StartsWith(accept, "text/plain");
+  }
+  return query;
+}
+
+int64_t JobLogStart(const JobLogQuery& query, int64_t size) {
+  if (query.offset >= 0) return query.offset;
+  return std::max<int64_t>(0, size - query.limit);
+}
+
+size_t WholeUtf8Prefix(std::string_view data) {
+  // A character is at most 4 bytes: look back for the lead byte of the
+  // last one.
+  for (size_t back = 1; back <= 4 && back <= data.size(); ++back) {
+    unsigned char c = static_cast<unsigned char>(data[data.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+    size_t length = (c & 0xE0) == 0xC0   ? 2
+                    : (c & 0xF0) == 0xE0 ? 3
+                    : (c & 0xF8) == 0xF0 ? 4
+                                         : 1;
+    return back < length ? data.size() - back : data.size();
+  }
+  return data.size();
+}
+
+size_t CutUtf8Head(std::string_view data) {
+  size_t n = 0;
+  while (n < 3 && n < data.size() &&
+         (static_cast<unsigned char>(data[n]) & 0xC0) == 0x80) {
+    ++n;
+  }
+  return n;
+}
+
+std::string JobLogsJson(std::string_view data, int64_t offset, int64_t size) {
+  const int64_t next = offset + static_cast<int64_t>(data.size());
+  return Dump({{"logs", std::string(data)},
+               {"offset", offset},
+               {"next_offset", next},
+               {"size", std::max(size, next)},
+               {"truncated", offset > 0 || next < size}}) +
+         "\n";
 }
 
 std::string ClusterMetrics(const proto::ClusterStatus& status,

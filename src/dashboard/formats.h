@@ -1,15 +1,26 @@
-// What the dashboard port and `shoal job ... --format json` answer: jobs in
-// the JSON shape of Ray's Jobs REST API, and the cluster's metrics in the
-// Prometheus text format (docs/design/jobs.md, "Metrics").
+// What the dashboard port answers: jobs in the JSON shape of Ray's Jobs
+// REST API (and the job submissions it takes), and the cluster's metrics in
+// the Prometheus text format (docs/design/jobs.md, "Metrics").
+//
+// Programs' bytes (entrypoints, environment values, output) need not be
+// UTF-8: every JSON made here writes a byte that is not UTF-8 as U+FFFD.
 #ifndef SHOAL_DASHBOARD_FORMATS_H_
 #define SHOAL_DASHBOARD_FORMATS_H_
 
+#include <cstddef>
+#include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace shoal::proto {
 class ClusterStatus;
 class JobInfo;
 class JobList;
+class JobSpec;
 class AgentInfo;
 class TaskList;
 class GangList;
@@ -23,6 +34,50 @@ namespace shoal::dashboard {
 std::string JobJson(const proto::JobInfo& job);
 // A JSON array of JobJson.
 std::string JobListJson(const proto::JobList& jobs);
+
+// A POST /api/jobs/ body (Ray's JobSubmitRequest: entrypoint, submission_id
+// or job_id, metadata, runtime_env, entrypoint_num_cpus, entrypoint_num_gpus,
+// entrypoint_memory, entrypoint_resources) into `spec`, with the fields as
+// given and spec.entrypoint_resources() the whole shape the node must have;
+// the runtime_env's working_dir (a folder on the head's host, for the
+// caller to pack) into `working_dir`. An empty body is `{}`.
+// InvalidArgument, naming the field and what it must be, for anything Ray's
+// API refuses and for runtime_env fields Shoal does not have.
+absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
+                                std::string* working_dir);
+
+// GET /api/jobs/{id}/logs never answers more than this many bytes: by
+// default the last kDefaultJobLogBytes, or a window the query asks for.
+inline constexpr int64_t kDefaultJobLogBytes = 1 << 20;
+inline constexpr int64_t kMaxJobLogBytes = 8 << 20;
+
+// What GET /api/jobs/{id}/logs asks for: `?offset=O&limit=L` (bytes from
+// O), `?tail=N` (the last N bytes) or neither (the last
+// kDefaultJobLogBytes); `format=text` or `Accept: text/plain` for the raw
+// bytes instead of JSON.
+struct JobLogQuery {
+  int64_t offset = -1;  // -1: the last `limit` bytes
+  int64_t limit = kDefaultJobLogBytes;
+  bool text = false;
+};
+// InvalidArgument, naming the parameter, for a value that is not a whole
+// number in range, for both offset and tail, and for an unknown format.
+absl::StatusOr<JobLogQuery> ParseJobLogQuery(
+    const std::multimap<std::string, std::string>& params,
+    const std::string& accept);
+// Where reading `query` starts in a log of `size` bytes.
+int64_t JobLogStart(const JobLogQuery& query, int64_t size);
+// How many bytes of `data` come before a UTF-8 character cut off at its
+// end (all of them when none is), so that reading on from there never
+// splits a character between two answers.
+size_t WholeUtf8Prefix(std::string_view data);
+// How many bytes at the start of `data` are the rest of a character cut
+// off before it (at most 3).
+size_t CutUtf8Head(std::string_view data);
+// {"logs": data, "offset", "next_offset", "size", "truncated"}: `data`
+// read from byte `offset` of a log of `size` bytes; truncated when bytes
+// of the log are left out before or after it.
+std::string JobLogsJson(std::string_view data, int64_t offset, int64_t size);
 
 // The head's /metrics: nodes (and their heartbeat age), resources by node,
 // actors, placement groups, leases, jobs and demands; with `tasks` (its

@@ -1,6 +1,10 @@
 #include "dashboard/formats.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,6 +52,210 @@ TEST(JobJsonTest, HasRaysShape) {
   *list.add_jobs() = Job("a", proto::JobInfo::RUNNING, 0);
   *list.add_jobs() = Job("b", proto::JobInfo::FAILED, 3);
   EXPECT_EQ(nlohmann::json::parse(JobListJson(list)).size(), 2u);
+}
+
+// A job as POST /api/jobs/ keeps it: everything the submitter said comes
+// back in Ray's fields, and entrypoint_resources holds only the resources
+// beyond entrypoint_num_cpus / _gpus / _memory.
+TEST(JobJsonTest, ReturnsWhatTheSubmitterGave) {
+  proto::JobSpec spec;
+  std::string working_dir;
+  ASSERT_TRUE(ParseJobSubmission(R"({
+      "entrypoint": "python3 train.py", "submission_id": "s1",
+      "metadata": {"owner": "ana", "team": "infra"},
+      "runtime_env": {"env_vars": {"STEPS": "10"}, "working_dir": "/src"},
+      "entrypoint_num_cpus": 1.5, "entrypoint_num_gpus": 0.5,
+      "entrypoint_memory": 1000000, "entrypoint_resources": {"accel_x": 4}})",
+                                 &spec, &working_dir)
+                  .ok());
+  EXPECT_EQ(working_dir, "/src");
+  // The node must have the whole shape.
+  EXPECT_EQ(
+      ResourceSet::FromProto(spec.entrypoint_resources()).ToDoubles(),
+      (std::map<std::string, double>{
+          {"CPU", 1.5}, {"GPU", 0.5}, {"accel_x", 4}, {"memory", 1000000}}));
+  proto::JobInfo job;
+  *job.mutable_spec() = spec;
+  job.set_state(proto::JobInfo::PENDING);
+  nlohmann::json j = nlohmann::json::parse(JobJson(job));
+  EXPECT_EQ(j["submission_id"], "s1");
+  EXPECT_EQ(j["metadata"],
+            (nlohmann::json{{"owner", "ana"}, {"team", "infra"}}));
+  EXPECT_EQ(j["runtime_env"]["env_vars"]["STEPS"], "10");
+  EXPECT_EQ(j["runtime_env"]["working_dir"], "/src");
+  EXPECT_EQ(j["entrypoint_num_cpus"], 1.5);
+  EXPECT_EQ(j["entrypoint_num_gpus"], 0.5);
+  EXPECT_EQ(j["entrypoint_memory"], 1000000);
+  EXPECT_EQ(j["entrypoint_resources"], (nlohmann::json{{"accel_x", 4.0}}));
+  EXPECT_EQ(j["message"], "Job has not started yet.");
+  EXPECT_TRUE(j["driver_node_id"].is_null());
+  for (const char* field :
+       {"job_id", "driver_info", "driver_agent_http_address", "error_type",
+        "end_time", "driver_exit_code"}) {
+    EXPECT_TRUE(j.contains(field) && j[field].is_null()) << field;
+  }
+  // Not given: null, as Ray answers.
+  spec.Clear();
+  ASSERT_TRUE(
+      ParseJobSubmission(R"({"entrypoint": "true"})", &spec, &working_dir)
+          .ok());
+  *job.mutable_spec() = spec;
+  j = nlohmann::json::parse(JobJson(job));
+  for (const char* field : {"entrypoint_num_cpus", "entrypoint_num_gpus",
+                            "entrypoint_memory", "entrypoint_resources"}) {
+    EXPECT_TRUE(j[field].is_null()) << field << ": " << j[field];
+  }
+  EXPECT_EQ(j["metadata"], nlohmann::json::object());
+}
+
+// An entrypoint, message or environment value may hold any bytes.
+TEST(JobJsonTest, AnyBytesMakeValidJson) {
+  proto::JobInfo job = Job("bytes", proto::JobInfo::FAILED, 1);
+  job.mutable_spec()->set_entrypoint("printf 'caf\xe9'");
+  job.set_message("exit \xff");
+  (*job.mutable_spec()->mutable_env())["NAME"] = "\xc3";
+  nlohmann::json j = nlohmann::json::parse(JobJson(job));
+  EXPECT_EQ(j["entrypoint"], "printf 'caf\xef\xbf\xbd'");
+  EXPECT_EQ(j["message"], "exit \xef\xbf\xbd");
+  EXPECT_EQ(j["runtime_env"]["env_vars"]["NAME"], "\xef\xbf\xbd");
+  proto::JobList list;
+  *list.add_jobs() = job;
+  EXPECT_EQ(nlohmann::json::parse(JobListJson(list))[0]["entrypoint"],
+            "printf 'caf\xef\xbf\xbd'");
+}
+
+TEST(ParseJobSubmissionTest, RefusesWhatRaysApiRefusesSayingWhy) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "\"entrypoint\" is required"},
+      {"  \n", "\"entrypoint\" is required"},
+      {"{}", "\"entrypoint\" is required"},
+      {R"({"entrypoint": null})", "\"entrypoint\" is required"},
+      {"not json", "must be a JSON object"},
+      {"[1]", "must be a JSON object"},
+      {R"({"entrypoint": 5})", "\"entrypoint\" must be a command line"},
+      {R"({"entrypoint": ""})", "\"entrypoint\" must be a command line"},
+      {R"({"entrypoint": "x", "submission_id": 7})",
+       "\"submission_id\" must be a string"},
+      {R"({"entrypoint": "x", "entrypoint_num_cpu": 1})",
+       "unknown field \"entrypoint_num_cpu\""},
+      {R"({"entrypoint": "x", "metadata": ["a"]})",
+       "\"metadata\" must be an object of strings"},
+      {R"({"entrypoint": "x", "metadata": {"n": 1}})",
+       "\"metadata.n\" must be a string"},
+      {R"({"entrypoint": "x", "runtime_env": "y"})",
+       "\"runtime_env\" must be an object"},
+      {R"({"entrypoint": "x", "runtime_env": {"pip": ["numpy"]}})",
+       "runtime_env field \"pip\" is not supported"},
+      {R"({"entrypoint": "x", "runtime_env": {"env_vars": {"A": 1}}})",
+       "\"runtime_env.env_vars.A\" must be a string"},
+      {R"({"entrypoint": "x", "runtime_env": {"working_dir": 3}})",
+       "\"runtime_env.working_dir\" must be a folder"},
+      {R"({"entrypoint": "x", "entrypoint_num_cpus": "2"})",
+       "\"entrypoint_num_cpus\" must be a number of 0 or more"},
+      {R"({"entrypoint": "x", "entrypoint_num_gpus": -1})",
+       "\"entrypoint_num_gpus\" must be a number of 0 or more"},
+      {R"({"entrypoint": "x", "entrypoint_memory": 1.5})",
+       "\"entrypoint_memory\" must be a whole number of bytes"},
+      {R"({"entrypoint": "x", "entrypoint_memory": -4})",
+       "\"entrypoint_memory\" must be a whole number of bytes"},
+      {R"({"entrypoint": "x", "entrypoint_resources": {"CPU": 1}})",
+       "use entrypoint_num_cpus"},
+      {R"({"entrypoint": "x", "entrypoint_resources": {"a": "4"}})",
+       "\"entrypoint_resources.a\" must be a number"},
+      {R"({"entrypoint": "x", "entrypoint_resources": {"a": 1.5}})",
+       "resource \"a\" must be a whole number"},
+  };
+  for (const auto& [body, says] : cases) {
+    proto::JobSpec spec;
+    std::string working_dir;
+    absl::Status status = ParseJobSubmission(body, &spec, &working_dir);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_THAT(status.message(), HasSubstr(says)) << body;
+  }
+  // Ray's deprecated job_id names the submission too; submission_id wins.
+  proto::JobSpec spec;
+  std::string working_dir;
+  ASSERT_TRUE(ParseJobSubmission(R"({"entrypoint": "x", "job_id": "old"})",
+                                 &spec, &working_dir)
+                  .ok());
+  EXPECT_EQ(spec.submission_id(), "old");
+  ASSERT_TRUE(
+      ParseJobSubmission(
+          R"({"entrypoint": "x", "job_id": "old", "submission_id": "new",
+                      "metadata": null, "runtime_env": null})",
+          &spec, &working_dir)
+          .ok());
+  EXPECT_EQ(spec.submission_id(), "new");
+}
+
+TEST(JobLogQueryTest, IsBoundedWhateverItAsks) {
+  using Params = std::multimap<std::string, std::string>;
+  auto query = ParseJobLogQuery({}, "");
+  ASSERT_TRUE(query.ok());
+  EXPECT_EQ(query->offset, -1);
+  EXPECT_EQ(query->limit, kDefaultJobLogBytes);
+  EXPECT_FALSE(query->text);
+  EXPECT_EQ(JobLogStart(*query, 100), 0);
+  EXPECT_EQ(JobLogStart(*query, kDefaultJobLogBytes + 100), 100);
+
+  query = ParseJobLogQuery(Params{{"offset", "7"}, {"limit", "3"}}, "");
+  ASSERT_TRUE(query.ok());
+  EXPECT_EQ(JobLogStart(*query, 100), 7);
+  EXPECT_EQ(query->limit, 3);
+  query = ParseJobLogQuery(Params{{"offset", "7"}}, "");
+  EXPECT_EQ(query->limit, kDefaultJobLogBytes);
+  query = ParseJobLogQuery(Params{{"tail", "10"}}, "");
+  ASSERT_TRUE(query.ok());
+  EXPECT_EQ(JobLogStart(*query, 100), 90);
+  EXPECT_EQ(JobLogStart(*query, 4), 0);
+  EXPECT_TRUE(ParseJobLogQuery(Params{{"format", "text"}}, "")->text);
+  EXPECT_TRUE(ParseJobLogQuery({}, "text/plain")->text);
+  EXPECT_FALSE(
+      ParseJobLogQuery(Params{{"format", "json"}}, "text/plain")->text);
+
+  const std::vector<std::pair<Params, std::string>> refused = {
+      {{{"offset", "1"}, {"tail", "2"}}, "not both"},
+      {{{"tail", "2"}, {"limit", "2"}}, "leave out &limit"},
+      {{{"offset", "-1"}}, "?offset=-1 must be a whole number"},
+      {{{"offset", "abc"}}, "?offset=abc must be a whole number"},
+      {{{"limit", "99999999999"}}, "?limit=99999999999 must be"},
+      {{{"tail", "1.5"}}, "?tail=1.5 must be"},
+      {{{"format", "xml"}}, "?format=xml is not a format"},
+  };
+  for (const auto& [params, says] : refused) {
+    auto refusal = ParseJobLogQuery(params, "");
+    ASSERT_FALSE(refusal.ok()) << says;
+    EXPECT_EQ(refusal.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refusal.status().message(), HasSubstr(says));
+  }
+}
+
+TEST(JobLogsJsonTest, CharactersAreNeverSplitAndAnyBytesAreJson) {
+  EXPECT_EQ(WholeUtf8Prefix("abc"), 3u);
+  EXPECT_EQ(WholeUtf8Prefix(""), 0u);
+  EXPECT_EQ(WholeUtf8Prefix("caf\xc3"), 3u);           // é cut after 1 of 2
+  EXPECT_EQ(WholeUtf8Prefix("caf\xc3\xa9"), 5u);       // whole
+  EXPECT_EQ(WholeUtf8Prefix("x\xe2\x82"), 1u);         // € cut after 2 of 3
+  EXPECT_EQ(WholeUtf8Prefix("\xf0\x9f\x98"), 0u);      // 4-byte cut after 3
+  EXPECT_EQ(WholeUtf8Prefix("\xf0\x9f\x98\x80"), 4u);  // whole
+  // Latin-1 é: a lead byte at the end might be a cut character (held back
+  // while the job runs); inside the text it is not.
+  EXPECT_EQ(WholeUtf8Prefix("caf\xe9"), 3u);
+  EXPECT_EQ(WholeUtf8Prefix("caf\xe9 ok"), 7u);
+  EXPECT_EQ(CutUtf8Head("\xa9 ok"), 1u);
+  EXPECT_EQ(CutUtf8Head("\x82\xac!"), 2u);
+  EXPECT_EQ(CutUtf8Head("ok"), 0u);
+
+  const std::string bytes("caf\xe9 ok\n\0end", 12);
+  nlohmann::json j = nlohmann::json::parse(JobLogsJson(bytes, 0, 12));
+  EXPECT_EQ(j["logs"], std::string("caf\xef\xbf\xbd ok\n\0end", 14));
+  EXPECT_EQ(j["offset"], 0);
+  EXPECT_EQ(j["next_offset"], 12);
+  EXPECT_EQ(j["size"], 12);
+  EXPECT_EQ(j["truncated"], false);
+  j = nlohmann::json::parse(JobLogsJson("ok", 5, 20));
+  EXPECT_EQ(j["next_offset"], 7);
+  EXPECT_EQ(j["truncated"], true);
 }
 
 TEST(ClusterMetricsTest, CountsEveryStateAndEscapesLabels) {

@@ -2,8 +2,10 @@
 # The dashboard in a real browser: headless Chromium (Debian's) opens the
 # page of a two-host simulated TPU v5p-16 cluster running a job and a
 # `shoal launch` gang, and the page it drew must show both nodes with their
-# slice and TPU worker id, the job's log lines, the gang's placement group,
-# its ranks on both hosts and the log of its first rank. The screenshot is kept in <build>/artifacts/dashboard.png.
+# slice and TPU worker id and a custom resource (accel_x), the job's log
+# lines (one of them not UTF-8), the gang's placement group, its ranks on
+# both hosts and the log of its first rank; a wrong token gets the sign-in
+# page saying so. The screenshot is kept in <build>/artifacts/dashboard.png.
 #
 #   dashboard_browser_test.sh <shoal-cli> <artifacts-dir>
 set -euo pipefail
@@ -35,11 +37,12 @@ token=$(cat "$session/token")
 dashboard=$(cat "$session/dashboard_address")
 ( . "$work/tpu-1.env"
   "$shoal" start --address "$address" --token "$token" --node-ip-address 127.0.0.1 \
-    --temp-dir "$work/b" --node-id tpu-host-1 --num-cpus 2 >/dev/null )
+    --temp-dir "$work/b" --node-id tpu-host-1 --num-cpus 2 \
+    --resources '{"accel_x": 4}' >/dev/null )
 export SHOAL_TEMP_DIR=$work/a
 
 "$shoal" job submit --no-wait --submission-id browser-job -- \
-  sh -c 'for i in 1 2 3; do echo "training step $i: loss 0.$((9 - i))"; done; sleep 60' >/dev/null 2>&1
+  sh -c 'printf "caf\351 ok\n"; for i in 1 2 3; do echo "training step $i: loss 0.$((9 - i))"; done; sleep 60' >/dev/null 2>&1
 "$shoal" launch --per-host --slice my-tpu -- \
   sh -c 'echo "host $TPU_WORKER_ID ready for step 1"; sleep 60' > "$work/launch.log" 2>&1 &
 launcher=$!
@@ -70,8 +73,10 @@ check "the head node" "tpu-host-0"
 check "the second host" "tpu-host-1"
 check "the slice name" "my-tpu"
 check "a usage bar" 'class="bar"'
+check "a custom resource's bar" "accel_x 0/4"
 check "the job" "browser-job"
 check "the job's log lines" "training step 3: loss 0.6"
+check "a line that is not UTF-8, with U+FFFD" "caf� ok"
 check "the gang's placement group" "STRICT_SPREAD"
 check "its bundles on both hosts" "(tpu-host-1)"
 check "the gang" "per host"
@@ -90,6 +95,14 @@ if grep -q "needs its token" "$work/login.html" && ! grep -q "tpu-host-0" "$work
   echo "  ok: without the token, the sign-in page"
 else
   echo "  FAIL: without the token the page was not the sign-in page"
+  fail=1
+fi
+# A wrong token is told so.
+timeout 120 "$browser" "${flags[@]}" --dump-dom "http://$dashboard/?token=wrong" > "$work/wrong.html" 2>/dev/null || true
+if grep -q "not this cluster's" "$work/wrong.html"; then
+  echo "  ok: a wrong token is told so"
+else
+  echo "  FAIL: a wrong token got no message"
   fail=1
 fi
 kill "$launcher" 2>/dev/null || true

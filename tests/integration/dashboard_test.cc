@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -42,12 +43,13 @@ using ::shoal::testing::StartSuiteCluster;
 using ::shoal::testing::StopSuiteCluster;
 using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class DashboardTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ClusterSpec spec;
-    spec.nodes = {{"dash-head", 2, ""}, {"dash-node", 2, ""}};
+    spec.nodes = {{"dash-head", 2, ""}, {"dash-node", 2, R"({"accel_x": 4})"}};
     spec.nodes[0].extra_args = {"--metrics-port", "0"};
     spec.nodes[1].extra_args = {"--metrics-port", "0"};
     StartSuiteCluster(spec, &cluster_);
@@ -78,6 +80,66 @@ class DashboardTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return job;
+  }
+
+  // What the server answered to `request`, sent byte for byte (so with no
+  // Content-Length unless it has one) on a connection of its own.
+  struct RawAnswer {
+    int status = 0;
+    std::string head, body;
+  };
+  static RawAnswer Raw(const std::string& request) {
+    RawAnswer answer;
+    std::string address = SessionFile(0, "dashboard_address");
+    size_t colon = address.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(std::stoi(address.substr(colon + 1)));
+    inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    timeval wait{60, 0};  // a server that never answers fails, not hangs
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        write(fd, request.data(), request.size()) !=
+            static_cast<ssize_t>(request.size())) {
+      close(fd);
+      return answer;
+    }
+    // Until the body's Content-Length is in, or the server closes.
+    std::string all;
+    char buf[4096];
+    size_t end = std::string::npos, length = std::string::npos;
+    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) {
+      all.append(buf, n);
+      if (end == std::string::npos) end = all.find("\r\n\r\n");
+      if (end == std::string::npos) continue;
+      if (length == std::string::npos) {
+        std::string head = absl::AsciiStrToLower(all.substr(0, end));
+        size_t at = head.find("\r\ncontent-length: ");
+        if (at == std::string::npos) continue;  // read to the close
+        length = std::stoul(head.substr(at + 18));
+      }
+      if (all.size() >= end + 4 + length) break;
+    }
+    close(fd);
+    if (all.rfind("HTTP/1.1 ", 0) != 0 || end == std::string::npos) {
+      return answer;
+    }
+    answer.status = std::stoi(all.substr(9, 3));
+    answer.head = all.substr(0, end);
+    answer.body = all.substr(end + 4);
+    return answer;
+  }
+  // A request line and the token, with nothing after the headers.
+  static std::string Bodyless(const std::string& line) {
+    return absl::StrCat(
+        line, " HTTP/1.1\r\nHost: shoal\r\nAuthorization: ", "Bearer ",
+        cluster_->token(), "\r\nConnection: close\r\n\r\n");
+  }
+  static nlohmann::json Submit(const nlohmann::json& body) {
+    auto r = Http()->Post("/api/jobs/", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return Json(r);
   }
 
   static std::unique_ptr<TestCluster> cluster_;
@@ -216,6 +278,231 @@ TEST_F(DashboardTest, BadRequestsGetAClearAnswer) {
   EXPECT_THAT(r->body, HasSubstr("stop it first"));
   http->Post("/api/jobs/running/stop");
   WaitEnded("running");
+}
+
+// curl -X POST / -X DELETE send no Content-Length: such a request has no
+// body, and is answered at once.
+TEST_F(DashboardTest, RequestsWithoutABodyAreAnswered) {
+  Submit({{"entrypoint", "sleep 300"}, {"submission_id", "bodyless"}});
+  RawAnswer stop = Raw(Bodyless("POST /api/jobs/bodyless/stop"));
+  EXPECT_EQ(stop.status, 200) << stop.head << stop.body;
+  EXPECT_EQ(nlohmann::json::parse(stop.body, nullptr, false)["stopped"], true)
+      << stop.body;
+  EXPECT_EQ(WaitEnded("bodyless")["status"], "STOPPED");
+  RawAnswer deleted = Raw(Bodyless("DELETE /api/jobs/bodyless"));
+  EXPECT_EQ(deleted.status, 200) << deleted.head << deleted.body;
+  EXPECT_EQ(nlohmann::json::parse(deleted.body, nullptr, false)["deleted"],
+            true);
+  EXPECT_EQ(Http()->Get("/api/jobs/bodyless")->status, 404);
+  for (const char* path : {"/api/jobs/", "/api/jobs"}) {
+    RawAnswer submit = Raw(Bodyless(absl::StrCat("POST ", path)));
+    EXPECT_EQ(submit.status, 400) << path;
+    nlohmann::json error = nlohmann::json::parse(submit.body, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << path << ": " << submit.body;
+    EXPECT_THAT(error["error"].get<std::string>(),
+                HasSubstr("\"entrypoint\" is required"));
+  }
+}
+
+TEST_F(DashboardTest, TheJobListIsThereWithAndWithoutItsSlash) {
+  auto http = Http();
+  auto submitted = http->Post(
+      "/api/jobs",
+      nlohmann::json{{"entrypoint", "true"}, {"submission_id", "no-slash"}}
+          .dump(),
+      "application/json");
+  ASSERT_TRUE(submitted);
+  EXPECT_EQ(submitted->status, 200) << submitted->body;
+  EXPECT_EQ(Json(submitted)["job_id"], "no-slash");  // Ray's, deprecated
+  for (const char* path : {"/api/jobs", "/api/jobs/"}) {
+    nlohmann::json list = Json(http->Get(path));
+    ASSERT_TRUE(list.is_array()) << path << ": " << list.dump();
+    bool listed = false;
+    for (const auto& j : list) listed |= j["submission_id"] == "no-slash";
+    EXPECT_TRUE(listed) << path;
+  }
+  WaitEnded("no-slash");
+}
+
+// Never an empty 4xx: unknown paths, wrong methods, bad requests and
+// unsupported ones all say what is wrong in {"error": ...}.
+TEST_F(DashboardTest, EveryErrorIsJsonThatSaysWhy) {
+  auto http = Http();
+  auto error_of = [](const httplib::Result& r) -> std::string {
+    if (!r) return "(no answer)";
+    nlohmann::json j = Json(r);
+    if (!j.is_object() || !j["error"].is_string())
+      return "(no error: " + r->body;
+    return j["error"].get<std::string>();
+  };
+  auto r = http->Get("/api/no-such-thing");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_THAT(error_of(r), HasSubstr("no such path: /api/no-such-thing"));
+  r = http->Put("/api/jobs/", "{}", "application/json");
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, POST");
+  EXPECT_THAT(error_of(r), HasSubstr("PUT is not allowed on /api/jobs/"));
+  r = http->Get("/api/jobs/x/stop");
+  EXPECT_EQ(r->status, 405);
+  EXPECT_THAT(error_of(r), HasSubstr("use POST"));
+  r = http->Post("/api/jobs/x", "{}", "application/json");
+  EXPECT_EQ(r->status, 405);
+  EXPECT_THAT(error_of(r), HasSubstr("use GET, DELETE"));
+  r = http->Get("/api/jobs/x/logs/tail");
+  EXPECT_EQ(r->status, 501);
+  EXPECT_THAT(error_of(r), HasSubstr("?offset="));
+  r = http->Post("/api/jobs/", "{\"entrypoint\": ", "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(error_of(r), HasSubstr("JSON object"));
+  r = http->Post("/api/jobs/",
+                 R"({"entrypoint": "true", "metadata": {"n": 1}})",
+                 "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(error_of(r), HasSubstr("\"metadata.n\" must be a string"));
+  r = http->Get("/api/jobs/nobody/logs");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_THAT(error_of(r), HasSubstr("nobody"));
+  r = http->Get("/api/jobs/x/logs?tail=lots");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(error_of(r), HasSubstr("?tail=lots must be a whole number"));
+  // What the HTTP layer refuses before any route: an unreadable request.
+  RawAnswer garbled = Raw("NOT-HTTP\r\n\r\n");
+  EXPECT_EQ(garbled.status, 400) << garbled.head;
+  nlohmann::json error = nlohmann::json::parse(garbled.body, nullptr, false);
+  ASSERT_TRUE(error.is_object()) << garbled.body;
+  EXPECT_THAT(error["error"].get<std::string>(),
+              HasSubstr("could not be read"));
+}
+
+// metadata, runtime_env and the entrypoint's resources come back as given,
+// in Ray's fields, from GET /api/jobs/{id} and the list; the node is one
+// that has them (accel_x is dash-node's).
+TEST_F(DashboardTest, JobsKeepWhatTheSubmitterGave) {
+  Submit({{"entrypoint", "echo $GREETING"},
+          {"submission_id", "as-given"},
+          {"metadata", {{"owner", "ana"}, {"run", "7"}}},
+          {"runtime_env", {{"env_vars", {{"GREETING", "hello"}}}}},
+          {"entrypoint_num_cpus", 1},
+          {"entrypoint_num_gpus", 0},
+          {"entrypoint_memory", 1024},
+          {"entrypoint_resources", {{"accel_x", 1}}}});
+  nlohmann::json job = WaitEnded("as-given");
+  EXPECT_EQ(job["status"], "SUCCEEDED") << job.dump();
+  EXPECT_EQ(job["driver_node_id"], "dash-node");
+  nlohmann::json listed;
+  for (const auto& j : Json(Http()->Get("/api/jobs/"))) {
+    if (j["submission_id"] == "as-given") listed = j;
+  }
+  for (const nlohmann::json& j : {job, listed}) {
+    EXPECT_EQ(j["metadata"], (nlohmann::json{{"owner", "ana"}, {"run", "7"}}));
+    EXPECT_EQ(j["runtime_env"],
+              (nlohmann::json{{"env_vars", {{"GREETING", "hello"}}}}));
+    EXPECT_EQ(j["entrypoint_num_cpus"], 1.0);
+    EXPECT_TRUE(j["entrypoint_num_gpus"].is_null());
+    EXPECT_EQ(j["entrypoint_memory"], 1024);
+    EXPECT_EQ(j["entrypoint_resources"], (nlohmann::json{{"accel_x", 1.0}}));
+    EXPECT_EQ(j["driver_exit_code"], 0);
+  }
+  EXPECT_EQ(Json(Http()->Get("/api/jobs/as-given/logs"))["logs"], "hello\n");
+  // The page's node table draws every resource of /api/cluster_status.
+  EXPECT_THAT(Http()->Get("/api/cluster_status")->body, HasSubstr("accel_x"));
+}
+
+// A job's output is any bytes: the JSON form answers 200 with U+FFFD for
+// what is not UTF-8, the text form the bytes themselves; answers are
+// windows of at most what was asked (1 MiB by default).
+TEST_F(DashboardTest, LogsAreBoundedAndServeAnyBytes) {
+  auto http = Http();
+  Submit({{"entrypoint", R"(printf 'caf\351 ok\n'; printf 'nul\000byte\n')"},
+          {"submission_id", "bytes"}});
+  EXPECT_EQ(WaitEnded("bytes")["status"], "SUCCEEDED");
+  const std::string raw("caf\xe9 ok\nnul\0byte\n", 17);
+  auto r = http->Get("/api/jobs/bytes/logs");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  nlohmann::json logs = Json(r);
+  EXPECT_EQ(logs["logs"], std::string("caf\xef\xbf\xbd ok\nnul\0byte\n", 19));
+  EXPECT_EQ(logs["offset"], 0);
+  EXPECT_EQ(logs["next_offset"], 17);
+  EXPECT_EQ(logs["size"], 17);
+  EXPECT_EQ(logs["truncated"], false);
+  r = http->Get("/api/jobs/bytes/logs?format=text");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, raw);
+  EXPECT_EQ(r->get_header_value("X-Shoal-Log-Next-Offset"), "17");
+  r = http->Get("/api/jobs/bytes/logs", {{"Accept", "text/plain"}});
+  EXPECT_EQ(r->body, raw);
+  // Windows: from an offset, and the tail.
+  logs = Json(http->Get("/api/jobs/bytes/logs?offset=4&limit=3"));
+  EXPECT_EQ(logs["logs"], " ok");
+  EXPECT_EQ(logs["next_offset"], 7);
+  EXPECT_EQ(logs["truncated"], true);
+  logs = Json(http->Get("/api/jobs/bytes/logs?tail=5"));
+  EXPECT_EQ(logs["logs"], "byte\n");
+  EXPECT_EQ(logs["offset"], 12);
+  EXPECT_EQ(http->Get("/api/jobs/bytes/logs?tail=5&format=text")->body,
+            "byte\n");
+
+  // A window never ends inside a character: "€€" is 6 bytes, a window of
+  // 4 answers the first (3 bytes) and the next one starts on the second.
+  Submit({{"entrypoint", "printf '\\342\\202\\254\\342\\202\\254'"},
+          {"submission_id", "euros"}});
+  EXPECT_EQ(WaitEnded("euros")["status"], "SUCCEEDED");
+  logs = Json(http->Get("/api/jobs/euros/logs?offset=0&limit=4"));
+  EXPECT_EQ(logs["logs"], "\xe2\x82\xac");
+  EXPECT_EQ(logs["next_offset"], 3);
+  logs = Json(http->Get("/api/jobs/euros/logs?offset=3"));
+  EXPECT_EQ(logs["logs"], "\xe2\x82\xac");
+
+  // 3 MB of output: the default answer is its last MiB, never all of it.
+  Submit({{"entrypoint",
+           "head -c 3000000 /dev/zero | tr '\\000' x; echo; echo END"},
+          {"submission_id", "big"}});
+  EXPECT_EQ(WaitEnded("big")["status"], "SUCCEEDED");
+  const int64_t size = 3000000 + 5;
+  logs = Json(http->Get("/api/jobs/big/logs"));
+  ASSERT_TRUE(logs.is_object());
+  EXPECT_EQ(logs["logs"].get<std::string>().size(), 1u << 20);
+  EXPECT_TRUE(absl::EndsWith(logs["logs"].get<std::string>(), "xx\nEND\n"));
+  EXPECT_EQ(logs["offset"], size - (1 << 20));
+  EXPECT_EQ(logs["size"], size);
+  EXPECT_EQ(logs["truncated"], true);
+  logs = Json(http->Get("/api/jobs/big/logs?offset=0"));
+  EXPECT_EQ(logs["next_offset"], 1 << 20);
+  EXPECT_EQ(
+      http->Get("/api/jobs/big/logs?offset=0&limit=100&format=text")->body,
+      std::string(100, 'x'));
+  EXPECT_EQ(http->Get("/api/jobs/big/logs?limit=99999999999")->status, 400);
+}
+
+// An entrypoint may hold any bytes (`shoal job submit` passes argv as it
+// is): the REST API and the CLI's JSON both answer, with U+FFFD.
+TEST_F(DashboardTest, AnEntrypointOfAnyBytesIsValidJson) {
+  const std::vector<std::string> env = {"SHOAL_ADDRESS=" + cluster_->address(),
+                                        "SHOAL_TOKEN=" + cluster_->token()};
+  std::string out;
+  ASSERT_EQ(
+      shoal::testing::RunCli({"job", "submit", "--no-wait", "--submission-id",
+                              "raw-entry", "--", "echo", "caf\xe9"},
+                             &out, env),
+      0)
+      << out;
+  nlohmann::json job = WaitEnded("raw-entry");
+  EXPECT_EQ(job["status"], "SUCCEEDED") << job.dump();
+  EXPECT_THAT(job["entrypoint"].get<std::string>(),
+              HasSubstr("caf\xef\xbf\xbd"));
+  auto list = Http()->Get("/api/jobs/");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->status, 200);
+  EXPECT_EQ(Json(Http()->Get("/api/jobs/raw-entry/logs"))["logs"],
+            "caf\xef\xbf\xbd\n");
+  for (const char* command : {"status", "list"}) {
+    std::vector<std::string> args = {"job", command, "--format", "json"};
+    if (std::string(command) == "status") args.push_back("raw-entry");
+    EXPECT_EQ(shoal::testing::RunCli(args, &out, env), 0) << command << out;
+    EXPECT_THAT(out, HasSubstr("caf\xef\xbf\xbd")) << command;
+  }
 }
 
 // A port of 127.0.0.1 that nothing listens on now.
@@ -371,8 +658,12 @@ TEST_F(DashboardTest, ThePageAsksForTheTokenAndKeepsItInACookie) {
   ASSERT_TRUE(login);
   EXPECT_EQ(login->status, 200);
   EXPECT_THAT(login->body, HasSubstr("needs its token"));
+  EXPECT_THAT(login->body, Not(HasSubstr("not this cluster's")));
+  // A wrong token is told so.
   auto wrong = bare->Get("/?token=wrong");
   EXPECT_EQ(wrong->status, 401);
+  EXPECT_THAT(wrong->body, HasSubstr("not this cluster's"));
+  EXPECT_THAT(wrong->body, HasSubstr("shoal start --head"));
   auto signed_in = bare->Get("/?token=" + cluster_->token());
   ASSERT_TRUE(signed_in);
   EXPECT_EQ(signed_in->status, 302);
