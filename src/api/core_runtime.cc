@@ -187,7 +187,11 @@ class CoreRuntimeImpl : public CoreRuntime,
       // head holds, for the tasks this worker submits.
       const char* blob = getenv("SHOAL_BLOB_HASH");
       if (blob != nullptr) blob_hash_ = blob;
-    } else if (NodesElsewhere(status, HostId())) {
+    } else if (NodesElsewhere(status, HostId()) ||
+               (options_.workers_run_this_program &&
+                !RunsTheFileAt(binary_path_))) {
+      // Nodes of other hosts need a copy, and so do this host's when the
+      // program was removed or rebuilt since it started.
       RETURN_IF_ERROR(SendPrograms());
     }
     std::string store_agent;
@@ -748,7 +752,11 @@ class CoreRuntimeImpl : public CoreRuntime,
   // (program_copy.h); the hashes of its copies go in every lease request.
   absl::Status SendPrograms() {
     if (options_.workers_run_this_program) {
-      ASSIGN_OR_RETURN(blob_hash_, SendProgram(*head_, "/proc/self/exe"));
+      // Through /proc, in case the file was removed or rebuilt; by pid, as
+      // objcopy reads it (its own /proc/self is objcopy).
+      ASSIGN_OR_RETURN(
+          blob_hash_,
+          SendProgram(*head_, absl::StrCat("/proc/", getpid(), "/exe")));
     }
     if (!cpp_binary_hash_.empty()) {
       ASSIGN_OR_RETURN(cpp_blob_hash_, SendProgram(*head_, cpp_binary_path_));

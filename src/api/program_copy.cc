@@ -1,6 +1,7 @@
 #include "api/program_copy.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,13 @@ bool NodesElsewhere(const proto::ClusterStatus& status,
     if (here.empty() || node.host_id() != here) return true;
   }
   return false;
+}
+
+bool RunsTheFileAt(const std::string& path) {
+  struct stat named, running;
+  return stat(path.c_str(), &named) == 0 &&
+         stat("/proc/self/exe", &running) == 0 &&
+         named.st_dev == running.st_dev && named.st_ino == running.st_ino;
 }
 
 absl::StatusOr<std::string> StripDebugInfo(const std::string& path) {

@@ -23,6 +23,10 @@ namespace shoal::internal {
 bool NodesElsewhere(const proto::ClusterStatus& status,
                     const std::string& here);
 
+// True when `path` still names the file this process runs: not removed or
+// replaced (rebuilt) since it started. Nodes then find the program there.
+bool RunsTheFileAt(const std::string& path);
+
 // A copy of the executable at `path` without its debug info (`objcopy
 // --strip-debug`), in a temp file the caller removes. Errors when objcopy is
 // missing or fails.

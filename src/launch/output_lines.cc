@@ -16,13 +16,18 @@ void LineSplitter::Emit(std::string_view text, bool continues,
 void LineSplitter::Add(std::string_view bytes, proto::LaunchReport* report) {
   partial_.append(bytes);
   std::string_view rest = partial_;
-  for (size_t nl; (nl = rest.find('\n')) != std::string_view::npos;) {
-    Emit(rest.substr(0, nl), /*continues=*/false, report);
-    rest.remove_prefix(nl + 1);
-  }
-  while (rest.size() >= piece_bytes_) {
-    Emit(rest.substr(0, piece_bytes_), /*continues=*/true, report);
-    rest.remove_prefix(piece_bytes_);
+  while (true) {
+    size_t nl = rest.find('\n');
+    if (nl != std::string_view::npos && nl <= piece_bytes_) {
+      Emit(rest.substr(0, nl), /*continues=*/false, report);
+      rest.remove_prefix(nl + 1);
+    } else if (rest.size() >= piece_bytes_) {
+      // No line is longer than a piece, however much came in one read.
+      Emit(rest.substr(0, piece_bytes_), /*continues=*/true, report);
+      rest.remove_prefix(piece_bytes_);
+    } else {
+      break;
+    }
   }
   partial_.erase(0, partial_.size() - rest.size());
 }

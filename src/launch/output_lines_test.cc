@@ -68,7 +68,9 @@ TEST(OutputLinesTest, AnotherRanksLineBetweenPiecesStartsALineOfItsOwn) {
   *first.add_lines() = report.lines(0);
   *second.add_lines() = report.lines(2);
   LinePrinter across;
-  EXPECT_EQ(across.Format(first) + across.Format(second), "[rank 0] aaabbb\n");
+  std::string printed = across.Format(first);
+  printed += across.Format(second);
+  EXPECT_EQ(printed, "[rank 0] aaabbb\n");
 }
 
 }  // namespace

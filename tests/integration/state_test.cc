@@ -196,7 +196,9 @@ TEST_F(StateTest, TasksEndWithTheirDriverHoweverItEnds) {
     ASSERT_GE(driver, 0);
     if (driver == 0) {
       close(go[1]);
-      cluster_->Connect();
+      // The cluster is the parent's: this process's exit must not stop it
+      // (the suite's cluster is stopped by its owner's destructor).
+      cluster_.release()->Connect();
       // 4 run on the cluster's 4 CPUs, 2 wait for one.
       std::vector<shoal::ObjectRef<int64_t>> refs;
       for (int i = 0; i < 6; ++i) {
