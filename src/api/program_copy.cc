@@ -2,10 +2,8 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -33,29 +31,12 @@ bool RunsTheFileAt(const std::string& path) {
 }
 
 absl::StatusOr<std::string> StripDebugInfo(const std::string& path) {
-  std::string out =
-      (std::filesystem::temp_directory_path() / "shoal-program-XXXXXX")
-          .string();
-  int fd = mkstemp(out.data());
-  if (fd < 0) return absl::InternalError("cannot make a temp file");
-  close(fd);
-  SpawnOptions objcopy;
-  objcopy.argv = {"objcopy", "--strip-debug", path, out};
-  objcopy.log_path = out + ".log";
-  absl::StatusOr<pid_t> pid = Spawn(objcopy);
-  int status = 0;
-  if (pid.ok()) {
-    while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  std::string log = ReadFile(objcopy.log_path).value_or("");
-  unlink(objcopy.log_path.c_str());
-  if (!pid.ok() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    unlink(out.c_str());
-    return absl::UnavailableError(absl::StrCat(
-        "objcopy --strip-debug ", path, " failed: ",
-        pid.ok() ? DescribeWaitStatus(status) : pid.status().message(), " ",
-        log));
+  absl::StatusOr<std::string> out = MakeTempFile("shoal-program-");
+  if (!out.ok()) return out.status();
+  absl::Status stripped = RunToEnd({"objcopy", "--strip-debug", path, *out});
+  if (!stripped.ok()) {
+    unlink(out->c_str());
+    return stripped;
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -17,6 +18,45 @@
 extern char** environ;
 
 namespace shoal {
+
+absl::StatusOr<std::string> MakeTempFile(const std::string& prefix) {
+  const char* dir = getenv("TMPDIR");
+  std::string path = absl::StrCat(dir != nullptr && *dir ? dir : "/tmp", "/",
+                                  prefix, "XXXXXX");
+  int fd = mkstemp(path.data());
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot make a temp file ", path, ": ", strerror(errno)));
+  }
+  close(fd);
+  return path;
+}
+
+absl::Status RunToEnd(const std::vector<std::string>& argv) {
+  absl::StatusOr<std::string> log = MakeTempFile("shoal-command-log-");
+  if (!log.ok()) return log.status();
+  SpawnOptions command;
+  command.argv = argv;
+  command.log_path = *log;
+  absl::StatusOr<pid_t> pid = Spawn(command);
+  int status = 0;
+  if (pid.ok()) {
+    while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  std::string printed = ReadFile(*log).value_or("");
+  unlink(log->c_str());
+  if (pid.ok() && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    return absl::OkStatus();
+  }
+  std::string line;
+  for (const std::string& arg : argv) absl::StrAppend(&line, " ", arg);
+  return absl::InternalError(
+      absl::StrCat("`", line.substr(1), "` ",
+                   pid.ok() ? DescribeWaitStatus(status)
+                            : std::string(pid.status().message()),
+                   printed.empty() ? "" : ": ", printed));
+}
 
 absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
   if (options.argv.empty()) {

@@ -26,6 +26,15 @@ struct SpawnOptions {
 // fork + exec. The child only makes async-signal-safe calls before exec.
 absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
 
+// Runs `argv` (argv[0] looked up in PATH) to its end, its output kept
+// aside. OK when it exits 0; else Internal naming the command, how it ended
+// and what it printed.
+absl::Status RunToEnd(const std::vector<std::string>& argv);
+
+// A new empty file in the temp folder, named `prefix` and a random tail;
+// its path. The caller removes it.
+absl::StatusOr<std::string> MakeTempFile(const std::string& prefix);
+
 // Sends SIGTERM, waits up to `grace_ms` for the process to go, then SIGKILL.
 // Works for children (reaped here) and for other processes (polled).
 void TerminateProcess(pid_t pid, int grace_ms);

@@ -22,26 +22,14 @@ absl::StatusOr<std::string> PackWorkingDir(const std::string& dir) {
     return absl::InvalidArgumentError(
         absl::StrCat("the working dir ", dir, " is not a folder"));
   }
-  std::string archive =
-      (std::filesystem::temp_directory_path() / "shoal-working-dir-XXXXXX")
-          .string();
-  int fd = mkstemp(archive.data());
-  if (fd < 0) return absl::InternalError("cannot make a temp file to pack it");
-  close(fd);
-  SpawnOptions tar;
-  tar.argv = {"tar", "-czf", archive, "-C", dir, "."};
-  tar.log_path = archive + ".log";
-  auto pid = Spawn(tar);
-  int status = 0;
-  if (pid.ok()) waitpid(*pid, &status, 0);
-  std::string log = ReadFile(tar.log_path).value_or("");
-  unlink(tar.log_path.c_str());
-  if (!pid.ok() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  absl::StatusOr<std::string> made = MakeTempFile("shoal-working-dir-");
+  if (!made.ok()) return made.status();
+  const std::string& archive = *made;
+  absl::Status packed = RunToEnd({"tar", "-czf", archive, "-C", dir, "."});
+  if (!packed.ok()) {
     unlink(archive.c_str());
-    return absl::InternalError(absl::StrCat(
-        "cannot pack the working dir ", dir, " with tar: ",
-        pid.ok() ? DescribeWaitStatus(status) : pid.status().message(), " ",
-        log));
+    return absl::InternalError(absl::StrCat("cannot pack the working dir ", dir,
+                                            ": ", packed.message()));
   }
   int64_t size = static_cast<int64_t>(std::filesystem::file_size(archive));
   if (size > kMaxWorkingDirBytes) {
