@@ -347,8 +347,11 @@ class ActorMethod:
 
     def remote(self, *args, **kwargs):
         _require_init()
-        return _shoal.submit_actor_task(self._handle._actor_id, self._name,
-                                        encode_call(args, kwargs))
+        # "Counter.incr": the name task lists and errors show, as Ray's do;
+        # the worker calls the part after the last dot.
+        return _shoal.submit_actor_task(
+            self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
+            encode_call(args, kwargs))
 
     def options(self, **options):
         _check_options(options, {"num_returns", "name"}, "an actor method")
