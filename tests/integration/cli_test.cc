@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <regex>
@@ -503,6 +504,39 @@ TEST(CliTest, JobsImportShoalAndCtrlCSaysTheJobGoesOn) {
       << out;
   EXPECT_EQ(RunCli({"stop", "--temp-dir", temp_dir}, &out), 0) << out;
   EXPECT_THAT(LeftRunning(temp_dir), ::testing::IsEmpty());
+}
+
+// Run by UncaughtErrorsEndWithTheirMessage (with --gtest_catch_exceptions=0):
+// a driver that lets a shoal::Error escape.
+TEST(UncaughtErrorProgram, DISABLED_Throws) {
+  shoal::Init();
+  std::cout << "printed before" << std::endl;
+  throw shoal::InfeasibleError("no node has any accel_x (asked for 1.0)");
+}
+
+// A shoal::Error a program does not catch ends it with its message and
+// exit status 1, not `terminate called` and an abort.
+TEST(CliTest, UncaughtErrorsEndWithTheirMessage) {
+  ClusterSpec spec;
+  spec.nodes = {{"uncaught-node", 1, ""}};
+  auto cluster = TestCluster::Start(spec);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::string out;
+  int rc = TypeIn((*cluster)->root(), "/nonexistent",
+                  absl::StrCat("SHOAL_ADDRESS=", (*cluster)->address(),
+                               " SHOAL_TOKEN=", (*cluster)->token(), " '",
+                               shoal::SelfExecutable(),
+                               "' --gtest_also_run_disabled_tests "
+                               "--gtest_catch_exceptions=0 "
+                               "--gtest_filter=UncaughtErrorProgram.*"),
+                  &out);
+  (*cluster)->Stop();
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_THAT(out, HasSubstr("printed before"));
+  EXPECT_THAT(out, HasSubstr("uncaught shoal::InfeasibleError: no node has "
+                             "any accel_x (asked for 1.0)"));
+  EXPECT_THAT(out, HasSubstr("catch shoal::Error"));
+  EXPECT_THAT(out, Not(HasSubstr("terminate called")));
 }
 
 #ifdef SHOAL_HELLO_TASKS
