@@ -7,8 +7,8 @@
 //                                    host, Gloo over loopback between)
 //   allreduce_max_rel_error_<layout> largest |got - exact| / |exact|
 //
-// for float32 buffers of 1, 16 and 64 MiB. Method (as the peers' scripts in
-// /work/shared/peers): 2 warm-up ops, then 50 / 20 / 10 timed ops, each
+// for float32 buffers of 1, 16 and 64 MiB. Method (as the baselines'
+// scripts in bench/peers): 2 warm-up ops, then 50 / 20 / 10 timed ops, each
 // preceded by a barrier; an op's time is the slowest rank's; the median is
 // reported; busbw = bytes * 2(n-1)/n / time, GB = 1e9 bytes. Values stay
 // exact: every element starts as a small integer and each op multiplies the

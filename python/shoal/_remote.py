@@ -1,8 +1,9 @@
 """Remote functions and actors: ``@shoal.remote`` and what it makes.
 
 A function or class is cloudpickled once and stored in the head's
-key-value store under ``pyfn/<job>/<sha256>/<name>``; a task names only that
-key, and each worker fetches it once (shoal._worker).
+key-value store under ``pyfn/<job>/<sha256>/<module>/<qualname>``; a task
+names only that key, and each worker fetches it once (shoal._worker). Task
+lists show the qualified name, the key's last part.
 
 A call's arguments travel as one "frame", the pickled ``(args, kwargs)``,
 followed by every ObjectRef found in it, which the runtime resolves before
@@ -158,8 +159,9 @@ class _Shipped:
         key = self._keys.get(job)
         if key is None:
             digest = hashlib.sha256(self._blob).hexdigest()[:32]
-            name = f"{self._obj.__module__}.{self._obj.__qualname__}"
-            key = f"{self._prefix}/{job}/{digest}/{name}"
+            # The qualified name last: it is the name tasks are shown by.
+            key = (f"{self._prefix}/{job}/{digest}/{self._obj.__module__}/"
+                   f"{self._obj.__qualname__}")
             _shoal.kv_put(key, self._blob, False)
             self._keys[job] = key
         return key
@@ -345,8 +347,11 @@ class ActorMethod:
 
     def remote(self, *args, **kwargs):
         _require_init()
-        return _shoal.submit_actor_task(self._handle._actor_id, self._name,
-                                        encode_call(args, kwargs))
+        # "Counter.incr": the name task lists and errors show, as Ray's do;
+        # the worker calls the part after the last dot.
+        return _shoal.submit_actor_task(
+            self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
+            encode_call(args, kwargs))
 
     def options(self, **options):
         _check_options(options, {"num_returns", "name"}, "an actor method")

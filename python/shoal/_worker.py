@@ -66,7 +66,9 @@ class Runtime:
     def call_method(self, instance, method, args):
         try:
             call_args, kwargs = decode_call(args)
-            result = getattr(instance, method)(*call_args, **kwargs)
+            # The method's name follows its class's ("Counter.incr").
+            name = method.rsplit(".", 1)[-1]
+            result = getattr(instance, name)(*call_args, **kwargs)
             pieces, size = dumps(result)
             return ("ok", pieces, size)
         except BaseException as e:  # noqa: BLE001

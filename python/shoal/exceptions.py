@@ -124,8 +124,11 @@ def task_error(function_name, node_id, message, data):
 
 
 def _readable(function_key):
-    """A function's name from its key (pyfn/<job>/<digest>/<name>)."""
-    return function_key.rsplit("/", 1)[-1]
+    """A function's name from its key
+    (pyfn/<job>/<digest>/<module>/<qualname>): module.qualname."""
+    if not function_key.startswith("pyfn/"):
+        return function_key
+    return ".".join(function_key.split("/")[3:])
 
 
 # Ray's names.

@@ -2,8 +2,10 @@
 tasks, nested tasks, ObjectRef and keyword arguments, options, errors
 raised as their own type with the remote traceback, and workers that die."""
 
+import json
 import os
 import signal
+import subprocess
 import time
 
 import numpy as np
@@ -168,3 +170,50 @@ def test_a_killed_worker_is_retried_then_reported(connected, tmp_path):
 
     with pytest.raises(shoal.WorkerDiedError, match="died"):
         shoal.get(always_dies.remote())
+
+
+@shoal.remote
+def named_for_lists():
+    return 1
+
+
+@shoal.remote
+class ListedCounter:
+    def __init__(self):
+        self.n = 0
+
+    def incr(self):
+        self.n += 1
+        return self.n
+
+
+def _state(cluster, *args):
+    out = subprocess.run(
+        [os.environ.get("SHOAL_CLI", "shoal"), *args, "--format", "json",
+         "--temp-dir", cluster.head_dir],
+        capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def test_tasks_are_listed_by_their_function_names(connected):
+    """`shoal list tasks` and `shoal summary tasks` name a task by its
+    function's qualified name, and an actor's method call by its class's and
+    its own (Counter.incr), as Ray does, not by the key its code is stored
+    under (pyfn/<job>/<digest>/...) or the bare method name."""
+    assert shoal.get([named_for_lists.remote() for _ in range(3)]) == [1] * 3
+    counter = ListedCounter.remote()
+    assert shoal.get([counter.incr.remote() for _ in range(3)]) == [1, 2, 3]
+    for name in ("named_for_lists", "ListedCounter.incr"):
+        deadline = time.time() + 30
+        while True:
+            tasks = _state(connected, "list", "tasks", "--filter",
+                           f"name={name}")
+            if len(tasks) >= 3 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        assert len(tasks) >= 3, (name, tasks)
+        assert {t["name"] for t in tasks} == {name}
+    names = [s["name"] for s in _state(connected, "summary", "tasks")["summary"]]
+    assert "named_for_lists" in names
+    assert "ListedCounter.incr" in names
+    assert not [n for n in names if n.startswith("pyfn/")], names

@@ -1,6 +1,6 @@
 // Cloud TPU: accelerator types, chips on a host, slice facts, what a host
 // advertises and the environment that gives a process some of its chips.
-// Values follow ../../shared/LAUNCH_CONTRACTS.md (and Ray, which real
+// Values follow docs/launch_contracts.md (and Ray, which real
 // frameworks and users already expect).
 //
 // Everything here is pure or reads a device root given by the caller; the

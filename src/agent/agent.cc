@@ -149,6 +149,7 @@ class AgentImpl : public NodeAgent {
       agent::JobRunnerOptions jobs;
       jobs.jobs_dir = options_.session_dir + "/jobs";
       jobs.token = options_.token;
+      jobs.python_path = agent::FindShoalPythonPackage(SelfExecutable());
       jobs.report = [this](const proto::JobEvent& event) {
         job_events_.push_back(event);
         if (job_events_.size() == 1) SendJobEvent();

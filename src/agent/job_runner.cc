@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/util.h"
@@ -37,6 +40,35 @@ std::vector<std::string> AgentOnlyVariables() {
 }
 
 }  // namespace
+
+std::string FindShoalPythonPackage(const std::string& executable) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path prefix = fs::path(executable).parent_path().parent_path();
+  std::vector<fs::path> candidates = {prefix / "python"};
+  for (const fs::directory_entry& lib :
+       fs::directory_iterator(prefix / "lib", error)) {
+    const std::string name = lib.path().filename().string();
+    if (!absl::StartsWith(name, "python3")) continue;
+    candidates.push_back(lib.path() / "dist-packages");
+    candidates.push_back(lib.path() / "site-packages");
+  }
+  for (const fs::path& folder : candidates) {
+    if (fs::exists(folder / "shoal" / "__init__.py", error)) {
+      return folder.lexically_normal().string();
+    }
+  }
+  return "";
+}
+
+std::string AppendToSearchPath(const std::string& path,
+                               const std::string& folder) {
+  if (folder.empty()) return path;
+  for (absl::string_view entry : absl::StrSplit(path, ':')) {
+    if (entry == folder) return path;
+  }
+  return path.empty() ? folder : absl::StrCat(path, ":", folder);
+}
 
 JobRunner::JobRunner(rpc::EventLoop* loop, JobRunnerOptions options)
     : loop_(loop), options_(std::move(options)) {}
@@ -116,6 +148,16 @@ absl::Status JobRunner::Spawn(const proto::JobSpec& spec,
   spawn.argv = {"/bin/sh", "-c", prelude + spec.entrypoint()};
   spawn.unset_env = AgentOnlyVariables();
   for (const auto& [k, v] : spec.env()) spawn.env[k] = v;
+  if (!options_.python_path.empty()) {
+    // The job's own PYTHONPATH (--env), else the agent's, then Shoal's.
+    auto given = spawn.env.find("PYTHONPATH");
+    const char* inherited = getenv("PYTHONPATH");
+    spawn.env["PYTHONPATH"] =
+        AppendToSearchPath(given != spawn.env.end() ? given->second
+                           : inherited != nullptr   ? inherited
+                                                    : "",
+                           options_.python_path);
+  }
   spawn.env["SHOAL_ADDRESS"] = spec.head_address();
   spawn.env["SHOAL_TOKEN"] = options_.token;
   spawn.env["SHOAL_JOB_SUBMISSION_ID"] = id;

@@ -35,6 +35,10 @@ struct JobRunnerOptions {
   std::function<void(const std::string& hash,
                      std::function<void(absl::StatusOr<std::string> path)>)>
       fetch_blob;
+  // The folder that holds Shoal's Python package (FindShoalPythonPackage):
+  // added to the entrypoint's PYTHONPATH, so that its programs
+  // `import shoal` as Ray's job drivers import ray. "": none.
+  std::string python_path;
   int64_t stop_grace_ms = 3000;  // SIGTERM, then SIGKILL after this long
   // Holds the entrypoint's resources on this node while it runs (so that
   // no task takes them), or says why they are not free now
@@ -42,6 +46,17 @@ struct JobRunnerOptions {
   std::function<absl::Status(const ResourceSet&)> reserve;
   std::function<void(const ResourceSet&)> release;
 };
+
+// The folder holding the `shoal` Python package that belongs with the
+// `shoal` binary at `executable`: the build's python/ beside its bin/, or
+// the install's lib/python3.X/{dist,site}-packages under its prefix; ""
+// when there is none (the frontend was not built).
+std::string FindShoalPythonPackage(const std::string& executable);
+
+// `path` with `folder` added at its end (a user's own PYTHONPATH comes
+// first), unless it is there already.
+std::string AppendToSearchPath(const std::string& path,
+                               const std::string& folder);
 
 class JobRunner {
  public:

@@ -1,14 +1,20 @@
 // shoal::Init and friends: the process-wide runtime and the local cluster.
 #include "shoal/api.h"
 
+#include <cxxabi.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <typeinfo>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +42,36 @@ bool g_atexit_registered = false;
 std::shared_ptr<internal::CoreRuntime> Runtime() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_runtime;
+}
+
+std::terminate_handler g_previous_terminate = nullptr;
+
+// A shoal::Error that the program did not catch ends it as the error it is
+// (its message, exit status 1), not as a crash (`terminate called`, abort,
+// a core dump); its local cluster ends with it. Anything else goes to the
+// handler there was before.
+[[noreturn]] void EndOnUncaughtError() {
+  if (std::exception_ptr thrown = std::current_exception()) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const Error& e) {
+      int status = 0;
+      char* type =
+          abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+      const std::string message = absl::StrCat(
+          program_invocation_short_name, ": uncaught ",
+          status == 0 && type != nullptr ? type : "shoal::Error", ": ",
+          e.what(),
+          "\n(catch shoal::Error around the call that threw to handle it)\n");
+      fflush(stdout);  // what the program printed first
+      ssize_t ignored = write(STDERR_FILENO, message.data(), message.size());
+      (void)ignored;
+      _exit(1);
+    } catch (...) {
+    }
+  }
+  if (g_previous_terminate != nullptr) g_previous_terminate();
+  abort();
 }
 
 }  // namespace
@@ -151,6 +187,9 @@ void internal::InitDriver(const InitOptions& options,
   if (!g_atexit_registered) {
     g_atexit_registered = true;
     std::atexit([] { Shutdown(); });
+    if (rt.worker_id.empty()) {
+      g_previous_terminate = std::set_terminate(EndOnUncaughtError);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "api/task_events.h"
 
+#include <cstring>
 #include <utility>
 
 #include "common/logging.h"
@@ -83,10 +84,13 @@ void TaskEventBuffer::Write(const TaskEntry& task) {
   auto string_size = [](const std::string& v) -> size_t {
     return v.empty() ? 0 : 1 + WireFormatLite::StringSize(v);
   };
+  const std::string_view name = TaskDisplayName(task.function);
   size_t times_size = 0;
   for (int64_t t : r.times) times_size += WireFormatLite::Int64Size(t);
   const size_t size =
-      string_size(task.id) + string_size(task.function) +
+      string_size(task.id) +
+      (name.empty() ? 0
+                    : 1 + WireFormatLite::LengthDelimitedSize(name.size())) +
       string_size(task.actor_id) + string_size(r.node_id) +
       string_size(r.worker_id) + string_size(r.error) +
       string_size(r.error_type) +
@@ -110,7 +114,15 @@ void TaskEventBuffer::Write(const TaskEntry& task) {
     p = WireFormatLite::WriteInt32ToArray(proto::TaskEvent::kAttemptFieldNumber,
                                           r.attempt, p);
   }
-  string_field(proto::TaskEvent::kNameFieldNumber, task.function);
+  if (!name.empty()) {
+    p = WireFormatLite::WriteTagToArray(
+        proto::TaskEvent::kNameFieldNumber,
+        WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
+    p = CodedOutputStream::WriteVarint32ToArray(
+        static_cast<uint32_t>(name.size()), p);
+    memcpy(p, name.data(), name.size());
+    p += name.size();
+  }
   string_field(proto::TaskEvent::kActorIdFieldNumber, task.actor_id);
   p = WireFormatLite::WriteEnumToArray(proto::TaskEvent::kStateFieldNumber,
                                        r.state, p);

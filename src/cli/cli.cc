@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +39,7 @@
 #include "api/status_format.h"
 #include "cli/common.h"
 #include "cli/state_commands.h"
+#include "cli/usage.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/session.h"
@@ -71,20 +73,6 @@ constexpr char kStorageSyncFile[] = "storage_sync";
 // threshold (100 KiB) go to the store, and a store is one shared-memory
 // arena, so below a few such objects it only fails Puts.
 constexpr int64_t kMinObjectStoreBytes = int64_t{1} << 20;
-
-// `word` as one shell word: unchanged when it has nothing a shell reads
-// specially, else in single quotes.
-std::string ShellQuote(const std::string& word) {
-  bool plain = !word.empty();
-  for (char c : word) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
-        std::string_view("_-./:=@%+,").find(c) == std::string_view::npos) {
-      plain = false;
-    }
-  }
-  if (plain) return word;
-  return absl::StrCat("'", absl::StrReplaceAll(word, {{"'", "'\\''"}}), "'");
-}
 
 // `path` from the root, so that a command naming it works from any folder.
 std::string Absolute(const std::string& path) {
@@ -250,8 +238,13 @@ CLI::Validator OneOf(std::vector<std::string> allowed) {
         for (const std::string& a : allowed) {
           if (value == a) return "";
         }
-        return absl::StrCat("must be ", absl::StrJoin(allowed, " or "),
-                            " (got \"", value, "\")");
+        std::string message =
+            absl::StrCat("must be ", absl::StrJoin(allowed, " or "), " (got \"",
+                         value, "\")");
+        if (std::optional<std::string> near = ClosestName(value, allowed)) {
+          absl::StrAppend(&message, "; did you mean ", *near, "?");
+        }
+        return message;
       },
       "");
 }
@@ -309,27 +302,6 @@ absl::Status CheckAddressEnvironment(const std::string& address_flag) {
 
 // ---- command names ----
 
-// Optimal string alignment distance: inserting, deleting or changing a
-// letter, or swapping two neighbours, each count 1 ("stauts" is 1 from
-// "status").
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1,
-                                     std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t change = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min(
-          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + change});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 // The names of `app`'s subcommands that --help lists.
 std::vector<std::string> VisibleCommands(CLI::App& app) {
   std::vector<std::string> names;
@@ -370,17 +342,7 @@ std::optional<std::string> UnknownCommand(CLI::App& app, int argc,
     if (current->get_require_subcommand_min() == 0) return std::nullopt;
     const std::vector<std::string> visible = VisibleCommands(*current);
     std::string message = absl::StrCat("unknown command \"", word, "\"");
-    const std::string* closest = nullptr;
-    size_t best = 0;
-    for (const std::string& name : visible) {
-      size_t distance = EditDistance(word, name);
-      if (closest == nullptr || distance < best) {
-        closest = &name;
-        best = distance;
-      }
-    }
-    // Only a near miss is a suggestion: "xyz" is no typo of "stop".
-    if (closest != nullptr && (best <= 2 || 2 * best <= word.size())) {
+    if (std::optional<std::string> closest = ClosestName(word, visible)) {
       absl::StrAppend(&message, "; did you mean \"", *closest, "\"?");
     } else {
       absl::StrAppend(&message, "; the commands are ",
@@ -814,11 +776,26 @@ int Start(const StartFlags& f) {
     int64_t head_pid = LivePid(dir, "head");
     int64_t agent_pid = LivePid(dir, "agent");
     if (f.head && head_pid != 0) {
+      // Starting what already runs does nothing, as joining twice does; a
+      // head on another port than the one asked for is not what was asked.
+      const std::string address = ReadSessionFile(dir, "cluster_address");
+      int running_port = 0;
+      absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &running_port);
+      if (f.port == 0 || f.port == running_port) {
+        std::cout << "A Shoal head is already running from " << temp_dir
+                  << " (pid " << head_pid << ", address " << address
+                  << ", session " << dir << "); nothing to do.\n"
+                  << "To see the cluster:  shoal status" << TempDirFlag(f)
+                  << "\nTo start it again with other options, stop it "
+                     "first:  shoal stop"
+                  << TempDirFlag(f) << "\n";
+        return 0;
+      }
       return Fail(absl::StrCat(
           "a head is already running from ", temp_dir, ": pid ", head_pid,
-          ", address ", ReadSessionFile(dir, "cluster_address"), ", session ",
-          dir, ". Stop it first with `shoal stop --temp-dir ",
-          ShellQuote(temp_dir), "`, or use another --temp-dir and --port"));
+          ", address ", address, " (not port ", f.port, "), session ", dir,
+          ". Stop it first with `shoal stop --temp-dir ", ShellQuote(temp_dir),
+          "`, or use another --temp-dir and --port"));
     }
     if (!f.head && agent_pid != 0) {
       std::cout << "A node agent is already running from " << temp_dir
@@ -1154,6 +1131,38 @@ int FollowJobLogs(rpc::HeadClient& head, const std::string& id, bool follow) {
   return JobExitStatus(*info);
 }
 
+// What a Ctrl-C says while `shoal job submit` follows a job: the job goes
+// on. Made before the handler can run; the handler only writes it.
+const std::string* g_job_goes_on = nullptr;
+
+void SayJobGoesOn(int) {
+  ssize_t ignored =
+      write(STDERR_FILENO, g_job_goes_on->data(), g_job_goes_on->size());
+  (void)ignored;
+  _exit(128 + SIGINT);
+}
+
+// From now on a Ctrl-C ends only the following of job `id`, saying that
+// the job still runs and how to stop it or follow it again.
+void OnInterruptSayJobGoesOn(const JobFlags& f, const std::string& id) {
+  std::string flags;
+  if (!f.address.empty()) absl::StrAppend(&flags, " --address ", f.address);
+  if (!f.temp_dir.empty()) {
+    absl::StrAppend(&flags, " --temp-dir ", ShellQuote(Absolute(f.temp_dir)));
+  }
+  static std::string note;
+  note = absl::StrCat(
+      "\nshoal: stopped following job ", id,
+      "; the job is still running.\n  stop it:          shoal job stop", flags,
+      " ", id, "\n  follow it again:  shoal job logs --follow", flags, " ", id,
+      "\n  its state:        shoal job status", flags, " ", id, "\n");
+  g_job_goes_on = &note;
+  struct sigaction action = {};
+  action.sa_handler = SayJobGoesOn;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+}
+
 int JobSubmit(const JobFlags& f, const std::vector<std::string>& command) {
   if (command.empty()) {
     return UsageFail(
@@ -1220,6 +1229,7 @@ int JobSubmit(const JobFlags& f, const std::vector<std::string>& command) {
       std::cout << id << "\n";
       return 0;
     }
+    OnInterruptSayJobGoesOn(f, id);
     return FollowJobLogs(head, id, /*follow=*/true);
   });
 }
@@ -1467,25 +1477,48 @@ int SimNodesCommand(SimNodesFlags f) {
 
 // Parses the command line into the flags bound to `app`. Returns nullopt
 // to go on, else the exit status: 0 after --help, kUsageError after saying
-// what is wrong with the command line.
-std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
+// what is wrong with the command line. `take_programs` are the commands
+// that run a program given after `--`.
+std::optional<int> Parse(CLI::App& app, int argc, char** argv,
+                         const std::vector<const CLI::App*>& take_programs) {
   if (std::optional<std::string> unknown = UnknownCommand(app, argc, argv)) {
     return UsageFail(*unknown);
   }
-  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
-    // The commands read before the error: `shoal start --help` lists the
-    // options that matter.
+  // The commands read before the error: `shoal start --help` lists the
+  // options that matter.
+  auto command_path = [](const CLI::App* failed) {
     std::string command = failed->get_name();
     for (const CLI::App* at = failed; !at->get_subcommands().empty();) {
       at = at->get_subcommands().front();
       absl::StrAppend(&command, " ", at->get_name());
     }
-    return absl::StrCat("shoal: ", e.what(), "\nRun `", command,
+    return command;
+  };
+  app.failure_message([&](const CLI::App* failed, const CLI::Error& e) {
+    return absl::StrCat("shoal: ", e.what(), "\nRun `", command_path(failed),
                         " --help` for the options.\n");
   });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      // CLI11 lists the words it did not expect, last first; say which
+      // option was meant, or where the program should have started.
+      const CLI::App* command = &app;
+      while (!command->get_subcommands().empty()) {
+        command = command->get_subcommands().front();
+      }
+      const std::string path = command_path(&app);
+      const bool takes_program =
+          std::find(take_programs.begin(), take_programs.end(), command) !=
+          take_programs.end();
+      if (std::optional<std::string> why = ExplainUnexpected(
+              *command, path, std::vector<std::string>(argv + 1, argv + argc),
+              takes_program)) {
+        return UsageFail(
+            absl::StrCat(*why, "\nRun `", path, " --help` for the options."));
+      }
+    }
     // --help and --help-all "fail" with exit code 0 after printing help.
     return app.exit(e) == 0 ? 0 : kUsageError;
   }
@@ -1620,7 +1653,10 @@ int Dispatch(int argc, char** argv) {
   job_connection(job_submit);
   job_submit->add_option("--submission-id", job.submission_id,
                          "The job's id (default: made up)");
-  job_submit->add_option("--env", job.env, "NAME=VALUE for the entrypoint");
+  // One value each (--env A=1 --env B=2): a program without its `--`
+  // must not become more values.
+  job_submit->add_option("--env", job.env, "NAME=VALUE for the entrypoint")
+      ->allow_extra_args(false);
   job_submit->add_option(
       "--working-dir", job.working_dir,
       "A folder sent with the job; the entrypoint runs in its copy");
@@ -1853,7 +1889,10 @@ int Dispatch(int argc, char** argv) {
     argc = i;
     break;
   }
-  if (std::optional<int> done = Parse(app, argc, argv)) return *done;
+  if (std::optional<int> done =
+          Parse(app, argc, argv, {launch_cmd, job_submit})) {
+    return *done;
+  }
   if (fake_cmd->parsed()) return FakeTpu(fake);
   if (absl::Status st = ApplyTls(tls); !st.ok()) {
     return UsageFail(std::string(st.message()));

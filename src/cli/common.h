@@ -19,6 +19,10 @@ inline constexpr int kUsageError = 2;
 int Fail(const std::string& message);
 int UsageFail(const std::string& message);
 
+// `word` as one shell word: unchanged when it has nothing a shell reads
+// specially, else in single quotes.
+std::string ShellQuote(const std::string& word);
+
 const char* JobStateName(proto::JobInfo::State state);
 // "12.3s": how long the job ran, or has run so far.
 std::string JobDuration(const proto::JobInfo& info);

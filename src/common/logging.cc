@@ -3,6 +3,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -50,18 +51,25 @@ LogSeverity MinLogSeverity() {
 
 void SetLogComponent(const std::string& component) { Component() = component; }
 
+std::string LogTimestamp(const timeval& when) {
+  tm local;
+  localtime_r(&when.tv_sec, &local);
+  char text[32];
+  size_t n = strftime(text, sizeof(text), "%m%d %H:%M:%S", &local);
+  // Milliseconds in three digits: ".068", never ".68".
+  snprintf(text + n, sizeof(text) - n, ".%03d",
+           static_cast<int>(when.tv_usec / 1000));
+  return text;
+}
+
 LogMessage::LogMessage(const char* file, int line, LogSeverity severity)
     : severity_(severity) {
   timeval tv;
   gettimeofday(&tv, nullptr);
-  tm local;
-  localtime_r(&tv.tv_sec, &local);
-  char when[32];
-  strftime(when, sizeof(when), "%m%d %H:%M:%S", &local);
   const char* base = strrchr(file, '/');
-  stream_ << SeverityLetter(severity) << when << "." << tv.tv_usec / 1000 << " "
-          << Component() << " " << getpid() << " " << (base ? base + 1 : file)
-          << ":" << line << "] ";
+  stream_ << SeverityLetter(severity) << LogTimestamp(tv) << " " << Component()
+          << " " << getpid() << " " << (base ? base + 1 : file) << ":" << line
+          << "] ";
 }
 
 LogMessage::~LogMessage() {

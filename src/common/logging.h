@@ -6,6 +6,8 @@
 #ifndef SHOAL_COMMON_LOGGING_H_
 #define SHOAL_COMMON_LOGGING_H_
 
+#include <sys/time.h>
+
 #include <sstream>
 #include <string>
 
@@ -17,6 +19,10 @@ enum class LogSeverity { kDebug, kInfo, kWarning, kError, kFatal };
 LogSeverity MinLogSeverity();
 // Prefix of every line, e.g. "head" or "agent n1"; set once at process start.
 void SetLogComponent(const std::string& component);
+
+// "1203 08:15:32.068": the month, day, time and milliseconds of `when`, in
+// local time, as each log line starts.
+std::string LogTimestamp(const timeval& when);
 
 class LogMessage {
  public:

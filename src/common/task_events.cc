@@ -6,6 +6,11 @@
 
 namespace shoal {
 
+std::string_view TaskDisplayName(std::string_view function) {
+  if (!function.starts_with("pyfn/")) return function;
+  return function.substr(function.rfind('/') + 1);
+}
+
 bool IsTerminal(TaskState state) {
   return state == proto::TaskEvent::FINISHED ||
          state == proto::TaskEvent::FAILED;

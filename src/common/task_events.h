@@ -6,6 +6,7 @@
 #define SHOAL_COMMON_TASK_EVENTS_H_
 
 #include <cstdint>
+#include <string_view>
 
 #include "shoal/shoal.pb.h"
 
@@ -13,6 +14,12 @@ namespace shoal {
 
 using TaskState = proto::TaskEvent::State;
 inline constexpr int kNumTaskStates = proto::TaskEvent::State_ARRAYSIZE;
+
+// The name a task is shown by (`shoal list tasks`, the dashboard) for the
+// name its function is registered under: a Python function's
+// ("pyfn/<job>/<digest>/<module>/<qualname>") is its qualified name
+// ("slow", "Counter.incr"), as Ray shows it; others are their own.
+std::string_view TaskDisplayName(std::string_view function);
 
 // FINISHED or FAILED.
 bool IsTerminal(TaskState state);

@@ -6,7 +6,7 @@
 //     process per device on every host of the gang;
 //   - per-host (host-centric, multi-controller JAX): one process per host
 //     holding all the host's devices.
-// Values follow ../../shared/LAUNCH_CONTRACTS.md exactly; tests assert them.
+// Values follow docs/launch_contracts.md exactly; tests assert them.
 //
 // Pure: no I/O, no process environment is read. The caller (the launcher)
 // applies each process's `unset` and then its `set` on top of the node

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -378,10 +379,22 @@ std::string DescribeInfeasible(const ResourceSet& demand,
     const int64_t most = largest->total.Get(name);
     if (most >= wanted) continue;
     if (most <= 0) {
-      return absl::StrCat(
-          "no node has any ", name, " (asked for ",
-          FormatQuantity(name, wanted), "); start a node with --resources='{\"",
-          name, "\": ", FormatDecimal(wanted, /*min_decimals=*/0), "}'");
+      std::string message =
+          absl::StrCat("no node has any ", name, " (asked for ",
+                       FormatQuantity(name, wanted), "); ");
+      // CPUs, GPUs and TPUs have flags of their own (and --resources
+      // refuses them), whole numbers of them.
+      for (const char* kind : {"CPU", "GPU", "TPU"}) {
+        if (name != kind) continue;
+        absl::StrAppend(&message, "add a node with ", name,
+                        "s (`shoal start --num-", absl::AsciiStrToLower(name),
+                        "s=", (wanted + kResourceUnit - 1) / kResourceUnit,
+                        "` where they are not detected), or ask for none");
+        return message;
+      }
+      absl::StrAppend(&message, "start a node with --resources='{\"", name,
+                      "\": ", FormatDecimal(wanted, /*min_decimals=*/0), "}'");
+      return message;
     }
     return absl::StrCat("no node has ", FormatQuantity(name, wanted), " ", name,
                         "; the largest is ", FormatQuantity(name, most),

@@ -407,11 +407,19 @@ TEST(ResourceSetTest, DescribeInfeasible) {
        {{"n1 (127.0.0.1:40120)", {{"CPU", 8}}}},
        {"no node has any accel_x (asked for 8.0); start a node with "
         R"(--resources='{"accel_x": 8}')"}},
-      {"nobody has any fraction",
+      {"nobody has any GPU: its own flag, a whole number",
        {{"GPU", 0.5}},
        {{"n1 (a:1)", {{"CPU", 8}}}},
-       {R"(no node has any GPU (asked for 0.5); start a node with )"
-        R"(--resources='{"GPU": 0.5}')"}},
+       {"no node has any GPU (asked for 0.5); add a node with GPUs "
+        "(`shoal start --num-gpus=1` where they are not detected)"}},
+      {"nobody has any GPU",
+       {{"GPU", 2}},
+       {{"n1 (a:1)", {{"CPU", 8}}}},
+       {"`shoal start --num-gpus=2`"}},
+      {"nobody has any TPU",
+       {{"TPU", 4}},
+       {{"n1 (a:1)", {{"CPU", 8}}}},
+       {"`shoal start --num-tpus=4`"}},
       {"first short resource in sorted order",
        {{"accel_x", 8}, {"CPU", 64}, {"memory", 1.0 * kGiB}},
        {{"n1 (a:1)", {{"CPU", 8}, {"accel_x", 4}}}},

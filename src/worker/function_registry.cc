@@ -5,7 +5,9 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "absl/strings/str_cat.h"
 #include "shoal/api.h"
+#include "worker/symbol_name.h"
 
 namespace shoal::internal {
 namespace {
@@ -35,15 +37,25 @@ void RegisterFunction(const std::string& name, const void* address,
 }
 
 const std::string& FunctionName(const void* address) {
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.by_address.find(address);
-  if (it == r.by_address.end()) {
-    throw Error(
-        "this function is not a remote function: register it with "
-        "SHOAL_REMOTE(name) at namespace scope");
+  {
+    Registry& r = GetRegistry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.by_address.find(address);
+    if (it != r.by_address.end()) return it->second;
   }
-  return it->second;
+  const std::string symbol = SymbolName(address);
+  if (symbol.empty()) {
+    throw Error(
+        "this function is not a remote function (its name is not in the "
+        "binary): register it with SHOAL_REMOTE(name) at namespace scope, "
+        "in the file that defines it");
+  }
+  throw Error(absl::StrCat(symbol,
+                           " is not a remote function: register it with "
+                           "SHOAL_REMOTE(",
+                           UnqualifiedName(symbol),
+                           ") at namespace scope, in the file that defines it "
+                           "(in its namespace)"));
 }
 
 void RegisterActorFactory(const std::string& name, const void* address,

@@ -99,8 +99,12 @@ TEST(FunctionRegistryTest, FunctionNameIsTheRegisteredName) {
 }
 
 TEST(FunctionRegistryTest, UnregisteredFunctionNameThrowsWithTheFix) {
-  EXPECT_THAT([] { FunctionName(Address(&fns::NotRegistered)); },
-              ThrowsMessage<shoal::Error>(HasSubstr("SHOAL_REMOTE")));
+  // It names the function, and the line that registers it.
+  EXPECT_THAT(
+      [] { FunctionName(Address(&fns::NotRegistered)); },
+      ThrowsMessage<shoal::Error>(HasSubstr(
+          "shoal_test_functions::NotRegistered(int) is not a remote function: "
+          "register it with SHOAL_REMOTE(NotRegistered) at namespace scope")));
   EXPECT_EQ(FindInvoker("NotRegistered"), nullptr);
   EXPECT_EQ(FindInvoker(""), nullptr);
 }

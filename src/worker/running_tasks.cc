@@ -55,7 +55,7 @@ void RunningTasks::Loop() {
       proto::TaskEvent* e = batch.add_events();
       e->set_task_id(r.spec->task_id());
       e->set_attempt(r.spec->attempt());
-      e->set_name(r.spec->function_name());
+      e->set_name(std::string(TaskDisplayName(r.spec->function_name())));
       e->set_actor_id(r.spec->actor_id());
       e->set_state(proto::TaskEvent::RUNNING);
       e->mutable_state_times_ms()->Resize(kNumTaskStates, 0);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <regex>
@@ -253,6 +254,22 @@ TEST(CliTest, UsageErrorsExitTwoAndHelpExitsZero) {
       {{}, {"say a command", "start"}},
       {{"dev"}, {"say a command after dev", "fake-tpu"}},
       {{"start", "--bogus"}, {"--bogus", "shoal start --help"}},
+      {{"status", "--adress", "10.0.0.1:6379"},
+       {"unknown option --adress; did you mean --address?",
+        "shoal status --help"}},
+      {{"job", "submit", "--no-wiat", "--", "true"},
+       {"unknown option --no-wiat; did you mean --no-wait?"}},
+      {{"launch", "--per-host", "echo", "hi"},
+       {"put -- before the command: shoal launch --per-host -- echo hi"}},
+      {{"launch", "--per-device", "--nodes", "2", "python3", "-u", "t.py"},
+       {"put -- before the command: shoal launch --per-device --nodes 2 -- "
+        "python3 -u t.py"}},
+      {{"job", "submit", "--env", "A=1", "--no-wait", "python3", "x y.py"},
+       {"put -- before the command: shoal job submit --env A=1 --no-wait -- "
+        "python3 'x y.py'"}},
+      {{"list", "node"}, {"must be nodes or", "did you mean nodes?"}},
+      {{"list", "task"}, {"did you mean tasks?"}},
+      {{"summary", "taks"}, {"did you mean tasks?"}},
       {{"status", "extra"}, {"extra"}},
       {{"launch", "--per-device", "--per-host", "--", "true"},
        {"--per-device", "--per-host"}},
@@ -378,6 +395,148 @@ TEST(CliTest, StartHintsWorkInAFreshShell) {
     RunCli({"stop", "--force", "--temp-dir", dir}, &out);
   }
   EXPECT_EQ(SanitizerReports(root), "");
+}
+
+// A fresh shell's `shoal` (this binary as the CLI) in `root`/bin.
+std::string ShellBin(const std::string& root) {
+  const std::string bin = root + "/bin";
+  if (!shoal::MakeDirs(bin).ok()) return "";
+  WriteScript(bin + "/shoal",
+              absl::StrCat("SHOAL_ROLE=cli exec '", shoal::SelfExecutable(),
+                           "' \"$@\""));
+  return bin;
+}
+
+// `shoal start --head` again, for what already runs from that temp dir,
+// does nothing and says so (the head's address included), as a second
+// join does; only a head on another port than the one asked for fails.
+TEST(CliTest, StartingARunningHeadAgainDoesNothing) {
+  ScratchDir scratch;
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string temp_dir = scratch.path() + "/t";
+  const std::vector<std::string> start = {
+      "start",     "--head",     "--port", "0",          "--node-ip-address",
+      "127.0.0.1", "--num-cpus", "1",      "--temp-dir", temp_dir};
+  std::string first;
+  ASSERT_EQ(RunCli(start, &first), 0) << first;
+  std::smatch address;
+  ASSERT_TRUE(std::regex_search(
+      first, address, std::regex("Head address: +(127\\.0\\.0\\.1:([0-9]+))")))
+      << first;
+  std::string out;
+  EXPECT_EQ(RunCli(start, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("already running"));
+  EXPECT_THAT(out, HasSubstr(address[1].str()));
+  EXPECT_THAT(out, HasSubstr("nothing to do"));
+  std::vector<std::string> same_port = start;
+  same_port[3] = address[2].str();
+  EXPECT_EQ(RunCli(same_port, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("already running"));
+  std::vector<std::string> other_port = start;
+  other_port[3] = std::to_string(std::stoi(address[2].str()) + 1);
+  EXPECT_EQ(RunCli(other_port, &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr(address[1].str()));
+  EXPECT_THAT(out, HasSubstr("shoal stop --temp-dir"));
+  // Still the one head, as it was.
+  EXPECT_EQ(RunCli({"status", "--temp-dir", temp_dir}, &out), 0) << out;
+  EXPECT_EQ(RunCli({"stop", "--temp-dir", temp_dir}, &out), 0) << out;
+  EXPECT_THAT(LeftRunning(temp_dir), ::testing::IsEmpty());
+}
+
+// A job's Python program imports shoal with nothing exported (the agent
+// adds the package that came with it to PYTHONPATH); a Ctrl-C while `shoal
+// job submit` follows a job says that the job goes on, and how to stop it
+// or follow it again.
+TEST(CliTest, JobsImportShoalAndCtrlCSaysTheJobGoesOn) {
+  ScratchDir scratch;
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string& root = scratch.path();
+  const std::string bin = ShellBin(root);
+  const std::string temp_dir = root + "/t";
+  ASSERT_FALSE(bin.empty());
+  std::string out;
+  ASSERT_EQ(TypeIn(root, bin,
+                   absl::StrCat("shoal start --head --port 0 "
+                                "--node-ip-address 127.0.0.1 --num-cpus 2 "
+                                "--temp-dir ",
+                                temp_dir),
+                   &out),
+            0)
+      << out;
+
+  const std::filesystem::path package =
+      std::filesystem::path(shoal::SelfExecutable()).parent_path() /
+      "../python/shoal/__init__.py";
+  if (shoal::PathExists(package.string())) {
+    EXPECT_EQ(TypeIn(root, bin,
+                     absl::StrCat("shoal job submit --temp-dir ", temp_dir,
+                                  " -- /usr/bin/python3 -c 'import shoal; "
+                                  "print(\"imported\", shoal.__name__)'"),
+                     &out),
+              0)
+        << out;
+    EXPECT_THAT(out, HasSubstr("imported shoal"));
+  } else {
+    ADD_FAILURE() << "no Python package beside this build (" << package
+                  << "): build the shoal_python target";
+  }
+
+  // The submit runs in the background of a script, which is what a Ctrl-C
+  // in a terminal does to it: SIGINT.
+  const std::string script = absl::StrCat(
+      "shoal job submit --temp-dir ", temp_dir,
+      " --submission-id sleepy -- sleep 120 2>err & pid=$!\n"
+      "for i in $(seq 150); do grep -q submitted err 2>/dev/null && break; "
+      "sleep 0.1; done\n"
+      "sleep 0.5; kill -INT $pid; wait $pid; echo \"rc=$?\"; cat err\n");
+  EXPECT_EQ(TypeIn(root, bin, script, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("rc=130"));
+  EXPECT_THAT(out, HasSubstr("job sleepy; the job is still running"));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("shoal job stop --temp-dir ",
+                                          temp_dir, " sleepy")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("shoal job logs --follow --temp-dir ",
+                                          temp_dir, " sleepy")));
+  EXPECT_EQ(RunCli({"job", "status", "--temp-dir", temp_dir, "sleepy"}, &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("RUNNING"));
+  EXPECT_EQ(RunCli({"job", "stop", "--temp-dir", temp_dir, "sleepy"}, &out), 0)
+      << out;
+  EXPECT_EQ(RunCli({"stop", "--temp-dir", temp_dir}, &out), 0) << out;
+  EXPECT_THAT(LeftRunning(temp_dir), ::testing::IsEmpty());
+}
+
+// Run by UncaughtErrorsEndWithTheirMessage (with --gtest_catch_exceptions=0):
+// a driver that lets a shoal::Error escape.
+TEST(UncaughtErrorProgram, DISABLED_Throws) {
+  shoal::Init();
+  std::cout << "printed before" << std::endl;
+  throw shoal::InfeasibleError("no node has any accel_x (asked for 1.0)");
+}
+
+// A shoal::Error a program does not catch ends it with its message and
+// exit status 1, not `terminate called` and an abort.
+TEST(CliTest, UncaughtErrorsEndWithTheirMessage) {
+  ClusterSpec spec;
+  spec.nodes = {{"uncaught-node", 1, ""}};
+  auto cluster = TestCluster::Start(spec);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::string out;
+  int rc = TypeIn((*cluster)->root(), "/nonexistent",
+                  absl::StrCat("SHOAL_ADDRESS=", (*cluster)->address(),
+                               " SHOAL_TOKEN=", (*cluster)->token(), " '",
+                               shoal::SelfExecutable(),
+                               "' --gtest_also_run_disabled_tests "
+                               "--gtest_catch_exceptions=0 "
+                               "--gtest_filter=UncaughtErrorProgram.*"),
+                  &out);
+  (*cluster)->Stop();
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_THAT(out, HasSubstr("printed before"));
+  EXPECT_THAT(out, HasSubstr("uncaught shoal::InfeasibleError: no node has "
+                             "any accel_x (asked for 1.0)"));
+  EXPECT_THAT(out, HasSubstr("catch shoal::Error"));
+  EXPECT_THAT(out, Not(HasSubstr("terminate called")));
 }
 
 #ifdef SHOAL_HELLO_TASKS

@@ -59,8 +59,9 @@ cluster_b="$work/b"    # the temp-dir head's --temp-dir (/tmp/shoal-b)
 cluster_b2="$work/b2"  # a node joining the temp-dir head without a token
 app="$work/app"        # the C++ example, out of tree
 t3="$work/t3"          # SHOAL_TEMP_DIR of the Python example
-temp_dirs=("$node3" "$node2" "$t1" "$cluster_b2" "$cluster_b" "$t2" "$t3")
-mkdir -p "$t1" "$t2" "$app"
+t4="$work/t4"          # SHOAL_TEMP_DIR of the C++ example with no cluster
+temp_dirs=("$node3" "$node2" "$t1" "$cluster_b2" "$cluster_b" "$t2" "$t3" "$t4")
+mkdir -p "$t1" "$t2" "$t4" "$app"
 
 passed=0
 failed=0
@@ -335,6 +336,18 @@ else
   else
     app_built=1
     pass "build/app"
+  fi
+fi
+
+if [[ $app_built -eq 1 ]]; then
+  # As `shoal::Init()`'s comment says: with no cluster to find, the program
+  # starts a local one of its own, and the example as written runs on it.
+  step "the C++ API example runs as written with no cluster (it starts its own)"
+  type_in "$app/build" "$t4" 120 "./app"
+  if [[ $rc -ne 0 ]] || ! grep -qx "13" <<<"$out" || ! grep -qx "114" <<<"$out"; then
+    fail "expected exit code 0 and the lines '13' and '114'"
+  else
+    pass
   fi
 fi
 
