@@ -5,7 +5,8 @@
 namespace shoal::launch {
 
 void LineSplitter::Emit(std::string_view text, bool continues,
-                        proto::LaunchReport* report) const {
+                        proto::LaunchReport* report) {
+  open_ = continues;
   proto::LaunchLine* line = report->add_lines();
   line->set_rank(rank_);
   line->set_prefix(prefix_);
@@ -33,7 +34,8 @@ void LineSplitter::Add(std::string_view bytes, proto::LaunchReport* report) {
 }
 
 void LineSplitter::Finish(proto::LaunchReport* report) {
-  if (partial_.empty()) return;
+  // A last line sent whole in pieces still gets its end.
+  if (partial_.empty() && !open_) return;
   Emit(partial_, /*continues=*/false, report);
   partial_.clear();
 }

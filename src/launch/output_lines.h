@@ -36,13 +36,13 @@ class LineSplitter {
   const std::string& prefix() const { return prefix_; }
 
  private:
-  void Emit(std::string_view text, bool continues,
-            proto::LaunchReport* report) const;
+  void Emit(std::string_view text, bool continues, proto::LaunchReport* report);
 
   const int rank_;
   const std::string prefix_;
   const size_t piece_bytes_;
   std::string partial_;  // after the last newline, under a piece's size
+  bool open_ = false;    // the last line emitted was a piece: not ended
 };
 
 // What the launcher prints for reports' lines, in order: each line after its

@@ -48,6 +48,16 @@ TEST(OutputLinesTest, ALongLineGoesInPiecesUnderOnePrefix) {
   EXPECT_EQ(LinePrinter().Format(report), "[rank 0] " + long_line + "\n");
 }
 
+TEST(OutputLinesTest, ALastLineOfWholePiecesIsEnded) {
+  LineSplitter rank(0, "[rank 0]", /*piece_bytes=*/2);
+  proto::LaunchReport report;
+  rank.Add("abcd", &report);
+  rank.Finish(&report);
+  ASSERT_EQ(report.lines_size(), 3);
+  EXPECT_FALSE(report.lines(2).continues());
+  EXPECT_EQ(LinePrinter().Format(report), "[rank 0] abcd\n");
+}
+
 TEST(OutputLinesTest, AnotherRanksLineBetweenPiecesStartsALineOfItsOwn) {
   proto::LaunchReport report;
   auto add = [&](int rank, const std::string& text, bool continues) {
