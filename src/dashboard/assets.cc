@@ -2,6 +2,10 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/util.h"
+
 namespace shoal::dashboard {
 
 // One page: 2 s after its last refresh ended, it fetches
@@ -136,8 +140,14 @@ function usage(n) {
 function shape(s) {
   return Object.entries(s || {}).map(([k, v]) => `${esc(k)}: ${v}`).join(", ");
 }
-async function getJson(path) {
-  const r = await fetch(path, {credentials: "same-origin"});
+// Every call the page makes: the cookie signs it in, and X-Shoal-Request
+// (which a page of another site cannot send) lets it change things too.
+function call(path, options = {}) {
+  return fetch(path, {...options, credentials: "same-origin",
+    headers: {...(options.headers || {}), "X-Shoal-Request": "1"}});
+}
+async function getJson(path, options) {
+  const r = await call(path, options);
   if (r.status === 401) { location.reload(); throw new Error("token"); }
   if (!r.ok) {
     let why = String(r.status);
@@ -378,6 +388,39 @@ in the head's session folder (<code>token</code>, mode 0600).</p>
 )html";
 
 }  // namespace
+
+namespace {
+
+// 'sha256-<base64>' of the text between the page's <script> and
+// </script>, as a Content-Security-Policy source.
+std::string ScriptHashSource(const std::string& page) {
+  size_t start = page.find("<script>") + 8;
+  size_t end = page.find("</script>", start);
+  std::string hex = Sha256Hex(page.substr(start, end - start));
+  std::string digest;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    digest.push_back(
+        static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return absl::StrCat("'sha256-", absl::Base64Escape(digest), "'");
+}
+
+}  // namespace
+
+const std::string& DashboardPagePolicy() {
+  static const std::string* policy = new std::string(absl::StrCat(
+      "default-src 'none'; script-src ", ScriptHashSource(kDashboardPage),
+      "; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; "
+      "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"));
+  return *policy;
+}
+
+const std::string& LoginPagePolicy() {
+  static const std::string* policy = new std::string(
+      "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
+      "form-action 'self'; frame-ancestors 'none'");
+  return *policy;
+}
 
 std::string LoginPage(bool wrong_token) {
   std::string page = kLoginHead;

@@ -1,0 +1,622 @@
+#include "dashboard/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace shoal::dashboard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kRecvChunk = 16 << 10;
+
+// One client connection, owned by whichever of the gate, the work queue or
+// a worker holds it.
+struct Connection {
+  enum class State {
+    kHeaders,  // waiting for the rest of a request's headers
+    kIdle,     // kept alive, waiting for the next request's first byte
+    kLinger,   // answered without reading the body: draining, then closing
+  };
+  int fd = -1;
+  std::string peer;    // the client's address, without its port
+  std::string buffer;  // read, not yet consumed, from `offset` on
+  size_t offset = 0;
+  size_t scanned = 0;  // where to resume looking for the headers' end
+  State state = State::kHeaders;
+  Clock::time_point deadline;
+  size_t served = 0;   // requests answered on this connection
+  size_t drained = 0;  // bytes thrown away while lingering
+
+  size_t Buffered() const { return buffer.size() - offset; }
+  void Consume(size_t n) {
+    offset += n;
+    if (offset == buffer.size()) {
+      buffer.clear();
+      offset = 0;
+      scanned = 0;
+    }
+  }
+  // Whether the buffered bytes hold a whole request line and headers.
+  bool HeadersComplete() {
+    size_t from = std::max(offset, scanned > 3 ? scanned - 3 : size_t{0});
+    bool found = buffer.find("\r\n\r\n", from) != std::string::npos ||
+                 buffer.find("\n\n", from) != std::string::npos;
+    scanned = buffer.size();
+    return found;
+  }
+};
+
+// What one request's handling tells the worker that runs it.
+struct Exchange {
+  bool body_unread = false;
+};
+thread_local Exchange* current_exchange = nullptr;
+
+std::string PeerAddress(int fd, bool remote, int* port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  int got = remote ? getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                   : getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  char text[INET6_ADDRSTRLEN] = "";
+  if (port != nullptr) *port = 0;
+  if (got != 0) return "";
+  if (addr.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    if (port != nullptr) *port = ntohs(in->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    if (port != nullptr) *port = ntohs(in6->sin6_port);
+  }
+  return text;
+}
+
+// An answer the HTTP layer sends by itself, before any handler: JSON that
+// says why, and the connection closes.
+void SendCanned(int fd, int status, const char* reason,
+                const std::string& what) {
+  std::string body = absl::StrCat("{\"error\": \"", what, "\"}\n");
+  std::string out = absl::StrCat(
+      "HTTP/1.1 ", status, " ", reason,
+      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+      "\r\nConnection: close\r\n\r\n", body);
+  // Best effort: a client that does not read loses it.
+  (void)send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+int RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - Clock::now())
+                  .count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
+}
+
+// A request's view of its connection for httplib: the gate's buffered
+// bytes first, then the socket, all before one deadline; stops at once
+// when the server stops.
+class RequestStream : public httplib::Stream {
+ public:
+  RequestStream(Connection* connection, Clock::time_point deadline, int stop_fd,
+                size_t max_bytes)
+      : connection_(connection),
+        deadline_(deadline),
+        stop_fd_(stop_fd),
+        max_bytes_(max_bytes) {}
+
+  // Whether a read or write failed (deadline, cap, error): what is left
+  // on the connection cannot be trusted to start a request.
+  bool broken() const { return broken_; }
+
+  bool is_readable() const override {
+    return connection_->Buffered() > 0 || Wait(POLLIN);
+  }
+  bool is_writable() const override { return Wait(POLLOUT); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (connection_->Buffered() == 0) {
+      int filled = Fill();
+      broken_ |= filled < 0;
+      if (filled <= 0) return filled;
+    }
+    size_t n = std::min(size, connection_->Buffered());
+    if (delivered_ + n > max_bytes_) {  // over the body cap
+      broken_ = true;
+      return -1;
+    }
+    std::memcpy(ptr, connection_->buffer.data() + connection_->offset, n);
+    connection_->Consume(n);
+    delivered_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    while (true) {
+      ssize_t n = send(connection_->fd, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !Wait(POLLOUT)) {
+        broken_ = true;
+        return -1;
+      }
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = PeerAddress(connection_->fd, /*remote=*/true, &port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = PeerAddress(connection_->fd, /*remote=*/false, &port);
+  }
+  socket_t socket() const override { return connection_->fd; }
+
+ private:
+  // 1: bytes are buffered; 0: the client closed; -1: error, deadline or
+  // the server stopping.
+  int Fill() {
+    char chunk[kRecvChunk];
+    while (true) {
+      ssize_t n = recv(connection_->fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+      if (n > 0) {
+        connection_->buffer.append(chunk, static_cast<size_t>(n));
+        return 1;
+      }
+      if (n == 0) return 0;
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      if (!Wait(POLLIN)) return -1;
+    }
+  }
+
+  bool Wait(short events) const {
+    while (true) {
+      int left = RemainingMs(deadline_);
+      if (left == 0) return false;
+      pollfd fds[2] = {{connection_->fd, events, 0}, {stop_fd_, POLLIN, 0}};
+      int n = poll(fds, 2, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0 || fds[1].revents != 0) return false;
+      if (fds[0].revents != 0) return true;
+    }
+  }
+
+  Connection* const connection_;
+  const Clock::time_point deadline_;
+  const int stop_fd_;
+  const size_t max_bytes_;
+  size_t delivered_ = 0;
+  bool broken_ = false;
+};
+
+// httplib's accept loop hands each socket to a task queue; this one runs
+// the hand-off at once (it only registers the socket with the gate) and
+// stops the gate and workers when the loop ends.
+class HandOffQueue : public httplib::TaskQueue {
+ public:
+  explicit HandOffQueue(std::function<void()> on_shutdown)
+      : on_shutdown_(std::move(on_shutdown)) {}
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override { on_shutdown_(); }
+
+ private:
+  std::function<void()> on_shutdown_;
+};
+
+}  // namespace
+
+// The gate (one thread, poll()), the work queue and the workers. Counts
+// and queues are guarded by mu_; a connection in `waiting_` belongs to the
+// gate thread alone, one taken from `work_` to its worker alone.
+class HttpServer::Core {
+ public:
+  Core(HttpServer* server, int stop_fd, int wake_fd)
+      : server_(server),
+        limits_(server->limits()),
+        stop_fd_(stop_fd),
+        wake_fd_(wake_fd) {}
+
+  ~Core() {
+    Stop();
+    close(stop_fd_);
+    close(wake_fd_);
+  }
+
+  void Start() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (running_) return;
+      running_ = true;
+      stopping_ = false;
+    }
+    uint64_t drain;
+    while (::read(stop_fd_, &drain, sizeof(drain)) > 0) {
+    }
+    gate_ = std::thread([this] { RunGate(); });
+    for (int i = 0; i < limits_.workers; ++i) {
+      workers_.emplace_back([this] { RunWorker(); });
+    }
+  }
+
+  // Closes every connection; a request being handled ends when its
+  // handler returns (its reads and writes fail at once).
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!running_) return;
+      stopping_ = true;
+    }
+    uint64_t one = 1;
+    (void)::write(stop_fd_, &one, sizeof(one));
+    work_ready_.notify_all();
+    if (gate_.joinable()) gate_.join();
+    for (std::thread& worker : workers_) worker.join();
+    workers_.clear();
+    std::deque<std::unique_ptr<Connection>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(work_);
+      for (auto& c : incoming_) left.push_back(std::move(c));
+      incoming_.clear();
+      running_ = false;
+    }
+    for (auto& c : left) Close(std::move(c));
+  }
+
+  // On httplib's accept thread: admits the socket to the gate, or answers
+  // 503 and closes it when its address (or the server) has too many open.
+  void Accept(int fd) {
+    std::string peer = PeerAddress(fd, /*remote=*/true, nullptr);
+    bool refused = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int& mine = per_peer_[peer];
+      if (stopping_ || open_ >= limits_.max_connections ||
+          mine >= limits_.max_connections_per_peer) {
+        refused = true;
+        if (mine == 0) per_peer_.erase(peer);
+      } else {
+        ++mine;
+        ++open_;
+      }
+    }
+    if (refused) {
+      SendCanned(fd, 503, "Service Unavailable",
+                 absl::StrCat("too many connections from ", peer,
+                              " are open: close some, or reuse one "
+                              "(keep-alive), and retry"));
+      close(fd);
+      NoteRefusal(peer, "it has too many connections open");
+      return;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->peer = std::move(peer);
+    c->state = Connection::State::kHeaders;
+    c->deadline = Clock::now() + limits_.header_timeout;
+    ToGate(std::move(c));
+  }
+
+ private:
+  void ToGate(std::unique_ptr<Connection> c) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming_.push_back(std::move(c));
+    }
+    uint64_t one = 1;
+    (void)::write(wake_fd_, &one, sizeof(one));
+  }
+
+  void ToWorkers(std::unique_ptr<Connection> c) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      work_.push_back(std::move(c));
+    }
+    work_ready_.notify_one();
+  }
+
+  void Close(std::unique_ptr<Connection> c) {
+    close(c->fd);
+    std::lock_guard<std::mutex> lock(mu_);
+    --open_;
+    auto it = per_peer_.find(c->peer);
+    if (it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
+  }
+
+  // At most one line every 10 s, with how many were refused meanwhile: a
+  // flood must not flood the log too.
+  void NoteRefusal(const std::string& peer, const char* why) {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    ++refused_since_log_;
+    Clock::time_point now = Clock::now();
+    if (now - last_log_ < std::chrono::seconds(10)) return;
+    SHOAL_LOG(WARNING) << "dashboard: closed a connection from " << peer << " ("
+                       << why << "); " << refused_since_log_
+                       << " refused in the last 10 s";
+    refused_since_log_ = 0;
+    last_log_ = now;
+  }
+
+  // Reads what the socket has. False when the connection is done with
+  // (closed by the client, or refused here).
+  bool ReadSome(Connection& c) {
+    char chunk[kRecvChunk];
+    while (true) {
+      ssize_t n = recv(c.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) return false;
+      if (c.state == Connection::State::kLinger) {
+        c.drained += static_cast<size_t>(n);
+        if (c.drained >= limits_.linger_bytes) return false;
+        continue;
+      }
+      if (c.state == Connection::State::kIdle) {
+        c.state = Connection::State::kHeaders;
+        c.deadline = Clock::now() + limits_.header_timeout;
+      }
+      c.buffer.append(chunk, static_cast<size_t>(n));
+      return true;
+    }
+  }
+
+  // What the gate does with a connection it holds now: hands it to the
+  // workers, closes it, or keeps waiting (false).
+  enum class Verdict { kWait, kReady, kClose };
+  Verdict Judge(Connection& c, Clock::time_point now) {
+    if (c.state != Connection::State::kLinger && c.Buffered() > 0) {
+      if (c.state == Connection::State::kIdle) {
+        c.state = Connection::State::kHeaders;
+        c.deadline = now + limits_.header_timeout;
+      }
+      if (c.HeadersComplete()) return Verdict::kReady;
+      if (c.Buffered() > limits_.max_header_bytes) {
+        SendCanned(c.fd, 431, "Request Header Fields Too Large",
+                   absl::StrCat("the request line and headers are over ",
+                                limits_.max_header_bytes >> 10,
+                                " KiB: send fewer or shorter headers"));
+        NoteRefusal(c.peer, "its headers were too long");
+        return Verdict::kClose;
+      }
+    }
+    if (now < c.deadline) return Verdict::kWait;
+    if (c.state == Connection::State::kHeaders) {
+      SendCanned(
+          c.fd, 408, "Request Timeout",
+          absl::StrCat("the request's headers did not arrive within ",
+                       limits_.header_timeout.count() / 1000,
+                       " s of the connection (or of its first byte): send "
+                       "the whole request at once"));
+      NoteRefusal(c.peer, "its headers came too slowly");
+    }
+    return Verdict::kClose;
+  }
+
+  void RunGate() {
+    std::vector<std::unique_ptr<Connection>> waiting;
+    std::vector<pollfd> fds;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+        for (auto& c : incoming_) waiting.push_back(std::move(c));
+        incoming_.clear();
+      }
+      Clock::time_point now = Clock::now();
+      Clock::time_point next = now + std::chrono::seconds(1);
+      for (auto& c : waiting) {
+        Verdict verdict = Judge(*c, now);
+        if (verdict == Verdict::kReady) {
+          ToWorkers(std::move(c));
+        } else if (verdict == Verdict::kClose) {
+          Close(std::move(c));
+        } else {
+          next = std::min(next, c->deadline);
+        }
+      }
+      std::erase(waiting, nullptr);
+      fds.assign({{stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}});
+      for (auto& c : waiting) fds.push_back({c->fd, POLLIN, 0});
+      int n = poll(fds.data(), fds.size(), RemainingMs(next) + 1);
+      if (n < 0 && errno != EINTR) {
+        SHOAL_LOG(ERROR) << "dashboard: poll failed: " << strerror(errno);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (n <= 0) continue;
+      if (fds[1].revents != 0) {
+        uint64_t drain;
+        (void)::read(wake_fd_, &drain, sizeof(drain));
+      }
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        if (!ReadSome(*waiting[i - 2])) Close(std::move(waiting[i - 2]));
+      }
+      std::erase(waiting, nullptr);
+    }
+    for (auto& c : waiting) Close(std::move(c));
+  }
+
+  void RunWorker() {
+    while (true) {
+      std::unique_ptr<Connection> c;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        work_ready_.wait(lock, [&] { return stopping_ || !work_.empty(); });
+        if (stopping_) return;
+        c = std::move(work_.front());
+        work_.pop_front();
+      }
+      Serve(std::move(c));
+    }
+  }
+
+  // One request of `c`, then where the connection goes next.
+  void Serve(std::unique_ptr<Connection> c) {
+    Exchange exchange;
+    current_exchange = &exchange;
+    RequestStream stream(
+        c.get(), Clock::now() + limits_.transfer_timeout, stop_fd_,
+        limits_.max_header_bytes + limits_.max_body_bytes + (1 << 20));
+    bool last = ++c->served >= limits_.keep_alive_max_requests;
+    bool closed = false;
+    bool ok = server_->process_request(stream, last, closed, nullptr);
+    current_exchange = nullptr;
+    Clock::time_point now = Clock::now();
+    if (exchange.body_unread) {
+      // Closing with unread bytes would reset the connection and could
+      // lose the answer: stop sending, drain a little, then close.
+      shutdown(c->fd, SHUT_WR);
+      c->state = Connection::State::kLinger;
+      c->deadline = now + limits_.linger_timeout;
+      c->buffer.clear();
+      c->offset = 0;
+      return ToGate(std::move(c));
+    }
+    if (!ok || closed || last || stream.broken()) return Close(std::move(c));
+    c->state = Connection::State::kIdle;
+    c->deadline = now + limits_.keep_alive_timeout;
+    ToGate(std::move(c));
+  }
+
+  HttpServer* const server_;
+  const HttpLimits& limits_;
+  const int stop_fd_;  // readable once stopping (never drained until Start)
+  const int wake_fd_;  // new connections for the gate
+
+  std::mutex mu_;
+  std::condition_variable work_ready_;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> per_peer_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Connection>> incoming_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Connection>> work_ ABSL_GUARDED_BY(mu_);
+
+  std::mutex log_mu_;
+  Clock::time_point last_log_ ABSL_GUARDED_BY(log_mu_);
+  int refused_since_log_ ABSL_GUARDED_BY(log_mu_) = 0;
+
+  std::thread gate_;
+  std::vector<std::thread> workers_;
+};
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(
+    const HttpLimits& limits) {
+  int stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (stop_fd < 0 || wake_fd < 0) {
+    std::string why = strerror(errno);
+    if (stop_fd >= 0) close(stop_fd);
+    if (wake_fd >= 0) close(wake_fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot make the HTTP server's event descriptors (", why,
+                     "): raise the open-file limit (ulimit -n)"));
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(limits, stop_fd, wake_fd));
+}
+
+HttpServer::HttpServer(const HttpLimits& limits, int stop_fd, int wake_fd)
+    : limits_(limits), core_(std::make_unique<Core>(this, stop_fd, wake_fd)) {
+  new_task_queue = [this] {
+    core_->Start();
+    return new HandOffQueue([this] { core_->Stop(); });
+  };
+  set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        return Admit(req, res);
+      });
+  // Without this, httplib answers "100 Continue" before any check, and the
+  // client sends the body the handlers would refuse.
+  set_expect_100_continue_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        return Admit(req, res) == HandlerResponse::Handled ? res.status : 100;
+      });
+  set_payload_max_length(limits.max_body_bytes);
+  set_keep_alive_max_count(limits.keep_alive_max_requests);
+  set_keep_alive_timeout(std::chrono::duration_cast<std::chrono::seconds>(
+                             limits.keep_alive_timeout)
+                             .count());
+}
+
+HttpServer::~HttpServer() { core_->Stop(); }
+
+void HttpServer::set_admission_handler(HandlerWithResponse handler) {
+  admission_ = std::move(handler);
+}
+
+bool HttpServer::process_and_close_socket(socket_t sock) {
+  core_->Accept(sock);
+  return true;
+}
+
+bool HttpServer::ExpectsBody(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding")) return true;
+  uint64_t length = 0;
+  return absl::SimpleAtoi(req.get_header_value("Content-Length"), &length) &&
+         length > 0;
+}
+
+httplib::Server::HandlerResponse HttpServer::Admit(const httplib::Request& req,
+                                                   httplib::Response& res) {
+  // The request is the server's own, not const: only the handler's view
+  // is.
+  httplib::Headers& headers = const_cast<httplib::Headers&>(req.headers);
+  // A request with neither Content-Length nor chunked encoding has no
+  // body (RFC 9112, 6.3), but cpp-httplib reads one "until the connection
+  // closes": `curl -X POST .../stop` would wait out the deadline. Saying
+  // the length is 0 makes it read none.
+  if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+       req.method == "DELETE") &&
+      !req.has_header("Content-Length") &&
+      !req.has_header("Transfer-Encoding")) {
+    headers.emplace("Content-Length", "0");
+  }
+  // The admission handler first: a client without the token learns
+  // nothing else, not even the cap.
+  HandlerResponse answer =
+      admission_ ? admission_(req, res) : HandlerResponse::Unhandled;
+  uint64_t length = 0;
+  if (answer == HandlerResponse::Unhandled) {
+    if (req.has_header("Content-Length") &&
+        (!absl::SimpleAtoi(req.get_header_value("Content-Length"), &length) ||
+         req.get_header_value_count("Content-Length") > 1)) {
+      res.status = 400;  // the error handler says why
+      answer = HandlerResponse::Handled;
+    } else if (length > limits_.max_body_bytes) {
+      res.status = 413;
+      answer = HandlerResponse::Handled;
+    }
+  }
+  if (answer == HandlerResponse::Handled && ExpectsBody(req)) {
+    if (current_exchange != nullptr) current_exchange->body_unread = true;
+    headers.erase("Connection");
+    headers.emplace("Connection", "close");
+  }
+  return answer;
+}
+
+}  // namespace shoal::dashboard
