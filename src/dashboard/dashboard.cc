@@ -207,7 +207,7 @@ class DashboardImpl : public Dashboard {
           }
           SendError(res, 500, what);
         });
-    server_->set_error_handler(httplib::Server::HandlerWithResponse(
+    server_->set_error_handler(HttpServer::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty()) {
             return httplib::Server::HandlerResponse::Unhandled;

@@ -73,6 +73,7 @@ struct Connection {
 // What one request's handling tells the worker that runs it.
 struct Exchange {
   bool body_unread = false;
+  bool over_cap = false;  // a chunked body passed max_body_bytes
 };
 thread_local Exchange* current_exchange = nullptr;
 
@@ -146,6 +147,7 @@ class RequestStream : public httplib::Stream {
     size_t n = std::min(size, connection_->Buffered());
     if (delivered_ + n > max_bytes_) {  // over the body cap
       broken_ = true;
+      if (current_exchange != nullptr) current_exchange->over_cap = true;
       return -1;
     }
     std::memcpy(ptr, connection_->buffer.data() + connection_->offset, n);
@@ -486,7 +488,7 @@ class HttpServer::Core {
     bool ok = server_->process_request(stream, last, closed, nullptr);
     current_exchange = nullptr;
     Clock::time_point now = Clock::now();
-    if (exchange.body_unread) {
+    if (exchange.body_unread || exchange.over_cap) {
       // Closing with unread bytes would reset the connection and could
       // lose the answer: stop sending, drain a little, then close.
       shutdown(c->fd, SHUT_WR);
@@ -555,6 +557,14 @@ HttpServer::HttpServer(const HttpLimits& limits, int stop_fd, int wake_fd)
       [this](const httplib::Request& req, httplib::Response& res) {
         return Admit(req, res) == HandlerResponse::Handled ? res.status : 100;
       });
+  httplib::Server::set_error_handler(HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (current_exchange != nullptr && current_exchange->over_cap) {
+          res.status = 413;
+        }
+        return error_handler_ ? error_handler_(req, res)
+                              : HandlerResponse::Unhandled;
+      }));
   set_payload_max_length(limits.max_body_bytes);
   set_keep_alive_max_count(limits.keep_alive_max_requests);
   set_keep_alive_timeout(std::chrono::duration_cast<std::chrono::seconds>(
@@ -566,6 +576,10 @@ HttpServer::~HttpServer() { core_->Stop(); }
 
 void HttpServer::set_admission_handler(HandlerWithResponse handler) {
   admission_ = std::move(handler);
+}
+
+void HttpServer::set_error_handler(HandlerWithResponse handler) {
+  error_handler_ = std::move(handler);
 }
 
 bool HttpServer::process_and_close_socket(socket_t sock) {

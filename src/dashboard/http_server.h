@@ -72,6 +72,11 @@ class HttpServer : public httplib::Server {
   // which this class owns. Set it before listening.
   void set_admission_handler(HandlerWithResponse handler);
 
+  // Runs on every answer of status >= 400 that httplib writes, as
+  // httplib::Server::set_error_handler (which this hides: a chunked body
+  // over the cap gets 413 rather than httplib's 400).
+  void set_error_handler(HandlerWithResponse handler);
+
   const HttpLimits& limits() const { return limits_; }
 
  private:
@@ -84,6 +89,7 @@ class HttpServer : public httplib::Server {
 
   const HttpLimits limits_;
   HandlerWithResponse admission_;
+  HandlerWithResponse error_handler_;
   std::unique_ptr<Core> core_;
 };
 
