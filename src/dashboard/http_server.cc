@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -315,6 +316,10 @@ class HttpServer::Core {
       return;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    // httplib writes an answer's head and body apart: without this, the
+    // body waits for the client's delayed ACK (40 ms a request).
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto c = std::make_unique<Connection>();
     c->fd = fd;
     c->peer = std::move(peer);
@@ -501,6 +506,7 @@ class HttpServer::Core {
     if (!ok || closed || last || stream.broken()) return Close(std::move(c));
     c->state = Connection::State::kIdle;
     c->deadline = now + limits_.keep_alive_timeout;
+    c->scanned = 0;  // a pipelined request may be buffered already
     ToGate(std::move(c));
   }
 
@@ -544,6 +550,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(
 HttpServer::HttpServer(const HttpLimits& limits, int stop_fd, int wake_fd)
     : limits_(limits), core_(std::make_unique<Core>(this, stop_fd, wake_fd)) {
   new_task_queue = [this] {
+    // httplib listens with a backlog of 5: a burst of connections (slow
+    // ones among them) would make others wait out a SYN retransmission.
+    // Listening again on the bound socket raises it.
+    ::listen(svr_sock_, SOMAXCONN);
     core_->Start();
     return new HandOffQueue([this] { core_->Stop(); });
   };
