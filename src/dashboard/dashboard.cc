@@ -272,7 +272,11 @@ class DashboardImpl : public Dashboard {
       SendError(res, 403, refusal);
       return Server::HandlerResponse::Handled;
     }
-    if (IsFormContentType(req.get_header_value("Content-Type"))) {
+    // A form's body types, refused where a form could have sent the call
+    // (with the cookie). With the Bearer header it cannot have, and curl's
+    // -d sends a form's type: Ray's API takes that, and so does this one.
+    if (credential == Credential::kCookie &&
+        IsFormContentType(req.get_header_value("Content-Type"))) {
       SendError(
           res, 415,
           absl::StrCat("this endpoint takes JSON, not ",

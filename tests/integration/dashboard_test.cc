@@ -765,14 +765,23 @@ TEST_F(DashboardTest, APageOfAnotherOriginCannotRunAJob) {
       absl::StrCat("X-Shoal-Request: 1\r\nOrigin: http://", address, "\r\n"),
       "application/json");
   EXPECT_EQ(page.status, 200) << page.body;
-  // Ray's clients: the Bearer header, with or without a content type.
+  // Ray's clients: the Bearer header, with JSON, with no content type, or
+  // with the form type that `curl -d` sends.
   Submit({{"entrypoint", "true"}, {"submission_id", "bearer-call"}});
+  auto curl_d = Http()->Post(
+      "/api/jobs/",
+      nlohmann::json{{"entrypoint", "true"}, {"submission_id", "curl-d"}}
+          .dump(),
+      "application/x-www-form-urlencoded");
+  ASSERT_TRUE(curl_d);
+  EXPECT_EQ(curl_d->status, 200) << curl_d->body;
   auto stopped = Http()->Post("/api/jobs/csrf-target/stop");
   ASSERT_TRUE(stopped);
   EXPECT_EQ(stopped->status, 200) << stopped->body;
   EXPECT_EQ(WaitEnded("csrf-target")["status"], "STOPPED");
   WaitEnded("page-call");
   WaitEnded("bearer-call");
+  WaitEnded("curl-d");
 }
 
 // The pages may not be framed (clickjacking), run only their own script,
