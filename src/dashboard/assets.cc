@@ -12,7 +12,8 @@ namespace shoal::dashboard {
 // /api/cluster_status, /api/jobs/, the picked job's new output (from the
 // offset it has), /api/tasks?summary and /api/gangs, and draws the nodes
 // (with a usage bar for every resource, custom ones included; slice and TPU
-// worker id), jobs (with a live log of the one picked), tasks by function
+// worker id), jobs (with a live log of the one picked and, while it runs,
+// a button that stops it), tasks by function
 // and state, actors, placement groups, launch gangs (their ranks, hosts,
 // restarts, and the log of the rank picked), leases and demands.
 // Large clusters stay usable: the node table shows at most 200 rows,
@@ -73,6 +74,7 @@ const char kDashboardPage[] = R"html(<!doctype html>
 <th>Duration</th><th>Entrypoint</th><th>Message</th></tr></thead>
 <tbody id="jobrows"></tbody></table>
 <h2 id="logtitle" class="muted">Pick a job to follow its log</h2>
+<button id="stopjob" hidden>Stop this job</button>
 <pre id="log" class="log"></pre></section>
 <section id="tasks"><h2>Tasks</h2>
 <p class="muted" id="taskcounts"></p>
@@ -222,7 +224,20 @@ function drawJobs(jobs) {
     row.onclick = () => pick(row.dataset.id);
   }
   if (!picked && jobs.length) pick(jobs[jobs.length - 1].submission_id);
+  const job = jobs.find(j => j.submission_id === picked);
+  document.getElementById("stopjob").hidden =
+    !job || !["PENDING", "RUNNING"].includes(job.status);
 }
+// POST /api/jobs/{id}/stop, as any change: call() adds X-Shoal-Request.
+document.getElementById("stopjob").onclick = async () => {
+  const id = picked;
+  if (!id || !confirm(`Stop job ${id}?`)) return;
+  try {
+    await getJson(`/api/jobs/${encodeURIComponent(id)}/stop`, {method: "POST"});
+  } catch (e) {
+    document.getElementById("logtitle").textContent = `Log of job ${id}: ${e.message}`;
+  }
+};
 function pick(id) {
   if (picked === id) return;
   picked = id; logOffset = null;
