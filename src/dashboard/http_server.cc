@@ -232,8 +232,9 @@ class HandOffQueue : public httplib::TaskQueue {
 }  // namespace
 
 // The gate (one thread, poll()), the work queue and the workers. Counts
-// and queues are guarded by mu_; a connection in `waiting_` belongs to the
-// gate thread alone, one taken from `work_` to its worker alone.
+// and queues are guarded by mu_; a connection the gate took from
+// `incoming_` belongs to the gate thread alone, one taken from `work_` to
+// its worker alone.
 class HttpServer::Core {
  public:
   Core(HttpServer* server, int stop_fd, int wake_fd)
@@ -293,26 +294,26 @@ class HttpServer::Core {
   // 503 and closes it when its address (or the server) has too many open.
   void Accept(int fd) {
     std::string peer = PeerAddress(fd, /*remote=*/true, nullptr);
-    bool refused = false;
+    std::string refusal;
     {
       std::lock_guard<std::mutex> lock(mu_);
       int& mine = per_peer_[peer];
-      if (stopping_ || open_ >= limits_.max_connections ||
-          mine >= limits_.max_connections_per_peer) {
-        refused = true;
-        if (mine == 0) per_peer_.erase(peer);
+      if (mine >= limits_.max_connections_per_peer) {
+        refusal = absl::StrCat("too many connections from ", peer,
+                               " are open: close some, or reuse one "
+                               "(keep-alive), and retry");
+      } else if (stopping_ || open_ >= limits_.max_connections) {
+        refusal = "the server has too many connections open: retry later";
       } else {
         ++mine;
         ++open_;
       }
+      if (mine == 0) per_peer_.erase(peer);
     }
-    if (refused) {
-      SendCanned(fd, 503, "Service Unavailable",
-                 absl::StrCat("too many connections from ", peer,
-                              " are open: close some, or reuse one "
-                              "(keep-alive), and retry"));
+    if (!refusal.empty()) {
+      SendCanned(fd, 503, "Service Unavailable", refusal);
       close(fd);
-      NoteRefusal(peer, "it has too many connections open");
+      NoteRefusal(peer, "too many connections");
       return;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
