@@ -180,8 +180,10 @@ class DashboardImpl : public Dashboard {
   }
 
   absl::Status Start() {
-    auto server =
-        HttpServer::Create(HttpLimits{.max_body_bytes = kMaxBodyBytes});
+    HttpLimits limits{.max_body_bytes = kMaxBodyBytes};
+    // An agent's port serves only /metrics, to a scraper or two.
+    if (options_.head_address.empty()) limits.workers = 4;
+    auto server = HttpServer::Create(limits);
     if (!server.ok()) return server.status();
     server_ = std::move(*server);
     if (!options_.head_address.empty()) {
