@@ -6,14 +6,15 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/status_format.h"
 #include "common/logging.h"
+#include "dashboard/admission.h"
 #include "dashboard/assets.h"
 #include "dashboard/formats.h"
 #include "dashboard/http_server.h"
@@ -28,39 +29,9 @@
 namespace shoal::dashboard {
 namespace {
 
-constexpr char kCookie[] = "shoal_token";
-// Sent by the page's own calls; see CrossSiteRefusal.
-constexpr char kRequestHeader[] = "X-Shoal-Request";
 // Every answer but the pages: nothing in it may run, load or be framed.
 constexpr char kApiPolicy[] = "default-src 'none'; frame-ancestors 'none'";
 constexpr size_t kMaxBodyBytes = 16 << 20;  // a job submission is far less
-
-// Compares in time that does not depend on where they differ.
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
-
-std::string CookieToken(const httplib::Request& req) {
-  std::string cookies = req.get_header_value("Cookie");
-  std::string prefix = absl::StrCat(kCookie, "=");
-  for (size_t at = 0; at < cookies.size();) {
-    size_t end = cookies.find(';', at);
-    if (end == std::string::npos) end = cookies.size();
-    std::string part = cookies.substr(at, end - at);
-    size_t start = part.find_first_not_of(' ');
-    if (start != std::string::npos &&
-        part.compare(start, prefix.size(), prefix) == 0) {
-      return part.substr(start + prefix.size());
-    }
-    at = end + 1;
-  }
-  return "";
-}
 
 // A page's own Content-Security-Policy, in place of kApiPolicy.
 void SetPagePolicy(httplib::Response& res, const std::string& policy) {
@@ -243,105 +214,24 @@ class DashboardImpl : public Dashboard {
 
  private:
   // Runs once a request's headers are in, before any byte of its body is
-  // read (HttpServer): the token, then, for a call that changes something,
-  // what a page of another origin cannot forge. Handled: refused, with the
-  // answer in `res`.
+  // read (HttpServer); admission.h says what is refused. Handled: refused,
+  // with the answer in `res`.
   httplib::Server::HandlerResponse Admit(const httplib::Request& req,
                                          httplib::Response& res) {
-    using httplib::Server;
-    const bool page = req.path == "/" && !options_.head_address.empty() &&
-                      (req.method == "GET" || req.method == "HEAD");
-    if (page) return Server::HandlerResponse::Unhandled;  // it signs in
-    Credential credential = Authenticate(req);
-    if (credential == Credential::kNone) {
-      SHOAL_LOG(WARNING) << "dashboard: refused " << req.method << " "
-                         << req.path << " from " << req.remote_addr
-                         << " (no or wrong token)";
-      SendError(res, 401,
-                "this needs the cluster token: send `Authorization: Bearer "
-                "<token>` (the token is in the head's session folder, or "
-                "printed by shoal start --head)");
-      return Server::HandlerResponse::Handled;
-    }
-    if (req.method == "GET" || req.method == "HEAD") {
-      return Server::HandlerResponse::Unhandled;
-    }
-    std::string refusal = CrossSiteRefusal(req, credential);
-    if (!refusal.empty()) {
-      SHOAL_LOG(WARNING) << "dashboard: refused " << req.method << " "
-                         << req.path << " from " << req.remote_addr << " ("
-                         << refusal << ")";
-      SendError(res, 403, refusal);
-      return Server::HandlerResponse::Handled;
-    }
-    // A form's body types, refused where a form could have sent the call
-    // (with the cookie). With the Bearer header it cannot have, and curl's
-    // -d sends a form's type: Ray's API takes that, and so does this one.
-    if (credential == Credential::kCookie &&
-        IsFormContentType(req.get_header_value("Content-Type"))) {
-      SendError(
-          res, 415,
-          absl::StrCat("this endpoint takes JSON, not ",
-                       req.get_header_value("Content-Type"),
-                       ": send the body with `Content-Type: application/json` "
-                       "(curl: -H 'Content-Type: application/json')"));
-      return Server::HandlerResponse::Handled;
-    }
-    return Server::HandlerResponse::Unhandled;
-  }
-
-  enum class Credential { kNone, kBearer, kCookie };
-  Credential Authenticate(const httplib::Request& req) const {
-    std::string auth = req.get_header_value("Authorization");
-    const std::string bearer = "Bearer ";
-    if (auth.compare(0, bearer.size(), bearer) == 0 &&
-        SameToken(auth.substr(bearer.size()), options_.token)) {
-      return Credential::kBearer;
-    }
-    if (SameToken(CookieToken(req), options_.token)) {
-      return Credential::kCookie;
-    }
-    return Credential::kNone;
-  }
-
-  // Why a state-changing call must be refused as possibly forged by
-  // another site's page, or "". A browser sends the cookie with a form or
-  // fetch from any port of this host (SameSite does not separate ports),
-  // but such a page can neither add a header of its own without a CORS
-  // preflight (never granted here) nor choose the Origin it sends.
-  static std::string CrossSiteRefusal(const httplib::Request& req,
-                                      Credential credential) {
-    if (req.has_header("Origin")) {
-      std::string origin =
-          absl::AsciiStrToLower(req.get_header_value("Origin"));
-      std::string own = absl::StrCat(
-          "http://", absl::AsciiStrToLower(req.get_header_value("Host")));
-      if (origin != own) {
-        return absl::StrCat(
-            "the request comes from a page of ", req.get_header_value("Origin"),
-            ", not of this dashboard (", own,
-            "): send it from the dashboard's own page, or without a browser "
-            "with `Authorization: Bearer <token>`");
-      }
-    }
-    if (credential == Credential::kCookie && !req.has_header(kRequestHeader)) {
-      return absl::StrCat(
-          "a call that changes something, signed in by the cookie, needs the "
-          "header `",
-          kRequestHeader,
-          ": 1` (the dashboard's page sends it); scripts and tools: send "
-          "`Authorization: Bearer <token>` instead");
-    }
-    return "";
-  }
-
-  // The content types an HTML form can send without a preflight.
-  static bool IsFormContentType(const std::string& content_type) {
-    std::string type = absl::AsciiStrToLower(absl::StripAsciiWhitespace(
-        content_type.substr(0, content_type.find(';'))));
-    return type == "text/plain" ||
-           type == "application/x-www-form-urlencoded" ||
-           type == "multipart/form-data";
+    const bool sign_in_page = req.path == "/" &&
+                              !options_.head_address.empty() &&
+                              (req.method == "GET" || req.method == "HEAD");
+    std::optional<Refusal> refusal =
+        CheckAdmission(req, options_.token, sign_in_page);
+    if (!refusal.has_value())
+      return httplib::Server::HandlerResponse::Unhandled;
+    SHOAL_LOG(WARNING) << "dashboard: refused " << req.method << " " << req.path
+                       << " from " << req.remote_addr << " ("
+                       << (refusal->status == 401 ? "no or wrong token"
+                                                  : refusal->why)
+                       << ")";
+    SendError(res, refusal->status, refusal->why);
+    return httplib::Server::HandlerResponse::Handled;
   }
 
   void Routes() {
@@ -354,7 +244,7 @@ class DashboardImpl : public Dashboard {
           return;
         }
         res.set_header("Set-Cookie",
-                       absl::StrCat(kCookie, "=", options_.token,
+                       absl::StrCat(kTokenCookie, "=", options_.token,
                                     "; Path=/; HttpOnly; SameSite=Strict"));
         res.set_redirect("/");
         return;
