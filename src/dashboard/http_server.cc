@@ -1,6 +1,5 @@
 #include "dashboard/http_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,194 +25,19 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "dashboard/http_connection.h"
 
 namespace shoal::dashboard {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr size_t kRecvChunk = 16 << 10;
-
-// One client connection, owned by whichever of the gate, the work queue or
-// a worker holds it.
-struct Connection {
-  enum class State {
-    kHeaders,  // waiting for the rest of a request's headers
-    kIdle,     // kept alive, waiting for the next request's first byte
-    kLinger,   // answered without reading the body: draining, then closing
-  };
-  int fd = -1;
-  std::string peer;    // the client's address, without its port
-  std::string buffer;  // read, not yet consumed, from `offset` on
-  size_t offset = 0;
-  size_t scanned = 0;  // where to resume looking for the headers' end
-  State state = State::kHeaders;
-  Clock::time_point deadline;
-  size_t served = 0;   // requests answered on this connection
-  size_t drained = 0;  // bytes thrown away while lingering
-
-  size_t Buffered() const { return buffer.size() - offset; }
-  void Consume(size_t n) {
-    offset += n;
-    if (offset == buffer.size()) {
-      buffer.clear();
-      offset = 0;
-      scanned = 0;
-    }
-  }
-  // Whether the buffered bytes hold a whole request line and headers.
-  bool HeadersComplete() {
-    size_t from = std::max(offset, scanned > 3 ? scanned - 3 : size_t{0});
-    bool found = buffer.find("\r\n\r\n", from) != std::string::npos ||
-                 buffer.find("\n\n", from) != std::string::npos;
-    scanned = buffer.size();
-    return found;
-  }
-};
+using Clock = HttpClock;
 
 // What one request's handling tells the worker that runs it.
 struct Exchange {
   bool body_unread = false;
-  bool over_cap = false;  // a chunked body passed max_body_bytes
+  bool over_cap = false;  // a chunked body passed max_body_bytes (the stream)
 };
 thread_local Exchange* current_exchange = nullptr;
-
-std::string PeerAddress(int fd, bool remote, int* port) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  int got = remote ? getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
-                   : getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  char text[INET6_ADDRSTRLEN] = "";
-  if (port != nullptr) *port = 0;
-  if (got != 0) return "";
-  if (addr.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-    if (port != nullptr) *port = ntohs(in->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-    if (port != nullptr) *port = ntohs(in6->sin6_port);
-  }
-  return text;
-}
-
-// An answer the HTTP layer sends by itself, before any handler: JSON that
-// says why, and the connection closes.
-void SendCanned(int fd, int status, const char* reason,
-                const std::string& what) {
-  std::string body = absl::StrCat("{\"error\": \"", what, "\"}\n");
-  std::string out = absl::StrCat(
-      "HTTP/1.1 ", status, " ", reason,
-      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-      "\r\nConnection: close\r\n\r\n", body);
-  // Best effort: a client that does not read loses it.
-  (void)send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
-int RemainingMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  deadline - Clock::now())
-                  .count();
-  return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
-}
-
-// A request's view of its connection for httplib: the gate's buffered
-// bytes first, then the socket, all before one deadline; stops at once
-// when the server stops.
-class RequestStream : public httplib::Stream {
- public:
-  RequestStream(Connection* connection, Clock::time_point deadline, int stop_fd,
-                size_t max_bytes)
-      : connection_(connection),
-        deadline_(deadline),
-        stop_fd_(stop_fd),
-        max_bytes_(max_bytes) {}
-
-  // Whether a read or write failed (deadline, cap, error): what is left
-  // on the connection cannot be trusted to start a request.
-  bool broken() const { return broken_; }
-
-  bool is_readable() const override {
-    return connection_->Buffered() > 0 || Wait(POLLIN);
-  }
-  bool is_writable() const override { return Wait(POLLOUT); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (connection_->Buffered() == 0) {
-      int filled = Fill();
-      broken_ |= filled < 0;
-      if (filled <= 0) return filled;
-    }
-    size_t n = std::min(size, connection_->Buffered());
-    if (delivered_ + n > max_bytes_) {  // over the body cap
-      broken_ = true;
-      if (current_exchange != nullptr) current_exchange->over_cap = true;
-      return -1;
-    }
-    std::memcpy(ptr, connection_->buffer.data() + connection_->offset, n);
-    connection_->Consume(n);
-    delivered_ += n;
-    return static_cast<ssize_t>(n);
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    while (true) {
-      ssize_t n = send(connection_->fd, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n >= 0) return n;
-      if (errno == EINTR) continue;
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !Wait(POLLOUT)) {
-        broken_ = true;
-        return -1;
-      }
-    }
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    ip = PeerAddress(connection_->fd, /*remote=*/true, &port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    ip = PeerAddress(connection_->fd, /*remote=*/false, &port);
-  }
-  socket_t socket() const override { return connection_->fd; }
-
- private:
-  // 1: bytes are buffered; 0: the client closed; -1: error, deadline or
-  // the server stopping.
-  int Fill() {
-    char chunk[kRecvChunk];
-    while (true) {
-      ssize_t n = recv(connection_->fd, chunk, sizeof(chunk), MSG_DONTWAIT);
-      if (n > 0) {
-        connection_->buffer.append(chunk, static_cast<size_t>(n));
-        return 1;
-      }
-      if (n == 0) return 0;
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-      if (!Wait(POLLIN)) return -1;
-    }
-  }
-
-  bool Wait(short events) const {
-    while (true) {
-      int left = RemainingMs(deadline_);
-      if (left == 0) return false;
-      pollfd fds[2] = {{connection_->fd, events, 0}, {stop_fd_, POLLIN, 0}};
-      int n = poll(fds, 2, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0 || fds[1].revents != 0) return false;
-      if (fds[0].revents != 0) return true;
-    }
-  }
-
-  Connection* const connection_;
-  const Clock::time_point deadline_;
-  const int stop_fd_;
-  const size_t max_bytes_;
-  size_t delivered_ = 0;
-  bool broken_ = false;
-};
 
 // httplib's accept loop hands each socket to a task queue; this one runs
 // the hand-off at once (it only registers the socket with the gate) and
@@ -488,7 +312,8 @@ class HttpServer::Core {
     current_exchange = &exchange;
     RequestStream stream(
         c.get(), Clock::now() + limits_.transfer_timeout, stop_fd_,
-        limits_.max_header_bytes + limits_.max_body_bytes + (1 << 20));
+        limits_.max_header_bytes + limits_.max_body_bytes + (1 << 20),
+        &exchange.over_cap);
     bool last = ++c->served >= limits_.keep_alive_max_requests;
     bool closed = false;
     bool ok = server_->process_request(stream, last, closed, nullptr);
