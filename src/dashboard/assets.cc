@@ -2,13 +2,18 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/util.h"
+
 namespace shoal::dashboard {
 
 // One page: 2 s after its last refresh ended, it fetches
 // /api/cluster_status, /api/jobs/, the picked job's new output (from the
 // offset it has), /api/tasks?summary and /api/gangs, and draws the nodes
 // (with a usage bar for every resource, custom ones included; slice and TPU
-// worker id), jobs (with a live log of the one picked), tasks by function
+// worker id), jobs (with a live log of the one picked and, while it runs,
+// a button that stops it), tasks by function
 // and state, actors, placement groups, launch gangs (their ranks, hosts,
 // restarts, and the log of the rank picked), leases and demands.
 // Large clusters stay usable: the node table shows at most 200 rows,
@@ -69,6 +74,7 @@ const char kDashboardPage[] = R"html(<!doctype html>
 <th>Duration</th><th>Entrypoint</th><th>Message</th></tr></thead>
 <tbody id="jobrows"></tbody></table>
 <h2 id="logtitle" class="muted">Pick a job to follow its log</h2>
+<button id="stopjob" hidden>Stop this job</button>
 <pre id="log" class="log"></pre></section>
 <section id="tasks"><h2>Tasks</h2>
 <p class="muted" id="taskcounts"></p>
@@ -136,8 +142,14 @@ function usage(n) {
 function shape(s) {
   return Object.entries(s || {}).map(([k, v]) => `${esc(k)}: ${v}`).join(", ");
 }
-async function getJson(path) {
-  const r = await fetch(path, {credentials: "same-origin"});
+// Every call the page makes: the cookie signs it in, and X-Shoal-Request
+// (which a page of another site cannot send) lets it change things too.
+function call(path, options = {}) {
+  return fetch(path, {...options, credentials: "same-origin",
+    headers: {...(options.headers || {}), "X-Shoal-Request": "1"}});
+}
+async function getJson(path, options) {
+  const r = await call(path, options);
   if (r.status === 401) { location.reload(); throw new Error("token"); }
   if (!r.ok) {
     let why = String(r.status);
@@ -212,7 +224,20 @@ function drawJobs(jobs) {
     row.onclick = () => pick(row.dataset.id);
   }
   if (!picked && jobs.length) pick(jobs[jobs.length - 1].submission_id);
+  const job = jobs.find(j => j.submission_id === picked);
+  document.getElementById("stopjob").hidden =
+    !job || !["PENDING", "RUNNING"].includes(job.status);
 }
+// POST /api/jobs/{id}/stop, as any change: call() adds X-Shoal-Request.
+document.getElementById("stopjob").onclick = async () => {
+  const id = picked;
+  if (!id || !confirm(`Stop job ${id}?`)) return;
+  try {
+    await getJson(`/api/jobs/${encodeURIComponent(id)}/stop`, {method: "POST"});
+  } catch (e) {
+    document.getElementById("logtitle").textContent = `Log of job ${id}: ${e.message}`;
+  }
+};
 function pick(id) {
   if (picked === id) return;
   picked = id; logOffset = null;
@@ -378,6 +403,39 @@ in the head's session folder (<code>token</code>, mode 0600).</p>
 )html";
 
 }  // namespace
+
+namespace {
+
+// 'sha256-<base64>' of the text between the page's <script> and
+// </script>, as a Content-Security-Policy source.
+std::string ScriptHashSource(const std::string& page) {
+  size_t start = page.find("<script>") + 8;
+  size_t end = page.find("</script>", start);
+  std::string hex = Sha256Hex(page.substr(start, end - start));
+  std::string digest;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    digest.push_back(
+        static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return absl::StrCat("'sha256-", absl::Base64Escape(digest), "'");
+}
+
+}  // namespace
+
+const std::string& DashboardPagePolicy() {
+  static const std::string* policy = new std::string(absl::StrCat(
+      "default-src 'none'; script-src ", ScriptHashSource(kDashboardPage),
+      "; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; "
+      "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"));
+  return *policy;
+}
+
+const std::string& LoginPagePolicy() {
+  static const std::string* policy = new std::string(
+      "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
+      "form-action 'self'; frame-ancestors 'none'");
+  return *policy;
+}
 
 std::string LoginPage(bool wrong_token) {
   std::string page = kLoginHead;

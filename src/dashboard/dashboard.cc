@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <utility>
@@ -13,8 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "api/status_format.h"
 #include "common/logging.h"
+#include "dashboard/admission.h"
 #include "dashboard/assets.h"
 #include "dashboard/formats.h"
+#include "dashboard/http_server.h"
 #include "dashboard/job_submit.h"
 #include "google/protobuf/util/json_util.h"
 #include "rpc/blocking_channel.h"
@@ -26,34 +29,14 @@
 namespace shoal::dashboard {
 namespace {
 
-constexpr char kCookie[] = "shoal_token";
+// Every answer but the pages: nothing in it may run, load or be framed.
+constexpr char kApiPolicy[] = "default-src 'none'; frame-ancestors 'none'";
 constexpr size_t kMaxBodyBytes = 16 << 20;  // a job submission is far less
 
-// Compares in time that does not depend on where they differ.
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
-
-std::string CookieToken(const httplib::Request& req) {
-  std::string cookies = req.get_header_value("Cookie");
-  std::string prefix = absl::StrCat(kCookie, "=");
-  for (size_t at = 0; at < cookies.size();) {
-    size_t end = cookies.find(';', at);
-    if (end == std::string::npos) end = cookies.size();
-    std::string part = cookies.substr(at, end - at);
-    size_t start = part.find_first_not_of(' ');
-    if (start != std::string::npos &&
-        part.compare(start, prefix.size(), prefix) == 0) {
-      return part.substr(start + prefix.size());
-    }
-    at = end + 1;
-  }
-  return "";
+// A page's own Content-Security-Policy, in place of kApiPolicy.
+void SetPagePolicy(httplib::Response& res, const std::string& policy) {
+  res.headers.erase("Content-Security-Policy");
+  res.set_header("Content-Security-Policy", policy);
 }
 
 void SendJson(httplib::Response& res, int status, const std::string& body) {
@@ -158,7 +141,8 @@ class DashboardImpl : public Dashboard {
       : options_(std::move(options)) {}
 
   ~DashboardImpl() override {
-    server_.stop();
+    if (server_ == nullptr) return;
+    server_->stop();  // and, before listen returns, every handler ends
     if (thread_.joinable()) thread_.join();
     if (loop_ != nullptr) {
       head_.reset();  // closes on the loop
@@ -167,6 +151,12 @@ class DashboardImpl : public Dashboard {
   }
 
   absl::Status Start() {
+    HttpLimits limits{.max_body_bytes = kMaxBodyBytes};
+    // An agent's port serves only /metrics, to a scraper or two.
+    if (options_.head_address.empty()) limits.workers = 4;
+    auto server = HttpServer::Create(limits);
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
     if (!options_.head_address.empty()) {
       auto loop = rpc::EventLoop::Create("shoal-dashboard");
       if (!loop.ok()) return loop.status();
@@ -175,12 +165,11 @@ class DashboardImpl : public Dashboard {
           loop_.get(), options_.head_address, options_.token, "dashboard");
       Routes();
     } else {
-      server_.Get("/metrics", [this](const auto& req, auto& res) {
-        if (!Authorized(req, res)) return;
+      server_->Get("/metrics", [this](const auto& req, auto& res) {
         AgentMetricsPage(res);
       });
     }
-    server_.set_exception_handler(
+    server_->set_exception_handler(
         [](const auto&, httplib::Response& res, std::exception_ptr ep) {
           std::string what = "internal error";
           try {
@@ -191,7 +180,7 @@ class DashboardImpl : public Dashboard {
           }
           SendError(res, 500, what);
         });
-    server_.set_error_handler(httplib::Server::HandlerWithResponse(
+    server_->set_error_handler(HttpServer::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty()) {
             return httplib::Server::HandlerResponse::Unhandled;
@@ -199,25 +188,17 @@ class DashboardImpl : public Dashboard {
           DescribeError(req, res);
           return httplib::Server::HandlerResponse::Handled;
         }));
-    // A request with neither Content-Length nor chunked encoding has no
-    // body (RFC 9112, 6.3), but cpp-httplib reads one "until the connection
-    // closes": `curl -X POST .../stop` would wait out the read timeout and
-    // get a bare 400. Saying the length is 0 makes it read none. (The
-    // request is the server's own, not const: only the handler's view is.)
-    server_.set_pre_routing_handler([](const httplib::Request& req,
-                                       httplib::Response&) {
-      if ((req.method == "POST" || req.method == "PUT" ||
-           req.method == "PATCH" || req.method == "DELETE") &&
-          !req.has_header("Content-Length") &&
-          !req.has_header("Transfer-Encoding")) {
-        const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    server_.set_payload_max_length(kMaxBodyBytes);
+    server_->set_admission_handler(
+        [this](const httplib::Request& req, httplib::Response& res) {
+          return Admit(req, res);
+        });
+    server_->set_default_headers({{"X-Content-Type-Options", "nosniff"},
+                                  {"X-Frame-Options", "DENY"},
+                                  {"Content-Security-Policy", kApiPolicy},
+                                  {"Referrer-Policy", "no-referrer"}});
     if (options_.port == 0) {
-      port_ = server_.bind_to_any_port(options_.host);
-    } else if (server_.bind_to_port(options_.host, options_.port)) {
+      port_ = server_->bind_to_any_port(options_.host);
+    } else if (server_->bind_to_port(options_.host, options_.port)) {
       port_ = options_.port;
     }
     if (port_ <= 0) {
@@ -225,59 +206,63 @@ class DashboardImpl : public Dashboard {
                                                  options_.host, ":",
                                                  options_.port, " (in use?)"));
     }
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
     return absl::OkStatus();
   }
 
   int port() const override { return port_; }
 
  private:
-  // True when the request carries the token; else answers 401.
-  bool Authorized(const httplib::Request& req, httplib::Response& res) {
-    std::string auth = req.get_header_value("Authorization");
-    const std::string bearer = "Bearer ";
-    if (auth.compare(0, bearer.size(), bearer) == 0 &&
-        SameToken(auth.substr(bearer.size()), options_.token)) {
-      return true;
-    }
-    if (SameToken(CookieToken(req), options_.token)) return true;
+  // Runs once a request's headers are in, before any byte of its body is
+  // read (HttpServer); admission.h says what is refused. Handled: refused,
+  // with the answer in `res`.
+  httplib::Server::HandlerResponse Admit(const httplib::Request& req,
+                                         httplib::Response& res) {
+    const bool sign_in_page = req.path == "/" &&
+                              !options_.head_address.empty() &&
+                              (req.method == "GET" || req.method == "HEAD");
+    std::optional<Refusal> refusal =
+        CheckAdmission(req, options_.token, sign_in_page);
+    if (!refusal.has_value())
+      return httplib::Server::HandlerResponse::Unhandled;
     SHOAL_LOG(WARNING) << "dashboard: refused " << req.method << " " << req.path
-                       << " from " << req.remote_addr << " (no or wrong token)";
-    SendError(res, 401,
-              "this needs the cluster token: send `Authorization: Bearer "
-              "<token>` (the token is in the head's session folder, or "
-              "printed by shoal start --head)");
-    return false;
+                       << " from " << req.remote_addr << " ("
+                       << (refusal->status == 401 ? "no or wrong token"
+                                                  : refusal->why)
+                       << ")";
+    SendError(res, refusal->status, refusal->why);
+    return httplib::Server::HandlerResponse::Handled;
   }
 
   void Routes() {
-    server_.Get("/", [this](const httplib::Request& req, auto& res) {
+    server_->Get("/", [this](const httplib::Request& req, auto& res) {
       if (req.has_param("token")) {
         if (!SameToken(req.get_param_value("token"), options_.token)) {
           res.status = 401;
+          SetPagePolicy(res, LoginPagePolicy());
           res.set_content(LoginPage(/*wrong_token=*/true), "text/html");
           return;
         }
         res.set_header("Set-Cookie",
-                       absl::StrCat(kCookie, "=", options_.token,
+                       absl::StrCat(kTokenCookie, "=", options_.token,
                                     "; Path=/; HttpOnly; SameSite=Strict"));
         res.set_redirect("/");
         return;
       }
       if (!SameToken(CookieToken(req), options_.token)) {
+        SetPagePolicy(res, LoginPagePolicy());
         res.set_content(LoginPage(/*wrong_token=*/false), "text/html");
         return;
       }
+      SetPagePolicy(res, DashboardPagePolicy());
       res.set_content(kDashboardPage, "text/html");
     });
-    server_.Get("/api/cluster_status", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Get("/api/cluster_status", [this](const auto& req, auto& res) {
       auto status = head_->ClusterStatus(5000);
       if (!status.ok()) return SendStatus(res, status.status());
       SendJson(res, 200, internal::FormatStatusJson(*status));
     });
-    server_.Get("/metrics", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Get("/metrics", [this](const auto& req, auto& res) {
       auto status = head_->ClusterStatus(5000);
       if (!status.ok()) return SendStatus(res, status.status());
       auto jobs = head_->ListJobs();
@@ -298,14 +283,12 @@ class DashboardImpl : public Dashboard {
                       "text/plain; version=0.0.4");
     });
     // What the page shows beside the cluster status.
-    server_.Get("/api/gangs", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Get("/api/gangs", [this](const auto& req, auto& res) {
       auto gangs = head_->ListGangs();
       if (!gangs.ok()) return SendStatus(res, gangs.status());
       SendJson(res, 200, ProtoJson(*gangs));
     });
-    server_.Get("/api/tasks", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Get("/api/tasks", [this](const auto& req, auto& res) {
       proto::ListTasksRequest list;
       for (size_t i = 0; i < req.get_param_value_count("filter"); ++i) {
         list.add_filters(req.get_param_value("filter", i));
@@ -320,8 +303,7 @@ class DashboardImpl : public Dashboard {
     });
     // GET /api/logs?node_id=N&name=NAME[&offset=O]: a log of a node (a
     // negative offset: that many bytes before its end).
-    server_.Get("/api/logs", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Get("/api/logs", [this](const auto& req, auto& res) {
       proto::ReadLogRequest read;
       read.set_node_id(req.get_param_value("node_id"));
       read.set_name(req.get_param_value("name"));
@@ -340,45 +322,35 @@ class DashboardImpl : public Dashboard {
     });
     // The Jobs REST API, with Ray's paths (the list with or without its
     // trailing slash).
-    server_.Get("/api/jobs/?", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Get("/api/jobs/?", [this](const auto& req, auto& res) {
       auto jobs = head_->ListJobs();
       if (!jobs.ok()) return SendStatus(res, jobs.status());
       SendJson(res, 200, JobListJson(*jobs));
     });
-    server_.Post("/api/jobs/?", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
-      SubmitJob(req, res);
-    });
-    server_.Get(R"(/api/jobs/([^/]+))", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Post("/api/jobs/?",
+                  [this](const auto& req, auto& res) { SubmitJob(req, res); });
+    server_->Get(R"(/api/jobs/([^/]+))", [this](const auto& req, auto& res) {
       auto job = head_->GetJob(Ref(req));
       if (!job.ok()) return SendStatus(res, job.status());
       SendJson(res, 200, JobJson(*job));
     });
-    server_.Get(R"(/api/jobs/([^/]+)/logs)",
-                [this](const auto& req, auto& res) {
-                  if (!Authorized(req, res)) return;
-                  JobLogs(req, res);
-                });
-    server_.Get(R"(/api/jobs/([^/]+)/logs/tail)",
-                [this](const auto& req, auto& res) {
-                  if (!Authorized(req, res)) return;
-                  SendError(res, 501,
-                            "logs/tail (Ray's websocket) is not served: poll "
-                            "GET /api/jobs/{id}/logs?offset=N with the "
-                            "next_offset of the answer before");
-                });
-    server_.Post(R"(/api/jobs/([^/]+)/stop)", [this](const auto& req,
-                                                     auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Get(R"(/api/jobs/([^/]+)/logs)",
+                 [this](const auto& req, auto& res) { JobLogs(req, res); });
+    server_->Get(R"(/api/jobs/([^/]+)/logs/tail)",
+                 [this](const auto& req, auto& res) {
+                   SendError(res, 501,
+                             "logs/tail (Ray's websocket) is not served: poll "
+                             "GET /api/jobs/{id}/logs?offset=N with the "
+                             "next_offset of the answer before");
+                 });
+    server_->Post(R"(/api/jobs/([^/]+)/stop)", [this](const auto& req,
+                                                      auto& res) {
       auto job = head_->StopJob(Ref(req));
       if (!job.ok()) return SendStatus(res, job.status());
       bool stopping = job->end_time_ms() == 0;
       SendJson(res, 200, nlohmann::json{{"stopped", stopping}}.dump() + "\n");
     });
-    server_.Delete(R"(/api/jobs/([^/]+))", [this](const auto& req, auto& res) {
-      if (!Authorized(req, res)) return;
+    server_->Delete(R"(/api/jobs/([^/]+))", [this](const auto& req, auto& res) {
       absl::Status deleted = head_->DeleteJob(Ref(req));
       if (!deleted.ok()) return SendStatus(res, deleted);
       SendJson(res, 200, nlohmann::json{{"deleted", true}}.dump() + "\n");
@@ -487,7 +459,7 @@ class DashboardImpl : public Dashboard {
   }
 
   const DashboardOptions options_;
-  httplib::Server server_;
+  std::unique_ptr<HttpServer> server_;
   std::thread thread_;
   int port_ = 0;
   std::unique_ptr<rpc::EventLoop> loop_;

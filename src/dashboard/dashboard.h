@@ -3,10 +3,14 @@
 // Prometheus metrics; and, on an agent's --metrics-port, that node's
 // metrics. Every request needs the cluster token: `Authorization: Bearer
 // <token>`, or the cookie that `/?token=<token>` sets for a browser (the
-// page asks for the token otherwise). See docs/design/jobs.md.
+// page asks for the token otherwise); a call that changes something and is
+// signed in by the cookie also needs `X-Shoal-Request`, and none may come
+// from a page of another origin. See docs/design/jobs.md and
+// docs/design/security.md.
 //
-// The server runs its own threads; it talks to the head (or the agent) as
-// any client does, over the RPC port.
+// The server runs its own threads (HttpServer: slow clients and bodies
+// without the token cost no worker); it talks to the head (or the agent)
+// as any client does, over the RPC port.
 #ifndef SHOAL_DASHBOARD_DASHBOARD_H_
 #define SHOAL_DASHBOARD_DASHBOARD_H_
 

@@ -5,7 +5,12 @@
 # slice and TPU worker id and a custom resource (accel_x), the job's log
 # lines (one of them not UTF-8), the gang's placement group, its ranks on
 # both hosts and the log of its first rank; a wrong token gets the sign-in
-# page saying so. The screenshot is kept in <build>/artifacts/dashboard.png.
+# page saying so. Then, signed in, the browser opens a page served from
+# another port of this host that auto-posts a text/plain form to the Jobs
+# API (a cross-site request forgery: the cookie goes along): no job may
+# run. The page's own "Stop this job" button must still stop the job
+# (tests/browser/cdp.py clicks it). The screenshot is kept in
+# <build>/artifacts/dashboard.png.
 #
 #   dashboard_browser_test.sh <shoal-cli> <artifacts-dir>
 set -euo pipefail
@@ -18,7 +23,9 @@ if [[ -z "$browser" ]]; then
 fi
 mkdir -p "$artifacts"
 work=$(mktemp -d /tmp/shoal-browser.XXXXXX)
+attacker=
 cleanup() {
+  [[ -n "$attacker" ]] && kill "$attacker" 2>/dev/null
   "$shoal" stop --temp-dir "$work/b" >/dev/null 2>&1 || true
   "$shoal" stop --temp-dir "$work/a" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -76,6 +83,7 @@ check "a usage bar" 'class="bar"'
 check "a custom resource's bar" "accel_x 0/4"
 check "the job" "browser-job"
 check "the job's log lines" "training step 3: loss 0.6"
+check "a stop button for the running job" '<button id="stopjob">Stop this job</button>'
 check "a line that is not UTF-8, with U+FFFD" "caf� ok"
 check "the gang's placement group" "STRICT_SPREAD"
 check "its bundles on both hosts" "(tpu-host-1)"
@@ -105,6 +113,54 @@ else
   echo "  FAIL: a wrong token got no message"
   fail=1
 fi
+# A forged call from another port of this host (SameSite does not separate
+# ports), then the page's own Stop button (its confirm() answered yes).
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$work/attacker"
+cat > "$work/attacker/forge.html" <<EOF
+<form id="f" method="POST" enctype="text/plain" action="http://$dashboard/api/jobs/">
+<input name='{"entrypoint": "echo forged", "submission_id": "forged-by-form", "x": "' value='"}'>
+</form><script>document.getElementById("f").submit()</script>
+EOF
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+/usr/bin/python3 -m http.server "$port" --bind 127.0.0.1 --directory "$work/attacker" >/dev/null 2>&1 &
+attacker=$!
+for _ in $(seq 50); do
+  curl -sf "http://127.0.0.1:$port/forge.html" >/dev/null && break
+  sleep 0.1
+done
+click='new Promise(done => {
+  window.confirm = () => true;
+  const fetched = window.fetch;
+  window.fetch = async (...args) => {
+    const r = await fetched(...args);
+    if ((args[1] || {}).method === "POST") done("stop answered " + r.status);
+    return r;
+  };
+  document.getElementById("stopjob").click();
+  setTimeout(() => done("the button sent nothing"), 10000);
+})'
+timeout 120 /usr/bin/python3 "$here/cdp.py" "$browser" "$work/cdp-profile" \
+  "open:$url" "open:http://127.0.0.1:$port/forge.html" \
+  "eval:document.body.innerText" "open:http://$dashboard/" "eval:$click" \
+  > "$work/cdp.txt" 2>&1 || true
+forged=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" \
+  "http://$dashboard/api/jobs/forged-by-form")
+if [[ "$forged" == 404 ]] && grep -q "not of this dashboard" "$work/cdp.txt"; then
+  echo "  ok: a form posted from another port is refused and runs no job"
+else
+  echo "  FAIL: the forged form's job answers $forged (404 expected); the browser saw:"
+  cat "$work/cdp.txt"
+  fail=1
+fi
+if grep -q "stop answered 200" "$work/cdp.txt"; then
+  echo "  ok: the page's Stop button stops the job"
+else
+  echo "  FAIL: the Stop button: $(tail -1 "$work/cdp.txt")"
+  fail=1
+fi
+kill "$attacker" 2>/dev/null || true
+attacker=
 kill "$launcher" 2>/dev/null || true
 wait "$launcher" 2>/dev/null || true
 "$shoal" job stop browser-job >/dev/null 2>&1 || true

@@ -1,15 +1,19 @@
 // The head's dashboard port on a real two-node cluster: every path of the
 // Jobs REST API (Ray's), the token on each of them, /metrics of the cluster
 // and of an agent (checked by promtool, then scraped by a real Prometheus
-// server whose query API must answer), and the page's token sign-in.
+// server whose query API must answer), the page's token sign-in, and what
+// the port withstands: forged cross-site calls, framing, slow clients and
+// huge bodies without the token.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -88,8 +93,9 @@ class DashboardTest : public ::testing::Test {
     int status = 0;
     std::string head, body;
   };
-  static RawAnswer Raw(const std::string& request) {
-    RawAnswer answer;
+  // A connection of its own to the dashboard port (-1 if none), whose
+  // reads give up after 60 s.
+  static int Connect() {
     std::string address = SessionFile(0, "dashboard_address");
     size_t colon = address.rfind(':');
     sockaddr_in addr{};
@@ -99,9 +105,18 @@ class DashboardTest : public ::testing::Test {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     timeval wait{60, 0};  // a server that never answers fails, not hangs
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        write(fd, request.data(), request.size()) !=
-            static_cast<ssize_t>(request.size())) {
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  static RawAnswer Raw(const std::string& request) {
+    RawAnswer answer;
+    int fd = Connect();
+    if (fd < 0) return answer;
+    if (write(fd, request.data(), request.size()) !=
+        static_cast<ssize_t>(request.size())) {
       close(fd);
       return answer;
     }
@@ -676,6 +691,260 @@ TEST_F(DashboardTest, ThePageAsksForTheTokenAndKeepsItInACookie) {
   auto api = bare->Get("/api/cluster_status", {{"Cookie", pair}});
   EXPECT_EQ(api->status, 200);
   EXPECT_THAT(api->body, HasSubstr("dash-node"));
+}
+
+// The cookie that the page's sign-in sets: "shoal_token=...".
+std::string SignInCookie(httplib::Client& bare, const std::string& token) {
+  auto signed_in = bare.Get("/?token=" + token);
+  if (!signed_in) return "";
+  std::string cookie = signed_in->get_header_value("Set-Cookie");
+  return cookie.substr(0, cookie.find(';'));
+}
+
+// A page on another port of this host (SameSite=Strict does not separate
+// ports) auto-posts a text/plain form to the Jobs API with the signed-in
+// user's cookie: refused, and no job runs. Bearer calls (Ray's clients) and
+// the page's own calls still work.
+TEST_F(DashboardTest, APageOfAnotherOriginCannotRunAJob) {
+  std::string address = SessionFile(0, "dashboard_address");
+  auto bare = Http(/*bare=*/true);
+  std::string cookie = SignInCookie(*bare, cluster_->token());
+  ASSERT_THAT(cookie, HasSubstr("shoal_token="));
+  auto post = [&](const std::string& id, const std::string& headers,
+                  const std::string& content_type) {
+    std::string body = nlohmann::json{
+        {"entrypoint", "echo forged"},
+        {"submission_id",
+         id}}.dump();
+    return Raw(absl::StrCat(
+        "POST /api/jobs/ HTTP/1.1\r\nHost: ", address, "\r\nCookie: ", cookie,
+        "\r\n", headers,
+        content_type.empty() ? "" : "Content-Type: ", content_type,
+        content_type.empty() ? "" : "\r\n", "Content-Length: ", body.size(),
+        "\r\nConnection: close\r\n\r\n", body));
+  };
+  auto error_of = [](const RawAnswer& a) {
+    nlohmann::json j = nlohmann::json::parse(a.body, nullptr, false);
+    return j.is_object() && j["error"].is_string()
+               ? j["error"].get<std::string>()
+               : "(no error: " + a.body;
+  };
+  // What the form sends: its site's Origin, text/plain, the cookie.
+  RawAnswer form =
+      post("forged-form", "Origin: http://127.0.0.1:1\r\n", "text/plain");
+  EXPECT_EQ(form.status, 403) << form.head << form.body;
+  EXPECT_THAT(error_of(form), HasSubstr("http://127.0.0.1:1"));
+  // Without an Origin (older browsers, some redirects): no X-Shoal-Request.
+  RawAnswer no_origin = post("forged-bare", "", "text/plain");
+  EXPECT_EQ(no_origin.status, 403) << no_origin.body;
+  EXPECT_THAT(error_of(no_origin), HasSubstr("X-Shoal-Request: 1"));
+  RawAnswer json_no_header = post("forged-json", "", "application/json");
+  EXPECT_EQ(json_no_header.status, 403) << json_no_header.body;
+  // The header, but a body type that a form could send: 415.
+  RawAnswer typed = post("forged-typed", "X-Shoal-Request: 1\r\n",
+                         "application/x-www-form-urlencoded");
+  EXPECT_EQ(typed.status, 415) << typed.body;
+  EXPECT_THAT(error_of(typed), HasSubstr("application/json"));
+  // Stop and delete are guarded the same way.
+  Submit({{"entrypoint", "sleep 300"}, {"submission_id", "csrf-target"}});
+  RawAnswer stop = Raw(absl::StrCat(
+      "POST /api/jobs/csrf-target/stop HTTP/1.1\r\nHost: ", address,
+      "\r\nCookie: ", cookie,
+      "\r\nOrigin: http://127.0.0.1:1\r\nContent-Type: text/plain\r\n"
+      "Content-Length: 0\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(stop.status, 403) << stop.body;
+  EXPECT_TRUE(Json(Http()->Get("/api/jobs/csrf-target"))["end_time"].is_null());
+  // None of them ran.
+  for (const char* id :
+       {"forged-form", "forged-bare", "forged-json", "forged-typed"}) {
+    EXPECT_EQ(Http()->Get(absl::StrCat("/api/jobs/", id))->status, 404) << id;
+  }
+  // The page's own call: the cookie, its header and its own Origin.
+  RawAnswer page = post(
+      "page-call",
+      absl::StrCat("X-Shoal-Request: 1\r\nOrigin: http://", address, "\r\n"),
+      "application/json");
+  EXPECT_EQ(page.status, 200) << page.body;
+  // Ray's clients: the Bearer header, with JSON, with no content type, or
+  // with the form type that `curl -d` sends.
+  Submit({{"entrypoint", "true"}, {"submission_id", "bearer-call"}});
+  auto curl_d = Http()->Post(
+      "/api/jobs/",
+      nlohmann::json{{"entrypoint", "true"}, {"submission_id", "curl-d"}}
+          .dump(),
+      "application/x-www-form-urlencoded");
+  ASSERT_TRUE(curl_d);
+  EXPECT_EQ(curl_d->status, 200) << curl_d->body;
+  auto stopped = Http()->Post("/api/jobs/csrf-target/stop");
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(stopped->status, 200) << stopped->body;
+  EXPECT_EQ(WaitEnded("csrf-target")["status"], "STOPPED");
+  WaitEnded("page-call");
+  WaitEnded("bearer-call");
+  WaitEnded("curl-d");
+}
+
+// The pages may not be framed (clickjacking), run only their own script,
+// and no answer is sniffed as another type.
+TEST_F(DashboardTest, ThePagesRefuseFramesAndForeignScripts) {
+  auto bare = Http(/*bare=*/true);
+  std::string cookie = SignInCookie(*bare, cluster_->token());
+  auto page = bare->Get("/", {{"Cookie", cookie}});
+  auto login = bare->Get("/");
+  auto api = Http()->Get("/api/jobs/");
+  ASSERT_TRUE(page && login && api);
+  ASSERT_THAT(page->body, HasSubstr("<title>Shoal dashboard</title>"));
+  for (const auto* r : {&page.value(), &login.value(), &api.value()}) {
+    EXPECT_EQ(r->get_header_value("X-Frame-Options"), "DENY");
+    EXPECT_EQ(r->get_header_value("X-Content-Type-Options"), "nosniff");
+    EXPECT_EQ(r->get_header_value_count("Content-Security-Policy"), 1u);
+    EXPECT_THAT(r->get_header_value("Content-Security-Policy"),
+                HasSubstr("frame-ancestors 'none'"));
+  }
+  std::string policy = page->get_header_value("Content-Security-Policy");
+  EXPECT_THAT(policy, HasSubstr("script-src 'sha256-"));
+  EXPECT_THAT(policy, Not(HasSubstr("script-src 'unsafe-inline'")));
+  // The page's calls carry the header that lets them change things.
+  EXPECT_TRUE(absl::StrContains(page->body, "\"X-Shoal-Request\": \"1\""))
+      << "the page's calls do not send X-Shoal-Request";
+}
+
+// Slowloris: 20 clients each send a request's headers one byte every 3 s
+// (and give up after 15 s). The API still answers at once, and the server
+// closes them when their headers are late.
+TEST_F(DashboardTest, SlowClientsDoNotStallTheApi) {
+  constexpr int kSlow = 20;
+  constexpr auto kGiveUp = std::chrono::seconds(15);
+  std::vector<std::thread> slow;
+  std::atomic<int> connected = 0, closed_by_server = 0;
+  for (int i = 0; i < kSlow; ++i) {
+    slow.emplace_back([&] {
+      int fd = Connect();
+      if (fd < 0) return;
+      const std::string start = "GET /api/jobs/ HTTP/1.1\r\nHost: shoal\r\n";
+      if (write(fd, start.data(), start.size()) < 0) {
+        close(fd);
+        return;
+      }
+      ++connected;
+      auto begin = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - begin < kGiveUp) {
+        if (send(fd, "X", 1, MSG_NOSIGNAL) < 0) {
+          ++closed_by_server;
+          break;
+        }
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 3000) > 0) {  // an answer (408) or the close
+          ++closed_by_server;
+          break;
+        }
+      }
+      close(fd);
+    });
+  }
+  while (connected < kSlow) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto begin = std::chrono::steady_clock::now();
+  auto jobs = Http()->Get("/api/jobs/");
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
+  std::printf("GET /api/jobs/ with %d slow clients connected: %.3f s\n", kSlow,
+              took);
+  ASSERT_TRUE(jobs);
+  EXPECT_EQ(jobs->status, 200);
+  EXPECT_LT(took, 10.0) << "the API waited for the slow clients to give up";
+  for (std::thread& t : slow) t.join();
+  std::printf("slow clients closed by the server before giving up: %d of %d\n",
+              closed_by_server.load(), kSlow);
+  EXPECT_EQ(closed_by_server, kSlow);
+}
+
+// The head's resident and peak memory, in KiB, from /proc.
+std::pair<int64_t, int64_t> HeadMemoryKiB(int pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  int64_t rss = -1, peak = -1;
+  for (std::string line; std::getline(status, line);) {
+    if (absl::StartsWith(line, "VmRSS:")) rss = std::atoll(line.c_str() + 6);
+    if (absl::StartsWith(line, "VmHWM:")) peak = std::atoll(line.c_str() + 6);
+  }
+  return {rss, peak};
+}
+
+// Four unauthenticated POSTs that say they carry 500 MB each: refused from
+// their headers, before the head reads their bodies; its memory stays put.
+TEST_F(DashboardTest, AHugeBodyWithoutTheTokenIsNeverRead) {
+  int pid = std::stoi(SessionFile(0, "head.pid"));
+  auto [rss_before, peak_before] = HeadMemoryKiB(pid);
+  ASSERT_GT(rss_before, 0);
+  constexpr int64_t kClaimed = int64_t{500} << 20;
+  struct Outcome {
+    int status = 0;
+    int64_t sent = 0;
+  };
+  // Sends the headers, then the body 64 KiB at a time until the server
+  // answers (or all of it went, or 60 s passed).
+  auto huge_post = [&](const std::string& credential) {
+    Outcome outcome;
+    int fd = Connect();
+    if (fd < 0) return outcome;
+    timeval wait{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
+    std::string head = absl::StrCat(
+        "POST /api/jobs/ HTTP/1.1\r\nHost: shoal\r\n", credential,
+        "Content-Type: application/json\r\nContent-Length: ", kClaimed,
+        "\r\n\r\n");
+    std::string chunk(64 << 10, 'a');
+    auto begin = std::chrono::steady_clock::now();
+    if (write(fd, head.data(), head.size()) > 0) {
+      while (outcome.sent < kClaimed &&
+             std::chrono::steady_clock::now() - begin <
+                 std::chrono::seconds(60)) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 0) > 0) break;
+        ssize_t n = send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+        if (n <= 0) break;
+        outcome.sent += n;
+      }
+      char answer[64] = {};
+      if (read(fd, answer, sizeof(answer) - 1) > 12 &&
+          absl::StartsWith(answer, "HTTP/1.1 ")) {
+        outcome.status = std::atoi(answer + 9);
+      }
+    }
+    close(fd);
+    return outcome;
+  };
+  std::vector<Outcome> outcomes(4);
+  std::vector<std::thread> posts;
+  for (Outcome& outcome : outcomes) {
+    posts.emplace_back([&] { outcome = huge_post(""); });
+  }
+  for (std::thread& t : posts) t.join();
+  auto [rss_after, peak_after] = HeadMemoryKiB(pid);
+  std::printf(
+      "head memory around 4 unauthenticated 500 MB POSTs: RSS %lld -> %lld "
+      "KiB, peak %lld -> %lld KiB\n",
+      static_cast<long long>(rss_before), static_cast<long long>(rss_after),
+      static_cast<long long>(peak_before), static_cast<long long>(peak_after));
+  for (const Outcome& outcome : outcomes) {
+    std::printf("  answered %d after %lld body bytes were sent\n",
+                outcome.status, static_cast<long long>(outcome.sent));
+    EXPECT_EQ(outcome.status, 401);
+    // What the sockets' buffers take before the head answers, not 500 MB.
+    EXPECT_LT(outcome.sent, int64_t{64} << 20);
+  }
+  EXPECT_LT(peak_after - peak_before, 64 << 10);  // KiB
+  EXPECT_LT(rss_after, 300 << 10);
+  // With the token, a Content-Length over the cap is refused from the
+  // header alone.
+  Outcome over = huge_post(
+      absl::StrCat("Authorization: Bearer ", cluster_->token(), "\r\n"));
+  EXPECT_EQ(over.status, 413);
+  EXPECT_LT(over.sent, int64_t{64} << 20);
+  EXPECT_EQ(Http()->Get("/api/jobs/")->status, 200);
 }
 
 }  // namespace
