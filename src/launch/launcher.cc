@@ -131,8 +131,8 @@ size_t Drain(Proc& p, proto::LaunchReport* report) {
 }
 
 // Keeps at most kMaxPendingLines lines and kMaxPendingBytes of output that
-// could not be delivered yet, the newest; returns how many lines went.
-int TrimPending(proto::LaunchReport* report) {
+// could not be delivered yet, the newest.
+void TrimPending(proto::LaunchReport* report) {
   auto* lines = report->mutable_lines();
   int drop = std::max(0, lines->size() - kMaxPendingLines);
   size_t bytes = 0;
@@ -144,7 +144,6 @@ int TrimPending(proto::LaunchReport* report) {
     }
   }
   if (drop > 0) lines->DeleteSubrange(0, drop);
-  return drop;
 }
 
 // A port nothing listens on now, on this host.
@@ -372,7 +371,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
       --running;
       // Everything it printed before it exited (bounded: a process it
       // left behind may hold the pipe and go on printing).
-      for (int i = 0; i < 64 && Drain(p, &report) == kMaxDrainBytes; ++i) {
+      for (int i = 0; i < 64 && Drain(p, &report) >= kMaxDrainBytes; ++i) {
       }
       // What it printed after its last newline ends its output.
       const int first = report.lines_size();
