@@ -99,9 +99,17 @@ absl::Status CheckHostPort(const std::string& address) {
       address, "\")"));
 }
 
+// A decimal number of 0 or more: digits with an optional fraction and
+// exponent. Not hexadecimal ("0x10" is not 16), "inf" or "nan", which
+// strtod would take.
 std::string CheckNumber(const std::string& value) {
   double number = 0;
-  if (!absl::SimpleAtod(value, &number) || !std::isfinite(number) ||
+  const bool decimal =
+      !value.empty() &&
+      (absl::ascii_isdigit(static_cast<unsigned char>(value[0])) ||
+       value[0] == '.') &&
+      value.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  if (!decimal || !absl::SimpleAtod(value, &number) || !std::isfinite(number) ||
       number < 0) {
     return absl::StrCat("must be a number of 0 or more (got \"", value, "\")");
   }

@@ -165,6 +165,20 @@ void JobManager::Submit(const proto::JobSpec& request,
     return responder.Error(absl::InvalidArgumentError(
         "a job needs an entrypoint: shoal job submit -- CMD ARGS"));
   }
+  // A shell reads a command only up to its first NUL: the job would run
+  // less than it says it runs.
+  if (spec.entrypoint().find('\0') != std::string::npos) {
+    return responder.Error(absl::InvalidArgumentError(
+        "the entrypoint holds a NUL byte, which no command line can: remove "
+        "it"));
+  }
+  for (const auto& [name, value] : spec.env()) {
+    if (value.find('\0') != std::string::npos) {
+      return responder.Error(absl::InvalidArgumentError(absl::StrCat(
+          "the value of env var ", name,
+          " holds a NUL byte, which no environment can: remove it")));
+    }
+  }
   if (spec.submission_id().empty()) {
     do {
       spec.set_submission_id("job_" + RandomHex(8));

@@ -161,6 +161,9 @@ TEST(CliTest, BadValuesFailBeforeAnythingStarts) {
       {start_head({"--num-gpus", "-1"}), {"--num-gpus", "0 or more"}},
       {start_head({"--num-tpus", "-2"}), {"--num-tpus", "0 or more"}},
       {start_head({"--num-cpus", "nan"}), {"--num-cpus", "0 or more"}},
+      // Decimal only: strtod would take 0x10 for 16.
+      {start_head({"--num-cpus", "0x10"}), {"--num-cpus", "0 or more", "0x10"}},
+      {start_head({"--num-gpus", "inf"}), {"--num-gpus", "0 or more"}},
       {start_head({"--num-gpus", "1.5"}), {"--num-gpus", "whole number"}},
       {start_head({"--num-cpus", "1e300"}), {"--num-cpus", "too large"}},
       {start_head({"--port", "99999"}),

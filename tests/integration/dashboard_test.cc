@@ -369,6 +369,12 @@ TEST_F(DashboardTest, EveryErrorIsJsonThatSaysWhy) {
   r = http->Post("/api/jobs/", "{\"entrypoint\": ", "application/json");
   EXPECT_EQ(r->status, 400);
   EXPECT_THAT(error_of(r), HasSubstr("JSON object"));
+  // A shell would run only what comes before a NUL: refused, not cut.
+  r = http->Post("/api/jobs/",
+                 R"({"entrypoint": "echo safe\u0000; touch /tmp/x"})",
+                 "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(error_of(r), HasSubstr("NUL byte"));
   r = http->Post("/api/jobs/",
                  R"({"entrypoint": "true", "metadata": {"n": 1}})",
                  "application/json");
