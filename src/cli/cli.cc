@@ -64,6 +64,8 @@ namespace {
 constexpr int kStartupTimeoutMs = 20000;
 // In a session folder: its cluster was stopped with `shoal stop`.
 constexpr char kStoppedMarker[] = "stopped";
+// Beside a crashed head's files while a start takes its session up.
+constexpr char kResumingSuffix[] = ".resuming";
 // A head's --storage, kept in its session folder for a head that takes the
 // session up (0600: a Redis URL may hold a password).
 constexpr char kStorageFile[] = "storage";
@@ -733,11 +735,55 @@ std::string CrashedHeadSession(const std::string& temp_dir) {
     return std::filesystem::exists(dir + "/" + name, ec);
   };
   if ((!exists("head.db") && !exists(kStorageFile)) || exists(kStoppedMarker) ||
-      !exists("cluster_address") || LivePid(dir, "head") != 0) {
+      (!exists("cluster_address") &&
+       !exists((std::string("cluster_address") + kResumingSuffix).c_str())) ||
+      LivePid(dir, "head") != 0) {
     return "";
   }
   return dir;
 }
+
+// A start that takes up a crashed session sets the files of its head aside
+// (name + kResumingSuffix) while the new head starts, and puts them back if
+// it fails, or is killed, before that head is up: the next start still
+// finds the crashed session and takes it up, with its token, instead of
+// starting a new cluster.
+class SessionResume {
+ public:
+  explicit SessionResume(std::string dir) : dir_(std::move(dir)) {
+    for (const char* file : kFiles) {
+      rename(Path(file).c_str(), (Path(file) + kResumingSuffix).c_str());
+    }
+  }
+  // The address the crashed head had: set aside now, or still in place if
+  // an earlier start was killed after setting it aside.
+  std::string Address() const {
+    std::string address = ReadSessionFile(dir_, "cluster_address");
+    if (address.empty()) {
+      address = ReadSessionFile(
+          dir_, std::string("cluster_address") + kResumingSuffix);
+    }
+    return address;
+  }
+  // The new head did not come up: the crashed session is as it was.
+  void Restore() {
+    for (const char* file : kFiles) {
+      rename((Path(file) + kResumingSuffix).c_str(), Path(file).c_str());
+    }
+  }
+  // The new head is up: what was set aside is no longer needed.
+  void Done() {
+    for (const char* file : kFiles) {
+      unlink((Path(file) + kResumingSuffix).c_str());
+    }
+  }
+
+ private:
+  static constexpr const char* kFiles[] = {"cluster_address", "head.pid",
+                                           "dashboard_address"};
+  std::string Path(const char* file) const { return dir_ + "/" + file; }
+  const std::string dir_;
+};
 
 int Start(const StartFlags& f) {
   std::string temp_dir = f.temp_dir.empty() ? DefaultTempDir() : f.temp_dir;
@@ -839,6 +885,7 @@ int Start(const StartFlags& f) {
   // and with the same token, so that the cluster's agents and drivers find
   // it again.
   const std::string resumed = f.head ? CrashedHeadSession(temp_dir) : "";
+  std::optional<SessionResume> resume;
   std::string dir;
   int port = f.port;
   std::string storage = f.storage;
@@ -858,12 +905,9 @@ int Start(const StartFlags& f) {
           "`shoal stop` first to start a new cluster"));
     }
     token = kept;
-    std::string address = ReadSessionFile(dir, "cluster_address");
+    resume.emplace(dir);
+    std::string address = resume->Address();
     absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
-    for (const char* file :
-         {"cluster_address", "head.pid", "dashboard_address"}) {
-      unlink((dir + "/" + file).c_str());
-    }
     std::cout << "Taking up session " << dir
               << ": its head did not stop (it crashed or was killed).\n";
   } else {
@@ -911,6 +955,7 @@ int Start(const StartFlags& f) {
     auto pid = StartDaemon(std::move(head_argv), dir, token, "head",
                            "cluster_address", f.block);
     if (!pid.ok()) {
+      if (resume) resume->Restore();
       std::string msg(pid.status().message());
       if (msg.find("already in use") != std::string::npos) {
         return Fail(absl::StrCat("cannot start the head: ", host, ":", f.port,
@@ -936,9 +981,11 @@ int Start(const StartFlags& f) {
   }
   if (!agent_pid.ok()) {
     if (head_pid) TerminateProcess(head_pid, 3000);
+    if (resume) resume->Restore();
     return Fail("cannot start the node agent: " +
                 std::string(agent_pid.status().message()));
   }
+  if (resume) resume->Done();
   std::string node_id = ReadSessionFile(dir, "node_id");
   // Every command printed here must work as printed in another shell on
   // this host, so each names a temp dir that was given.

@@ -5,10 +5,15 @@
 // submitted jobs (their output going on) are all there, a task that ran
 // through the outage returns its result, the driver carries on with the
 // same job, and a driver that did not come back loses what it owned.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/event_loop.h"
@@ -131,6 +137,46 @@ TEST_F(HeadRestartTest, AProgramStartedWhileTheHeadRestartsWaitsForIt) {
   EXPECT_EQ(shoal::testing::FinishCli(launch, fd, &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("started-in-outage"));
   EXPECT_THAT(out, HasSubstr("refuses connections"));
+}
+
+// A start that fails while taking up a crashed session (another process
+// took the head's port meanwhile) leaves the session as it found it: the
+// next start takes it up, on the same address with the same token, and the
+// cluster's other node is heard from again.
+TEST_F(HeadRestartTest, AFailedRestartLeavesTheSessionToTheNextStart) {
+  const std::string address = cluster_->address();
+  const std::string token = cluster_->token();
+  const std::string session = cluster_->session_dir(0);
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  cluster_->KillHead();
+  int squatter = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(squatter, 0);
+  int one = 1;
+  setsockopt(squatter, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(squatter, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << strerror(errno);
+  ASSERT_EQ(listen(squatter, 1), 0);
+  absl::Status failed = cluster_->RestartHead();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(std::string(failed.message()), HasSubstr("already in use"));
+  // The crashed session's files are back where the next start looks.
+  EXPECT_EQ(shoal::ReadSessionFile(session, "cluster_address"), address);
+  close(squatter);
+
+  ASSERT_TRUE(cluster_->RestartHead().ok());
+  EXPECT_EQ(shoal::ReadSessionFile(session, "token"), token);
+  EXPECT_EQ(shoal::ReadSessionFile(session, "cluster_address"), address);
+  EXPECT_FALSE(std::filesystem::exists(session + "/cluster_address.resuming"));
+  int alive = 0;
+  for (int i = 0; i < 100 && alive != 2; ++i) {
+    alive = AliveNodes();
+    if (alive != 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(alive, 2);
 }
 
 TEST_F(HeadRestartTest, AStoppedClusterStartsAfreshAndDamagedStateIsRefused) {
