@@ -59,7 +59,10 @@ const std::string& TempDir() {
     unsetenv("SHOAL_TOKEN");
     // In memory where there is a tmpfs: each input writes a dozen files.
     std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    std::string pattern = base + "/shoal-session-fuzz-XXXXXX";
+    // Named by pid: libFuzzer ends a timed run without running atexit
+    // handlers, and scripts/fuzz then removes what this pid left.
+    std::string pattern =
+        base + "/shoal-session-fuzz-" + std::to_string(getpid()) + "-XXXXXX";
     SHOAL_FUZZ_CHECK(mkdtemp(pattern.data()) != nullptr);
     auto* d = new std::string(pattern);
     std::atexit([] { RemoveTree(TempDir()); });

@@ -65,11 +65,14 @@ class HeadRestartRedisTest : public shoal::testing::DriverClusterTest {
     workload_.emplace(cluster_.get());
   }
   void TearDown() override {
-    DriverClusterTest::TearDown();
+    // First: the takeover's temp dir is inside the cluster's root, which
+    // stopping the cluster removes, and with it what `shoal stop` needs to
+    // find the takeover head and its agent (which then ran on for hours).
     if (!takeover_dir_.empty()) {
       std::string out;
       RunCli({"stop", "--temp-dir", takeover_dir_}, &out);
     }
+    DriverClusterTest::TearDown();
   }
   int Port() const {
     const std::string& a = cluster_->address();
