@@ -1298,11 +1298,6 @@ void PrintJob(const proto::JobInfo& info) {
   if (!info.message().empty()) std::cout << "  " << info.message() << "\n";
 }
 
-// JSON text whatever bytes its strings hold (invalid UTF-8 as U+FFFD).
-std::string DumpAnyBytes(const nlohmann::json& j) {
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 nlohmann::json JobJson(const proto::JobInfo& info) {
   return {{"submission_id", info.spec().submission_id()},
           {"status", JobStateName(info.state())},
@@ -1322,7 +1317,7 @@ int JobStatus(const JobFlags& f, const std::string& id) {
     auto info = head.GetJob(ref);
     if (!info.ok()) return JobError("cannot get the job", info.status());
     if (f.format == "json") {
-      std::cout << DumpAnyBytes(JobJson(*info)) << "\n";
+      std::cout << dashboard::JsonText(JobJson(*info), 2) << "\n";
     } else {
       PrintJob(*info);
     }
@@ -1367,7 +1362,7 @@ int JobList(const JobFlags& f) {
     if (f.format == "json") {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& info : list->jobs()) out.push_back(JobJson(info));
-      std::cout << DumpAnyBytes(out) << "\n";
+      std::cout << dashboard::JsonText(out, 2) << "\n";
       return 0;
     }
     if (list->jobs().empty()) {

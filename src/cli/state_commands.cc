@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "common/task_events.h"
 #include "common/util.h"
+#include "dashboard/formats.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -386,11 +387,7 @@ int ListState(rpc::HeadClient& head, const std::string& what,
       for (const auto& [k, v] : row) o[k] = v;
       out.push_back(o);
     }
-    // Names and errors are UTF-8 when they reach the head; replace, not
-    // throw, should one not be.
-    std::cout << out.dump(2, ' ', false,
-                          nlohmann::json::error_handler_t::replace)
-              << "\n";
+    std::cout << dashboard::JsonText(out, 2) << "\n";
     return 0;
   }
   if (rows.empty()) {

@@ -71,4 +71,28 @@ std::string ToValidUtf8(std::string_view bytes, size_t max_bytes) {
   return out;
 }
 
+size_t WholeUtf8Prefix(std::string_view bytes) {
+  // A character is at most 4 bytes: look back for the lead byte of the
+  // last one.
+  for (size_t back = 1; back <= 4 && back <= bytes.size(); ++back) {
+    unsigned char c = static_cast<unsigned char>(bytes[bytes.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+    size_t length = (c & 0xE0) == 0xC0   ? 2
+                    : (c & 0xF0) == 0xE0 ? 3
+                    : (c & 0xF8) == 0xF0 ? 4
+                                         : 1;
+    return back < length ? bytes.size() - back : bytes.size();
+  }
+  return bytes.size();
+}
+
+size_t CutUtf8Head(std::string_view bytes) {
+  size_t n = 0;
+  while (n < 3 && n < bytes.size() &&
+         (static_cast<unsigned char>(bytes[n]) & 0xC0) == 0x80) {
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace shoal

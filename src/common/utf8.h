@@ -20,6 +20,14 @@ bool IsValidUtf8(std::string_view bytes);
 std::string ToValidUtf8(std::string_view bytes,
                         size_t max_bytes = std::string::npos);
 
+// How many bytes of `bytes` come before a character cut off at its end
+// (all of them when none is), so that reading a growing file on from there
+// never splits a character between two reads.
+size_t WholeUtf8Prefix(std::string_view bytes);
+// How many bytes at the start of `bytes` are the rest of a character cut
+// off before it (at most 3).
+size_t CutUtf8Head(std::string_view bytes);
+
 }  // namespace shoal
 
 #endif  // SHOAL_COMMON_UTF8_H_

@@ -46,6 +46,24 @@ TEST(Utf8Test, CutsAtACharacterBoundary) {
   EXPECT_EQ(ToValidUtf8("ab\xE9", 5), "ab\xEF\xBF\xBD");
 }
 
+// Reading a growing log in pieces never splits a character.
+TEST(Utf8Test, CharactersAreNeverSplitBetweenReads) {
+  EXPECT_EQ(WholeUtf8Prefix("abc"), 3u);
+  EXPECT_EQ(WholeUtf8Prefix(""), 0u);
+  EXPECT_EQ(WholeUtf8Prefix("caf\xc3"), 3u);           // é cut after 1 of 2
+  EXPECT_EQ(WholeUtf8Prefix("caf\xc3\xa9"), 5u);       // whole
+  EXPECT_EQ(WholeUtf8Prefix("x\xe2\x82"), 1u);         // € cut after 2 of 3
+  EXPECT_EQ(WholeUtf8Prefix("\xf0\x9f\x98"), 0u);      // 4-byte cut after 3
+  EXPECT_EQ(WholeUtf8Prefix("\xf0\x9f\x98\x80"), 4u);  // whole
+  // Latin-1 é: a lead byte at the end might be a cut character (held back
+  // while the job runs); inside the text it is not.
+  EXPECT_EQ(WholeUtf8Prefix("caf\xe9"), 3u);
+  EXPECT_EQ(WholeUtf8Prefix("caf\xe9 ok"), 7u);
+  EXPECT_EQ(CutUtf8Head("\xa9 ok"), 1u);
+  EXPECT_EQ(CutUtf8Head("\x82\xac!"), 2u);
+  EXPECT_EQ(CutUtf8Head("ok"), 0u);
+}
+
 TEST(Utf8Test, EveryByteStringComesOutValid) {
   // Every two-byte string, and every byte followed by a cut sequence.
   for (int a = 0; a < 256; ++a) {

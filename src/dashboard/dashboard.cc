@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/status_format.h"
 #include "common/logging.h"
+#include "common/utf8.h"
 #include "dashboard/admission.h"
 #include "dashboard/assets.h"
 #include "dashboard/formats.h"
@@ -47,10 +48,7 @@ void SendJson(httplib::Response& res, int status, const std::string& body) {
 // {"error": what}: every answer that is not a success has a body that
 // says what went wrong (invalid UTF-8 in `what` as U+FFFD).
 void SendError(httplib::Response& res, int status, const std::string& what) {
-  SendJson(res, status,
-           nlohmann::json{{"error", what}}.dump(
-               -1, ' ', false, nlohmann::json::error_handler_t::replace) +
-               "\n");
+  SendJson(res, status, JsonText({{"error", what}}) + "\n");
 }
 
 // The paths served, with their methods: what a 404 from the router means
@@ -313,11 +311,9 @@ class DashboardImpl : public Dashboard {
       auto chunk = head_->ReadLog(read);
       if (!chunk.ok()) return SendStatus(res, chunk.status());
       SendJson(res, 200,
-               nlohmann::json{{"data", chunk->data()},
-                              {"next_offset", chunk->next_offset()},
-                              {"size", chunk->size()}}
-                       .dump(-1, ' ', false,
-                             nlohmann::json::error_handler_t::replace) +
+               JsonText({{"data", chunk->data()},
+                         {"next_offset", chunk->next_offset()},
+                         {"size", chunk->size()}}) +
                    "\n");
     });
     // The Jobs REST API, with Ray's paths (the list with or without its

@@ -22,12 +22,6 @@
 namespace shoal::dashboard {
 namespace {
 
-// JSON text whatever bytes its strings hold: invalid UTF-8 becomes U+FFFD
-// (nlohmann would throw).
-std::string Dump(const nlohmann::json& j, int indent = -1) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 // Ray's message for a job that has none of its own.
 std::string DefaultMessage(proto::JobInfo::State state) {
   switch (state) {
@@ -123,7 +117,7 @@ absl::Status FieldError(const std::string& field, const std::string& must,
                         const nlohmann::json& got) {
   return absl::InvalidArgumentError(
       absl::StrCat("\"", field, "\" must be ", must, ", not ", got.type_name(),
-                   " ", Dump(got).substr(0, 80)));
+                   " ", JsonText(got).substr(0, 80)));
 }
 
 // A JSON number of 0 or more, as a double.
@@ -251,14 +245,19 @@ void AppendRpcMetrics(
 
 }  // namespace
 
+std::string JsonText(const nlohmann::json& json, int indent) {
+  return json.dump(indent, ' ', false,
+                   nlohmann::json::error_handler_t::replace);
+}
+
 std::string JobJson(const proto::JobInfo& job) {
-  return Dump(JobObject(job), 2) + "\n";
+  return JsonText(JobObject(job), 2) + "\n";
 }
 
 std::string JobListJson(const proto::JobList& jobs) {
   nlohmann::json out = nlohmann::json::array();
   for (const proto::JobInfo& job : jobs.jobs()) out.push_back(JobObject(job));
-  return Dump(out, 2) + "\n";
+  return JsonText(out, 2) + "\n";
 }
 
 absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
@@ -349,7 +348,7 @@ absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
                          "folder on the head's host, are)"));
       }
     }
-    spec->set_runtime_env_json(Dump(env));
+    spec->set_runtime_env_json(JsonText(env));
   }
   std::map<std::string, double> need;
   if (given("entrypoint_resources")) {
@@ -454,37 +453,13 @@ int64_t JobLogStart(const JobLogQuery& query, int64_t size) {
   return std::max<int64_t>(0, size - query.limit);
 }
 
-size_t WholeUtf8Prefix(std::string_view data) {
-  // A character is at most 4 bytes: look back for the lead byte of the
-  // last one.
-  for (size_t back = 1; back <= 4 && back <= data.size(); ++back) {
-    unsigned char c = static_cast<unsigned char>(data[data.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte
-    size_t length = (c & 0xE0) == 0xC0   ? 2
-                    : (c & 0xF0) == 0xE0 ? 3
-                    : (c & 0xF8) == 0xF0 ? 4
-                                         : 1;
-    return back < length ? data.size() - back : data.size();
-  }
-  return data.size();
-}
-
-size_t CutUtf8Head(std::string_view data) {
-  size_t n = 0;
-  while (n < 3 && n < data.size() &&
-         (static_cast<unsigned char>(data[n]) & 0xC0) == 0x80) {
-    ++n;
-  }
-  return n;
-}
-
 std::string JobLogsJson(std::string_view data, int64_t offset, int64_t size) {
   const int64_t next = offset + static_cast<int64_t>(data.size());
-  return Dump({{"logs", std::string(data)},
-               {"offset", offset},
-               {"next_offset", next},
-               {"size", std::max(size, next)},
-               {"truncated", offset > 0 || next < size}}) +
+  return JsonText({{"logs", std::string(data)},
+                   {"offset", offset},
+                   {"next_offset", next},
+                   {"size", std::max(size, next)},
+                   {"truncated", offset > 0 || next < size}}) +
          "\n";
 }
 

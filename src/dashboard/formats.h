@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,11 @@ class ServerStats;
 }  // namespace shoal::proto
 
 namespace shoal::dashboard {
+
+// `json` as text whatever bytes its strings hold: what is not UTF-8 is
+// written as U+FFFD (nlohmann would throw). Every JSON the CLI, the REST
+// API and the dashboard write goes through here.
+std::string JsonText(const nlohmann::json& json, int indent = -1);
 
 // {"type": "SUBMISSION", "submission_id": ..., "status": "RUNNING", ...},
 // as Ray's GET /api/jobs/{id} answers.
@@ -67,13 +73,6 @@ absl::StatusOr<JobLogQuery> ParseJobLogQuery(
     const std::string& accept);
 // Where reading `query` starts in a log of `size` bytes.
 int64_t JobLogStart(const JobLogQuery& query, int64_t size);
-// How many bytes of `data` come before a UTF-8 character cut off at its
-// end (all of them when none is), so that reading on from there never
-// splits a character between two answers.
-size_t WholeUtf8Prefix(std::string_view data);
-// How many bytes at the start of `data` are the rest of a character cut
-// off before it (at most 3).
-size_t CutUtf8Head(std::string_view data);
 // {"logs": data, "offset", "next_offset", "size", "truncated"}: `data`
 // read from byte `offset` of a log of `size` bytes; truncated when bytes
 // of the log are left out before or after it.
