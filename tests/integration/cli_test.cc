@@ -511,6 +511,28 @@ TEST(CliTest, JobsImportShoalAndCtrlCSaysTheJobGoesOn) {
   EXPECT_THAT(LeftRunning(temp_dir), ::testing::IsEmpty());
 }
 
+// Runs `program` (a quoted path and its arguments), typed in a shell with
+// only the address and token of a fresh one-node cluster of `cpus` CPUs,
+// which is stopped after; its exit code, output in *out.
+int RunOnAFreshNode(const std::string& node, double cpus,
+                    const std::string& program, std::string* out) {
+  ClusterSpec spec;
+  spec.nodes = {{node, cpus, ""}};
+  auto cluster = TestCluster::Start(spec);
+  if (!cluster.ok()) {
+    *out = cluster.status().ToString();
+    return -1;
+  }
+  int rc =
+      TypeIn((*cluster)->root(), "/nonexistent",
+             absl::StrCat("SHOAL_ADDRESS=", (*cluster)->address(),
+                          " SHOAL_TOKEN=", (*cluster)->token(), " ", program),
+             out);
+  (*cluster)->Stop();
+  EXPECT_EQ((*cluster)->sanitizer_reports(), "");
+  return rc;
+}
+
 // Run by UncaughtErrorsEndWithTheirMessage (with --gtest_catch_exceptions=0):
 // a driver that lets a shoal::Error escape.
 TEST(UncaughtErrorProgram, DISABLED_Throws) {
@@ -522,20 +544,14 @@ TEST(UncaughtErrorProgram, DISABLED_Throws) {
 // A shoal::Error a program does not catch ends it with its message and
 // exit status 1, not `terminate called` and an abort.
 TEST(CliTest, UncaughtErrorsEndWithTheirMessage) {
-  ClusterSpec spec;
-  spec.nodes = {{"uncaught-node", 1, ""}};
-  auto cluster = TestCluster::Start(spec);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::string out;
-  int rc = TypeIn((*cluster)->root(), "/nonexistent",
-                  absl::StrCat("SHOAL_ADDRESS=", (*cluster)->address(),
-                               " SHOAL_TOKEN=", (*cluster)->token(), " '",
-                               shoal::SelfExecutable(),
-                               "' --gtest_also_run_disabled_tests "
-                               "--gtest_catch_exceptions=0 "
-                               "--gtest_filter=UncaughtErrorProgram.*"),
-                  &out);
-  (*cluster)->Stop();
+  int rc =
+      RunOnAFreshNode("uncaught-node", 1,
+                      absl::StrCat("'", shoal::SelfExecutable(),
+                                   "' --gtest_also_run_disabled_tests "
+                                   "--gtest_catch_exceptions=0 "
+                                   "--gtest_filter=UncaughtErrorProgram.*"),
+                      &out);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_THAT(out, HasSubstr("printed before"));
   EXPECT_THAT(out, HasSubstr("uncaught shoal::InfeasibleError: no node has "
@@ -570,24 +586,15 @@ TEST(CliTest, ExamplesSayWhyTheyCannotConnect) {
 
 // hello_tasks prints memory as `shoal status` does (GiB), not 6.91836e+10.
 TEST(CliTest, HelloTasksPrintsMemoryInBinaryUnits) {
-  ClusterSpec spec;
-  spec.nodes = {{"hello-node", 2, ""}};
-  auto cluster = TestCluster::Start(spec);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::string out;
-  int rc = TypeIn((*cluster)->root(), "/nonexistent",
-                  absl::StrCat("SHOAL_ADDRESS=", (*cluster)->address(),
-                               " SHOAL_TOKEN=", (*cluster)->token(), " '",
-                               SHOAL_HELLO_TASKS, "' 20"),
-                  &out);
-  (*cluster)->Stop();
+  int rc = RunOnAFreshNode("hello-node", 2,
+                           absl::StrCat("'", SHOAL_HELLO_TASKS, "' 20"), &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_THAT(out, HasSubstr("(correct)"));
   EXPECT_TRUE(std::regex_search(
       out, std::regex(" memory=[0-9]+\\.[0-9]{2}(B|KiB|MiB|GiB|TiB)( |\n)")))
       << out;
   EXPECT_THAT(out, Not(HasSubstr("e+")));
-  EXPECT_EQ((*cluster)->sanitizer_reports(), "");
 }
 #endif  // SHOAL_HELLO_TASKS
 
