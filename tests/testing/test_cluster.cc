@@ -1,8 +1,11 @@
 #include "tests/testing/test_cluster.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "accel/fake_host.h"
 #include "common/session.h"
 #include "common/status_macros.h"
@@ -74,14 +78,101 @@ pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
   return pid;
 }
 
+namespace {
+
+// The pids of `root` and every process below it.
+std::vector<pid_t> ProcessTree(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    auto stat = ReadFile(entry.path().string() + "/stat");
+    if (!stat.ok()) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    size_t close_paren = stat->rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::vector<std::string> fields =
+        absl::StrSplit(stat->substr(close_paren + 2), ' ');
+    pid_t ppid = 0;
+    if (fields.size() > 1 && absl::SimpleAtoi(fields[1], &ppid)) {
+      children[ppid].push_back(pid);
+    }
+  }
+  std::vector<pid_t> tree = {root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    for (pid_t child : children[tree[i]]) tree.push_back(child);
+  }
+  return tree;
+}
+
+// What each thread of `pid` is doing, from gdb when the host has it.
+std::string Stacks(pid_t pid) {
+  if (access("/usr/bin/gdb", X_OK) != 0) return "(no /usr/bin/gdb for stacks)";
+  std::string out;
+  FILE* gdb = popen(absl::StrCat("timeout 60 /usr/bin/gdb -batch -nx -p ", pid,
+                                 " -ex 'thread apply all bt 30' 2>&1")
+                        .c_str(),
+                    "r");
+  if (gdb == nullptr) return "(cannot run gdb)";
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), gdb)) > 0) out.append(buf, n);
+  pclose(gdb);
+  return out;
+}
+
+}  // namespace
+
 int FinishCli(pid_t pid, int out_fd, std::string* output) {
+  // A command that does not end is a failure to report, with what it was
+  // doing, well before ctest's own timeout ends the whole test binary
+  // without a word.
+  int64_t limit_s = 240;
+  if (const char* v = getenv("SHOAL_TEST_CLI_TIMEOUT_S")) {
+    absl::SimpleAtoi(v, &limit_s);
+  }
+  const int64_t deadline_us = MonotonicUs() + limit_s * 1000000;
   std::string out;
   char buf[4096];
-  ssize_t n;
-  while ((n = read(out_fd, buf, sizeof(buf))) > 0) out.append(buf, n);
-  close(out_fd);
   int status = 0;
-  waitpid(pid, &status, 0);
+  bool reaped = false;
+  int64_t reaped_at_us = 0;
+  for (;;) {
+    if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      reaped_at_us = MonotonicUs();
+    }
+    // What it left behind may hold the pipe open: its output ends a little
+    // after it does.
+    if (reaped && MonotonicUs() - reaped_at_us > 5000000) break;
+    if (MonotonicUs() > deadline_us) {
+      absl::StrAppend(&out, "\n[test harness: the command did not end within ",
+                      limit_s, " s (SHOAL_TEST_CLI_TIMEOUT_S); killed]\n");
+      std::vector<pid_t> tree = ProcessTree(pid);
+      for (pid_t p : tree) {
+        auto cmdline = ReadFile(absl::StrCat("/proc/", p, "/cmdline"));
+        std::string cmd = cmdline.ok() ? *cmdline : "?";
+        std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+        absl::StrAppend(&out, "--- pid ", p, ": ", cmd, "\n", Stacks(p), "\n");
+      }
+      for (pid_t p : tree) kill(p, SIGKILL);
+      break;
+    }
+    pollfd pfd = {out_fd, POLLIN, 0};
+    if (poll(&pfd, 1, 200) <= 0) continue;
+    ssize_t n = read(out_fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (reaped) break;
+      // The pipe ended before the process: wait for it a little more.
+      if (waitpid(pid, &status, 0) == pid) reaped = true;
+      break;
+    }
+    out.append(buf, n);
+  }
+  close(out_fd);
+  if (!reaped) waitpid(pid, &status, 0);
   if (output) output->append(out);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -58,13 +58,16 @@ absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
 int RunCli(const std::vector<std::string>& args, std::string* output,
            const std::vector<std::string>& env = {},
            const std::string& netns = "");
-// The same, in the background: returns its pid (-1 on failure) and sets
-// *out_fd to the read end of its stdout and stderr. FinishCli reads the rest
-// into *output (appended), reaps it and returns its exit code.
 // Processes of this host (other than this one) whose command line contains
 // `text`, each as "PID: COMMAND LINE".
 std::vector<std::string> ProcessesMentioning(const std::string& text);
 
+// RunCli in the background: returns its pid (-1 on failure) and sets
+// *out_fd to the read end of its stdout and stderr. FinishCli reads the rest
+// into *output (appended), reaps it and returns its exit code. A command
+// still running after SHOAL_TEST_CLI_TIMEOUT_S (default 240 s) is killed,
+// with it and below it, and *output ends with what each of those processes
+// was doing (their threads' stacks, from gdb).
 pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
                const std::vector<std::string>& env = {},
                const std::string& netns = "");
