@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "head/wal_check.h"
 
 namespace shoal {
 namespace {
@@ -102,12 +103,24 @@ class SqliteTableStorage : public TableStorage {
   }
 
   absl::Status Open() {
+    // Before SQLite reads the log: it would drop what follows damage in it
+    // without a word (head/wal_check.h).
+    const std::string wal_path = path_ + "-wal";
+    absl::StatusOr<WalCheck> wal = CheckWal(wal_path);
+    if (!wal.ok()) {
+      return absl::UnavailableError(absl::StrCat("the head's state in ", path_,
+                                                 ": ", wal.status().message()));
+    }
+    if (wal->damaged()) return DamagedLog(wal_path, wal->damage);
     int rc = sqlite3_open_v2(
         path_.c_str(), &db_,
         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
         nullptr);
     if (rc != SQLITE_OK) return Fail("cannot open it");
     sqlite3_busy_timeout(db_, 5000);
+    // Until the file has passed its checks, closing the connection must not
+    // checkpoint: a refused file and its log stay as they were found.
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
     // The integrity check first: a damaged file must not be half-loaded.
     std::string check;
     absl::Status st = Query("PRAGMA quick_check", &check);
@@ -116,13 +129,6 @@ class SqliteTableStorage : public TableStorage {
       return Corrupt(absl::StrCat("SQLite's integrity check says: ", check));
     }
     const bool full = sync_ == StorageSync::kFull;
-    if (!full) {
-      // What a crash of the host may lose anyway: the fsyncs of making the
-      // file (a dozen, seconds on a slow disk, at every start of a new
-      // cluster) and of the checkpoint at close (the next head replays the
-      // write-ahead log instead).
-      sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-    }
     for (const char* sql : {
              full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF",
              "PRAGMA journal_mode=WAL",
@@ -187,6 +193,14 @@ class SqliteTableStorage : public TableStorage {
       if (sqlite3_prepare_v2(db_, sql, -1, stmt->out(), nullptr) != SQLITE_OK) {
         return Fail("cannot prepare its statements");
       }
+    }
+    // With kNormal no checkpoint at close either: what a crash of the host
+    // may lose anyway are the fsyncs of making the file (a dozen, seconds
+    // on a slow disk, at every start of a new cluster) and of the
+    // checkpoint at close (the next head replays the write-ahead log
+    // instead).
+    if (full) {
+      sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
     }
     return absl::OkStatus();
   }
@@ -281,6 +295,20 @@ class SqliteTableStorage : public TableStorage {
                      what,
                      ". Move the file away to start this head afresh "
                      "(the cluster's state in it is then lost)"));
+  }
+
+  absl::Status DamagedLog(const std::string& wal_path,
+                          const std::string& damage) const {
+    return absl::DataLossError(absl::StrCat(
+        "the head's state in ", path_, " is damaged: its write-ahead log ",
+        wal_path, ": ", damage,
+        ". The head does not start on it (SQLite would silently start from "
+        "an older state). Keep a copy of both files, then either restore "
+        "them from a backup, or start from what ",
+        path_,
+        " alone holds: run `shoal start --head` again with --discard-wal (it "
+        "sets the log aside as ",
+        wal_path, ".discarded-<UTC time>; what only the log holds is lost)"));
   }
 
   const std::string path_;

@@ -6,11 +6,15 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "head/wal_check.h"
 
 namespace shoal {
 namespace {
@@ -19,6 +23,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Optional;
 using ::testing::Pair;
+using ::testing::SizeIs;
 
 class SqliteTableStorageTest : public ::testing::Test {
  protected:
@@ -126,6 +131,75 @@ TEST_F(SqliteTableStorageTest, ADamagedFileIsAClearErrorAtOpen) {
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr(path_));
   EXPECT_THAT(s.status().message(), HasSubstr("Move the file away"));
+}
+
+// The write-ahead log of a head (a child process) that wrote `rows` rows
+// and was killed: with kFull nothing checkpoints while the head runs, so
+// every row is in the log only.
+std::string LogOfAKilledHead(const std::string& path, int rows) {
+  pid_t child = fork();
+  if (child == 0) {
+    auto s = OpenSqliteTableStorage(path, StorageSync::kFull);
+    if (!s.ok()) _exit(1);
+    for (int i = 0; i < rows; ++i) {
+      if (!(*s)->Put("jobs", std::to_string(i), std::string(300, 'j')).ok()) {
+        _exit(1);
+      }
+    }
+    kill(getpid(), SIGKILL);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  std::ifstream in(path + "-wal", std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Each file of `dir` with its contents.
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    files[entry.path().filename()] =
+        std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return files;
+}
+
+TEST_F(SqliteTableStorageTest, ADamagedLogIsRefusedAndLeftAsItWas) {
+  std::string wal = LogOfAKilledHead(path_, 30);
+  const size_t frame = 24 + 4096;
+  ASSERT_GT(wal.size(), 32 + 20 * frame);
+  wal[32 + 10 * frame + 24 + 100] ^= 0x20;  // in frame 11's page
+  std::ofstream(path_ + "-wal", std::ios::binary | std::ios::trunc) << wal;
+  const auto before = Files(dir_);
+
+  auto refused = OpenSqliteTableStorage(path_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr(path_ + "-wal: frame 11 of "));
+  EXPECT_THAT(refused.status().message(), HasSubstr("fails its checksum"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("committed transactions from it on would be lost"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--discard-wal"));
+  EXPECT_EQ(Files(dir_), before);
+
+  // Set aside, the file alone opens, with what it held before the log.
+  ASSERT_TRUE(SetWalAside(path_).ok());
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->Scan("jobs").empty());
+}
+
+TEST_F(SqliteTableStorageTest, ALogCutShortByACrashIsTakenUp) {
+  std::string wal = LogOfAKilledHead(path_, 30);
+  const size_t frame = 24 + 4096;
+  wal.resize(wal.size() - frame / 2);  // half of the last row's frame
+  std::ofstream(path_ + "-wal", std::ios::binary | std::ios::trunc) << wal;
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  EXPECT_THAT(s->Scan("jobs"), SizeIs(29));
 }
 
 TEST_F(SqliteTableStorageTest, AFolderThatCannotBeWrittenIsAClearError) {
