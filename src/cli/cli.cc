@@ -49,6 +49,7 @@
 #include "dashboard/formats.h"
 #include "dashboard/job_submit.h"
 #include "head/head.h"
+#include "head/head_storage.h"
 #include "head/redis_storage.h"
 #include "launch/launcher.h"
 #include "rpc/event_loop.h"
@@ -424,6 +425,7 @@ struct HeadFlags {
   bool dashboard_port_fallback = false;
   std::string storage;
   std::string storage_sync = "normal";
+  bool discard_wal = false;
   int64_t reattach_grace_ms = 10000;
 };
 
@@ -480,6 +482,7 @@ int RunHead(const HeadFlags& f) {
       !st.ok()) {
     return Fail(std::string(st.message()));
   }
+  options.discard_wal = f.discard_wal;
   options.reattach_grace_ms = f.reattach_grace_ms;
   if (options.token.empty()) {
     return Fail("the head needs a cluster token in SHOAL_TOKEN");
@@ -635,6 +638,7 @@ struct StartFlags {
   int port = 6379;
   std::string storage;  // the head's (--storage); "": the session's head.db
   std::string storage_sync;  // the head's (--storage-sync); "": normal
+  bool discard_wal = false;  // the head's (--discard-wal)
   std::string node_ip;
   std::string temp_dir;
   std::string token;
@@ -818,6 +822,15 @@ int Start(const StartFlags& f) {
       return UsageFail(std::string(url.status().message()));
     }
   }
+  // (A head taking up a session keeps the storage the session names.)
+  auto discard_wal_misused = [&](const std::string& storage) {
+    return f.discard_wal && (!f.head || storage == "memory" ||
+                             absl::StartsWith(storage, "redis://"));
+  };
+  constexpr char kDiscardWalUse[] =
+      "--discard-wal is for a head (--head) that keeps its state in SQLite: "
+      "it sets a damaged write-ahead log (head.db-wal) aside";
+  if (discard_wal_misused(f.storage)) return UsageFail(kDiscardWalUse);
   // (ApplyTls loaded the files.) Heads and agents serve: with TLS they
   // need a certificate.
   if (auto tls = rpc::ProcessTls(); tls.ok() && *tls != nullptr) {
@@ -893,6 +906,7 @@ int Start(const StartFlags& f) {
   if (!resumed.empty()) {
     dir = resumed;
     if (storage.empty()) storage = ReadSessionFile(dir, kStorageFile);
+    if (discard_wal_misused(storage)) return UsageFail(kDiscardWalUse);
     if (storage_sync.empty()) {
       storage_sync = ReadSessionFile(dir, kStorageSyncFile);
     }
@@ -952,6 +966,7 @@ int Start(const StartFlags& f) {
       head_argv.insert(head_argv.end(), {"--storage-sync", storage_sync});
       WriteFile(dir + "/" + kStorageSyncFile, storage_sync, 0600).IgnoreError();
     }
+    if (f.discard_wal) head_argv.push_back("--discard-wal");
     auto pid = StartDaemon(std::move(head_argv), dir, token, "head",
                            "cluster_address", f.block);
     if (!pid.ok()) {
@@ -968,6 +983,10 @@ int Start(const StartFlags& f) {
     }
     head_pid = *pid;
     head_address = ReadSessionFile(dir, "cluster_address");
+    if (f.discard_wal) {
+      std::cout << ReadSessionFile(dir, kDiscardedWalFile) << "\n";
+      unlink((dir + "/" + kDiscardedWalFile).c_str());
+    }
   } else {
     WriteFile(dir + "/cluster_address", head_address).IgnoreError();
   }
@@ -1609,6 +1628,13 @@ int Dispatch(int argc, char** argv) {
       "(default: they survive any crash of the head; a crash of its host may "
       "lose the last ones) or `full` (fsynced: they survive the host losing "
       "power too, at one fsync per write)");
+  start_cmd->add_flag(
+      "--discard-wal", start.discard_wal,
+      "When the head's SQLite write-ahead log (head.db-wal) is damaged, set "
+      "it aside (as head.db-wal.discarded-<UTC time>, with head.db-shm) and "
+      "start from what head.db alone holds: the changes only the log held "
+      "are lost. Without it a damaged log stops the head. An intact log is "
+      "kept and used");
   start_cmd
       ->add_option("--num-cpus", start.advertised.num_cpus,
                    "CPUs to advertise (default: detected)")
@@ -1816,6 +1842,7 @@ int Dispatch(int argc, char** argv) {
                        head.dashboard_port_fallback);
   head_cmd->add_option("--storage", head.storage);
   head_cmd->add_option("--storage-sync", head.storage_sync);
+  head_cmd->add_flag("--discard-wal", head.discard_wal);
   head_cmd->add_option("--reattach-grace-ms", head.reattach_grace_ms);
 
   AgentFlags agent;

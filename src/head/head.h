@@ -34,6 +34,10 @@ struct HeadOptions {
   std::string storage;
   // How durable a write to `storage` is before the head answers.
   StorageSync storage_sync = StorageSync::kNormal;
+  // SQLite only: a write-ahead log that is damaged (head/wal_check.h) is
+  // set aside and the head starts from the database file alone, instead of
+  // refusing to start. An intact log is used as always.
+  bool discard_wal = false;
   // After a restart, how long a driver has to reconnect before its job
   // (and what it owns) ends.
   int64_t reattach_grace_ms = 10000;

@@ -4,11 +4,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "head/redis_storage.h"
 #include "head/sqlite_storage.h"
+#include "head/wal_check.h"
 
 namespace shoal {
 namespace {
@@ -17,6 +19,40 @@ namespace {
 // it too).
 constexpr char kMetaTable[] = "meta";
 constexpr char kTokenKey[] = "token_sha256";
+
+// --discard-wal: sets a damaged write-ahead log of `db_path` aside, says
+// so in the log and in the session folder (kDiscardedWalFile).
+absl::Status DiscardDamagedWal(const std::string& db_path,
+                               const std::string& session_dir) {
+  const std::string wal_path = db_path + "-wal";
+  absl::StatusOr<WalCheck> wal = CheckWal(wal_path);
+  if (!wal.ok()) {
+    return absl::UnavailableError(absl::StrCat("the head's state in ", db_path,
+                                               ": ", wal.status().message()));
+  }
+  std::string said;
+  if (!wal->damaged()) {
+    said = absl::StrCat(
+        "--discard-wal: the write-ahead log ", wal_path,
+        PathExists(wal_path)
+            ? absl::StrCat(" is intact (", wal->transactions,
+                           " committed transactions), so it was kept and "
+                           "the head took up all of its state")
+            : " does not exist: nothing was set aside");
+    SHOAL_LOG(INFO) << said;
+  } else {
+    ASSIGN_OR_RETURN(std::vector<std::string> moved, SetWalAside(db_path));
+    said = absl::StrCat(
+        "--discard-wal: the write-ahead log ", wal_path, " was damaged (",
+        wal->damage, "); it was set aside as ", absl::StrJoin(moved, " and "),
+        ", and the head starts from what ", db_path, " alone holds");
+    SHOAL_LOG(WARNING) << said;
+  }
+  if (!session_dir.empty()) {
+    WriteFile(session_dir + "/" + kDiscardedWalFile, said + "\n").IgnoreError();
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -34,6 +70,9 @@ absl::StatusOr<std::unique_ptr<TableStorage>> OpenHeadStorage(
   } else {
     where = options.storage.empty() ? options.session_dir + "/head.db"
                                     : options.storage;
+    if (options.discard_wal) {
+      RETURN_IF_ERROR(DiscardDamagedWal(where, options.session_dir));
+    }
     ASSIGN_OR_RETURN(storage,
                      OpenSqliteTableStorage(where, options.storage_sync));
   }

@@ -13,6 +13,10 @@
 
 namespace shoal {
 
+// With HeadOptions::discard_wal, what was done with the write-ahead log is
+// written to this file of the session folder, for `shoal start` to print.
+inline constexpr char kDiscardedWalFile[] = "discarded_wal";
+
 // State kept by a head of another cluster (another token) is refused: the
 // agents and drivers of that cluster could not reach this head, which would
 // then declare them all dead. The first head on new state records its
