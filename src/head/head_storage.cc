@@ -35,9 +35,10 @@ absl::Status DiscardDamagedWal(const std::string& db_path,
     said = absl::StrCat(
         "--discard-wal: the write-ahead log ", wal_path,
         PathExists(wal_path)
-            ? absl::StrCat(" is intact (", wal->transactions,
-                           " committed transactions), so it was kept and "
-                           "the head took up all of its state")
+            ? absl::StrCat(" is intact (committed transactions in it: ",
+                           wal->transactions,
+                           "), so it was kept and the head took up all of "
+                           "its state")
             : " does not exist: nothing was set aside");
     SHOAL_LOG(INFO) << said;
   } else {
