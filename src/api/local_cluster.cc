@@ -3,8 +3,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/process.h"
@@ -27,12 +29,24 @@ absl::StatusOr<std::string> WaitForSessionFile(const std::string& session_dir,
     bool exited = waitpid(pid, &status, WNOHANG) == pid || !ProcessAlive(pid);
     if (exited) {
       std::string tail;
+      std::string reason;  // what the process said when it gave up
       if (auto log = ReadFile(log_path); log.ok()) {
-        std::vector<std::string> lines = absl::StrSplit(*log, '\n');
+        std::vector<std::string> lines =
+            absl::StrSplit(*log, '\n', absl::SkipEmpty());
+        if (!lines.empty() && absl::StartsWith(lines.back(), "shoal: ")) {
+          reason = lines.back().substr(strlen("shoal: "));
+          lines.pop_back();
+        }
         size_t from = lines.size() > 8 ? lines.size() - 8 : 0;
         for (size_t i = from; i < lines.size(); ++i) {
-          if (!lines[i].empty()) absl::StrAppend(&tail, "\n  ", lines[i]);
+          absl::StrAppend(&tail, "\n  ", lines[i]);
         }
+      }
+      if (!reason.empty()) {
+        // Its own words first; the log for the rest.
+        return absl::UnavailableError(
+            absl::StrCat(reason, "\n(process ", pid,
+                         " exited during startup; its log: ", log_path, ")"));
       }
       return absl::UnavailableError(
           absl::StrCat("process ", pid, " exited during startup; its log (",

@@ -973,11 +973,15 @@ int Start(const StartFlags& f) {
       if (resume) resume->Restore();
       std::string msg(pid.status().message());
       if (msg.find("already in use") != std::string::npos) {
-        return Fail(absl::StrCat("cannot start the head: ", host, ":", f.port,
-                                 " is already in use",
-                                 DescribeListener(host, f.port, temp_dir),
-                                 ". Stop it with `shoal stop`, or choose "
-                                 "another --port"));
+        // A head taking up a crashed session listens where the crashed one
+        // did (its agents and drivers know that address), whatever --port.
+        return Fail(absl::StrCat(
+            "cannot start the head: ", host, ":", port, " is already in use",
+            DescribeListener(host, port, temp_dir),
+            resume ? ". The crashed head's agents and programs reconnect to "
+                     "that port: stop what holds it, then run `shoal start "
+                     "--head` again"
+                   : ". Stop it with `shoal stop`, or choose another --port"));
       }
       return Fail("cannot start the head: " + msg);
     }
