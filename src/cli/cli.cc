@@ -521,6 +521,7 @@ struct AgentFlags {
   int64_t infeasible_grace_ms = 5000;
   int64_t worker_idle_timeout_ms = 10000;
   int metrics_port = -1;  // -1: no /metrics
+  int64_t head_timeout_s = 60;
 };
 
 absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
@@ -533,6 +534,9 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
   o.is_head_node = f.head_node;
   o.infeasible_grace_ms = f.infeasible_grace_ms;
   o.worker_idle_timeout_ms = f.worker_idle_timeout_ms;
+  // (Bounded so that a huge value means "never", not an overflow.)
+  o.head_timeout_ms =
+      std::min<int64_t>(f.head_timeout_s, int64_t{1} << 40) * 1000;
   accel::DetectOptions detect;
   detect.device_root = EnvOr("SHOAL_DEVICE_ROOT", "/");
   detect.env = accel::EnvironmentSnapshot();
@@ -598,7 +602,17 @@ int RunAgent(const AgentFlags& f) {
       .IgnoreError();
   ServeUntilStopped(stop, **agent, "node agent");
   metrics.reset();
-  return 0;
+  absl::Status lost = (*agent)->stop_reason();
+  agent->reset();
+  if (lost.ok()) return 0;
+  // The node stopped by itself (its head is gone): nothing may take it for
+  // running, unless another agent of this session has written these since.
+  if (ReadSessionFile(f.session_dir, "agent.pid") == std::to_string(getpid())) {
+    for (const char* file : {"agent_address", "metrics_address", "agent.pid"}) {
+      unlink((f.session_dir + "/" + file).c_str());
+    }
+  }
+  return 1;
 }
 
 // Who holds host:port: a Shoal head started from a temp dir we know (named
@@ -648,7 +662,8 @@ struct StartFlags {
   std::string dashboard_host = "127.0.0.1";
   std::optional<int> dashboard_port;  // unset: 8265, or any free port
   bool include_dashboard = true;
-  int metrics_port = -1;  // the agent's /metrics; -1: none
+  int metrics_port = -1;        // the agent's /metrics; -1: none
+  int64_t head_timeout_s = 60;  // the agent's (--head-timeout-s)
 };
 
 constexpr int kDefaultDashboardPort = 8265;
@@ -687,6 +702,7 @@ std::vector<std::string> AgentArgs(const StartFlags& f,
   add("--infeasible-grace-ms", std::to_string(f.infeasible_grace_ms));
   if (f.metrics_port >= 0)
     add("--metrics-port", std::to_string(f.metrics_port));
+  add("--head-timeout-s", std::to_string(f.head_timeout_s));
   if (f.head) argv.push_back("--head-node");
   return argv;
 }
@@ -1662,6 +1678,14 @@ int Dispatch(int argc, char** argv) {
                    "This node's /metrics in the Prometheus format (0: any "
                    "free port; default none)")
       ->check(CLI::Range(0, 65535));
+  start_cmd
+      ->add_option("--head-timeout-s", start.head_timeout_s,
+                   "Stop this node (its workers, its object store) when the "
+                   "head has not answered it for this long: gone, or another "
+                   "cluster's (default 60, like Ray; long enough to restart "
+                   "the head)")
+      ->envname("SHOAL_HEAD_TIMEOUT_S")
+      ->check(AtLeast(1));
 
   std::string stop_temp_dir;
   bool force = false;
@@ -1843,6 +1867,8 @@ int Dispatch(int argc, char** argv) {
   agent_cmd->add_option("--metrics-port", agent.metrics_port);
   agent_cmd->add_option("--worker-idle-timeout-ms",
                         agent.worker_idle_timeout_ms);
+  agent_cmd->add_option("--head-timeout-s", agent.head_timeout_s)
+      ->check(AtLeast(1));
 
   launch::LaunchOptions launch_opts;
   std::string no_restart_on;
