@@ -118,8 +118,19 @@ class AgentLifetimeTest : public shoal::testing::ClusterTest {
         shoal::Get(resident.Task(&Resident::Pid).Remote(), kResultTimeoutMs));
     *child = static_cast<pid_t>(shoal::Get(
         resident.Task(&Resident::StartChild).Remote(), kResultTimeoutMs));
+    children_.push_back(*child);
     shoal::Shutdown();
   }
+
+  void TearDown() override {
+    ClusterTest::TearDown();
+    // Pass or fail, nothing the test made outlives it.
+    for (pid_t child : children_) {
+      if (shoal::ProcessAlive(child)) kill(child, SIGKILL);
+    }
+  }
+
+  std::vector<pid_t> children_;
 
   std::string AgentLog(size_t node) const {
     auto log = shoal::ReadFile(cluster_->session_dir(node) + "/logs/agent.log");
@@ -239,6 +250,20 @@ TEST_F(AgentLifetimeTest, AHeadThatRefusesTheNodeCountsAsGone) {
   // The other cluster is untouched.
   EXPECT_NE(shoal::LivePid(other + "/session_latest", "head"), 0);
   EXPECT_NE(shoal::LivePid(other + "/session_latest", "agent"), 0);
+}
+
+// A worker whose agent dies (kill -9: it cleans up nothing) ends, and so
+// does what the worker started.
+TEST_F(AgentLifetimeTest, AWorkerAndWhatItStartedEndWithTheirAgent) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(60));
+  pid_t worker = 0, child = 0;
+  ASSERT_NO_FATAL_FAILURE(StartResident(&worker, &child));
+  ASSERT_TRUE(shoal::ProcessAlive(child));
+  cluster_->KillAgent(1);
+  EXPECT_TRUE(Eventually([&] { return !shoal::ProcessAlive(worker); }))
+      << "worker " << worker;
+  EXPECT_TRUE(Eventually([&] { return !shoal::ProcessAlive(child); }))
+      << "the worker's child " << child;
 }
 
 }  // namespace
