@@ -989,7 +989,8 @@ int Start(const StartFlags& f) {
   }
   WriteFile(dir + "/token", token, 0600).IgnoreError();
   absl::StatusOr<pid_t> agent_pid = static_cast<pid_t>(LivePid(dir, "agent"));
-  if (resumed.empty() || *agent_pid == 0) {
+  const bool own_agent = resumed.empty() || *agent_pid == 0;
+  if (own_agent) {
     // (A taken-up session whose agent still runs keeps it.)
     unlink((dir + "/agent_address").c_str());
     agent_pid = StartDaemon(AgentArgs(f, head_address, dir), dir, token,
@@ -1052,8 +1053,30 @@ int Start(const StartFlags& f) {
   }
   std::cout.flush();
   if (f.block) {
-    int sig = 0;
-    sigwait(&stop, &sig);
+    // Until Ctrl-C (or SIGTERM), or until the node agent this command
+    // started ends by itself (its head lost for --head-timeout-s): then
+    // this command ends too, with its exit code, as the process a
+    // container or service manager watches.
+    if (own_agent) {
+      sigaddset(&stop, SIGCHLD);
+      pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    }
+    for (;;) {
+      int wait_status = 0;
+      if (own_agent &&
+          waitpid(*agent_pid, &wait_status, WNOHANG) == *agent_pid) {
+        std::cerr << "shoal: the node agent (pid " << *agent_pid << ") "
+                  << DescribeWaitStatus(wait_status) << "; see " << dir
+                  << "/logs/agent.log\n";
+        if (head_pid) TerminateProcess(head_pid, 5000);
+        return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) != 0
+                   ? WEXITSTATUS(wait_status)
+                   : 1;
+      }
+      int sig = 0;
+      sigwait(&stop, &sig);
+      if (sig != SIGCHLD) break;
+    }
     TerminateProcess(*agent_pid, 5000);
     if (head_pid) TerminateProcess(head_pid, 5000);
   }

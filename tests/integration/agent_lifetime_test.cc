@@ -266,4 +266,39 @@ TEST_F(AgentLifetimeTest, AWorkerAndWhatItStartedEndWithTheirAgent) {
       << "the worker's child " << child;
 }
 
+// `shoal start --block` (the process a container or service manager
+// watches) ends with its node, with the agent's non-zero exit code; the
+// timeout comes from SHOAL_HEAD_TIMEOUT_S here.
+TEST_F(AgentLifetimeTest, ABlockingStartEndsWithItsNode) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(60));
+  const std::string temp_dir = cluster_->root() + "/blocking-node";
+  struct StopNode {
+    std::string temp_dir;
+    ~StopNode() {
+      std::string out;
+      RunCli({"stop", "--temp-dir", temp_dir}, &out);
+    }
+  } stop_node{temp_dir};
+  int fd = -1;
+  pid_t start = shoal::testing::StartCli(
+      {"start", "--address", cluster_->address(), "--token", cluster_->token(),
+       "--block", "--temp-dir", temp_dir, "--node-ip-address", "127.0.0.1",
+       "--num-cpus", "1", "--node-id", "blocking-node", "--object-store-memory",
+       std::to_string(16 << 20)},
+      &fd,
+      {"SHOAL_HEAD_TIMEOUT_S=3",
+       "SHOAL_DEVICE_ROOT=" + cluster_->root() + "/no-devices"});
+  ASSERT_GT(start, 0);
+  ASSERT_TRUE(Eventually([&] { return AliveNodes() == 3; })) << Status().dump();
+  ASSERT_EQ(Segments("blocking-node").size(), 1u);
+  cluster_->KillHead();
+  std::string out;
+  EXPECT_EQ(shoal::testing::FinishCli(start, fd, &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr("exited with code 1")) << out;
+  EXPECT_THAT(Segments("blocking-node"), ::testing::IsEmpty());
+  auto log = shoal::ReadFile(temp_dir + "/session_latest/logs/agent.log");
+  EXPECT_THAT(log.ok() ? *log : "",
+              HasSubstr("has been unreachable for 3 s; stopping this node"));
+}
+
 }  // namespace
