@@ -1703,10 +1703,10 @@ int Dispatch(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   start_cmd
       ->add_option("--head-timeout-s", start.head_timeout_s,
-                   "Stop this node (its workers, its object store) when the "
-                   "head has not answered it for this long: gone, or another "
-                   "cluster's (default 60, like Ray; long enough to restart "
-                   "the head)")
+                   "Seconds the head may go without answering this node "
+                   "(gone, or another cluster's) before the node stops: its "
+                   "workers end, its object store is freed (default 60, as "
+                   "in Ray; room for the head to restart)")
       ->envname("SHOAL_HEAD_TIMEOUT_S")
       ->check(AtLeast(1));
 
