@@ -192,6 +192,7 @@ class AgentImpl : public NodeAgent {
     loop_->Post([this] {
       ScheduleHeartbeat();
       ScheduleReaper();
+      ScheduleHeadWatch();
     });
     return absl::OkStatus();
   }
@@ -204,6 +205,11 @@ class AgentImpl : public NodeAgent {
     stop_cv_.wait(lock, [&] { return stop_requested_; });
   }
 
+  absl::Status stop_reason() const override {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    return stop_reason_;
+  }
+
   void Stop() override {
     if (!loop_) return;
     RequestStop();
@@ -212,7 +218,10 @@ class AgentImpl : public NodeAgent {
       // From here no beat goes out: one answered after the head took the
       // node off would find it unknown and register it again.
       leaving_ = true;
-      if (!registered_ || head_ == nullptr) return unregistered.set_value();
+      // A lost head is not told: it is gone, or another cluster's.
+      if (!registered_ || head_ == nullptr || head_lost_) {
+        return unregistered.set_value();
+      }
       proto::UnregisterNodeRequest req;
       req.set_node_id(node_id_);
       req.set_reason("stopped by its operator (shoal stop)");
@@ -228,7 +237,12 @@ class AgentImpl : public NodeAgent {
       // agent is stopping and must not act on (or warn about) the failure.
       std::unique_ptr<rpc::HeadClient> head = std::move(head_);
       if (head != nullptr) head->Close();
-      if (workers_ != nullptr) workers_->StopAll();
+      if (workers_ != nullptr) {
+        std::vector<std::string> ids;
+        for (const auto& [id, w] : workers_->workers()) ids.push_back(id);
+        workers_->StopAll();
+        for (const std::string& id : ids) EndLeftovers(id);
+      }
       jobs_.reset();  // ends their process groups
       return absl::OkStatus();
     }).IgnoreError();
@@ -457,8 +471,11 @@ class AgentImpl : public NodeAgent {
     head_->RegisterNode(
         req,
         [this, done](absl::StatusOr<proto::RegisterNodeReply> reply) {
-          if (reply.ok()) {
+          if (!reply.ok()) {
+            HeadFailed(reply.status());
+          } else {
             registered_ = true;
+            HeadAnswered();
             view_.Reset();
             if (reply->heartbeat_interval_ms() > 0) {
               heartbeat_ms_ = reply->heartbeat_interval_ms();
@@ -503,6 +520,7 @@ class AgentImpl : public NodeAgent {
         [this, periodic](absl::StatusOr<proto::HeartbeatReply> reply) {
           if (head_ == nullptr) return;  // stopping (see Stop())
           if (!reply.ok()) {
+            HeadFailed(reply.status());
             if (!head_warned_) {
               SHOAL_LOG(WARNING)
                   << "heartbeat to head failed: " << reply.status()
@@ -518,12 +536,73 @@ class AgentImpl : public NodeAgent {
             }
           } else {
             head_warned_ = false;
+            HeadAnswered();
             view_.Apply(*reply);
             Dispatch();
           }
           if (periodic) ScheduleHeartbeat();
         },
         std::max<int64_t>(heartbeat_ms_ * 4, 2000));
+  }
+
+  // ---- Losing the head ----
+  //
+  // The head accepted a registration or heartbeat of this node: it is
+  // there and has the node as a member.
+  void HeadAnswered() {
+    last_head_ok_us_ = MonotonicUs();
+    last_head_error_ = absl::OkStatus();
+  }
+
+  void HeadFailed(const absl::Status& why) { last_head_error_ = why; }
+
+  void ScheduleHeadWatch() {
+    int64_t period_ms =
+        std::clamp<int64_t>(options_.head_timeout_ms / 10, 100, 1000);
+    loop_->RunAfter(period_ms, [this] { WatchHead(); });
+  }
+
+  // Stops the node once the head has not accepted it for head_timeout_ms
+  // (killed and not restarted, its host gone, or another cluster answering
+  // on its address): its workers and store would otherwise outlive the
+  // cluster. A head back within the window keeps the node.
+  void WatchHead() {
+    if (head_ == nullptr || leaving_) return;
+    if (!session_gone_warned_ && !PathExists(options_.session_dir)) {
+      session_gone_warned_ = true;
+      SHOAL_LOG(WARNING) << "this node's session folder "
+                         << options_.session_dir
+                         << " was deleted; the node stops if the head at "
+                         << options_.head_address << " does not answer for "
+                         << options_.head_timeout_ms / 1000.0
+                         << " s (--head-timeout-s)";
+    }
+    int64_t silent_ms = (MonotonicUs() - last_head_ok_us_) / 1000;
+    if (silent_ms < options_.head_timeout_ms) return ScheduleHeadWatch();
+    std::string why = absl::StrCat("the head at ", options_.head_address,
+                                   " has been unreachable for ",
+                                   options_.head_timeout_ms / 1000.0,
+                                   " s; stopping this node (--head-timeout-s)");
+    if (absl::IsPermissionDenied(last_head_error_) ||
+        absl::IsUnauthenticated(last_head_error_)) {
+      absl::StrAppend(&why, ". It refuses this node (",
+                      last_head_error_.ToString(),
+                      "): another cluster answers there, or the token changed");
+    } else if (!last_head_error_.ok()) {
+      absl::StrAppend(&why, ". Last error: ", last_head_error_.ToString());
+    }
+    absl::StrAppend(&why,
+                    ". The node's workers end and its object store is freed; "
+                    "once a head is up, join it again with `shoal start "
+                    "--address=",
+                    options_.head_address, "`");
+    SHOAL_LOG(ERROR) << why;
+    head_lost_ = true;
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      stop_reason_ = absl::UnavailableError(why);
+    }
+    RequestStop();
   }
 
   void FillLeases(proto::HeartbeatRequest* req) const {
@@ -1065,6 +1144,12 @@ class AgentImpl : public NodeAgent {
   bool registered_ = false;
   bool leaving_ = false;  // unregistering (Stop)
   bool head_warned_ = false;
+  // When the head last accepted this node (MonotonicUs), and what the
+  // calls to it since have failed with.
+  int64_t last_head_ok_us_ = 0;
+  absl::Status last_head_error_;
+  bool head_lost_ = false;  // stopping: head_timeout_ms passed (WatchHead)
+  bool session_gone_warned_ = false;
   bool report_scheduled_ = false;
   int64_t heartbeat_ms_ = 500;
 
@@ -1082,9 +1167,10 @@ class AgentImpl : public NodeAgent {
   uint64_t dispatch_timer_ = 0;
   int64_t dispatch_timer_at_ = 0;
 
-  std::mutex stop_mu_;
+  mutable std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
+  absl::Status stop_reason_ ABSL_GUARDED_BY(stop_mu_);
 };
 
 }  // namespace

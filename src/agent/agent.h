@@ -1,7 +1,9 @@
 // The node agent: registers its node with the head, heartbeats, keeps the
 // node's resources, grants worker leases (or points the requester to a better
 // node: spillback), starts and reaps worker processes, lends the CPU of
-// blocked workers, and holds placement-group bundles.
+// blocked workers, and holds placement-group bundles. A node whose head
+// stays unreachable for head_timeout_ms stops by itself: nothing of it
+// outlives its cluster.
 //
 // The decisions and the books are parts under src/agent/ that are tested
 // alone: lease_policy (grant, spill back, wait or fail a request),
@@ -41,6 +43,14 @@ struct AgentOptions {
   // How long an infeasible lease request waits for a node that fits to join.
   int64_t infeasible_grace_ms = 5000;
   int64_t worker_idle_timeout_ms = 10000;
+  // How long the head may go without answering this node (unreachable, or
+  // refusing it: another cluster's head on its address) before the node
+  // stops: its workers end, its object store is freed and Wait() returns
+  // with stop_reason() set. Counted from the last heartbeat or
+  // registration the head accepted; long enough to ride out a restart of
+  // the head (`--head-timeout-s`, like Ray's
+  // gcs_rpc_server_reconnect_timeout_s).
+  int64_t head_timeout_ms = 60000;
 };
 
 class NodeAgent {
@@ -50,10 +60,16 @@ class NodeAgent {
   virtual ~NodeAgent() = default;
   virtual std::string address() const = 0;
   virtual std::string node_id() const = 0;
-  // Blocks until SHUTDOWN_AGENT or Stop().
+  // Blocks until SHUTDOWN_AGENT, Stop(), or the head is lost for
+  // head_timeout_ms.
   virtual void Wait() = 0;
-  // Unregisters from the head and ends every worker.
+  // Unregisters from the head (unless it is lost) and ends every worker
+  // and what they started.
   virtual void Stop() = 0;
+  // Why the agent stopped by itself: OK unless it lost its head
+  // (Unavailable, with the line it logged), when its process should exit
+  // non-zero.
+  virtual absl::Status stop_reason() const = 0;
 };
 
 }  // namespace shoal

@@ -524,6 +524,7 @@ struct AgentFlags {
   int64_t infeasible_grace_ms = 5000;
   int64_t worker_idle_timeout_ms = 10000;
   int metrics_port = -1;  // -1: no /metrics
+  int64_t head_timeout_s = 60;
 };
 
 absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
@@ -536,6 +537,9 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
   o.is_head_node = f.head_node;
   o.infeasible_grace_ms = f.infeasible_grace_ms;
   o.worker_idle_timeout_ms = f.worker_idle_timeout_ms;
+  // (Bounded so that a huge value means "never", not an overflow.)
+  o.head_timeout_ms =
+      std::min<int64_t>(f.head_timeout_s, int64_t{1} << 40) * 1000;
   accel::DetectOptions detect;
   detect.device_root = EnvOr("SHOAL_DEVICE_ROOT", "/");
   detect.env = accel::EnvironmentSnapshot();
@@ -601,7 +605,17 @@ int RunAgent(const AgentFlags& f) {
       .IgnoreError();
   ServeUntilStopped(stop, **agent, "node agent");
   metrics.reset();
-  return 0;
+  absl::Status lost = (*agent)->stop_reason();
+  agent->reset();
+  if (lost.ok()) return 0;
+  // The node stopped by itself (its head is gone): nothing may take it for
+  // running, unless another agent of this session has written these since.
+  if (ReadSessionFile(f.session_dir, "agent.pid") == std::to_string(getpid())) {
+    for (const char* file : {"agent_address", "metrics_address", "agent.pid"}) {
+      unlink((f.session_dir + "/" + file).c_str());
+    }
+  }
+  return 1;
 }
 
 // Who holds host:port: a Shoal head started from a temp dir we know (named
@@ -652,7 +666,8 @@ struct StartFlags {
   std::string dashboard_host = "127.0.0.1";
   std::optional<int> dashboard_port;  // unset: 8265, or any free port
   bool include_dashboard = true;
-  int metrics_port = -1;  // the agent's /metrics; -1: none
+  int metrics_port = -1;        // the agent's /metrics; -1: none
+  int64_t head_timeout_s = 60;  // the agent's (--head-timeout-s)
 };
 
 constexpr int kDefaultDashboardPort = 8265;
@@ -691,6 +706,7 @@ std::vector<std::string> AgentArgs(const StartFlags& f,
   add("--infeasible-grace-ms", std::to_string(f.infeasible_grace_ms));
   if (f.metrics_port >= 0)
     add("--metrics-port", std::to_string(f.metrics_port));
+  add("--head-timeout-s", std::to_string(f.head_timeout_s));
   if (f.head) argv.push_back("--head-node");
   return argv;
 }
@@ -996,7 +1012,8 @@ int Start(const StartFlags& f) {
   }
   WriteFile(dir + "/token", token, 0600).IgnoreError();
   absl::StatusOr<pid_t> agent_pid = static_cast<pid_t>(LivePid(dir, "agent"));
-  if (resumed.empty() || *agent_pid == 0) {
+  const bool own_agent = resumed.empty() || *agent_pid == 0;
+  if (own_agent) {
     // (A taken-up session whose agent still runs keeps it.)
     unlink((dir + "/agent_address").c_str());
     agent_pid = StartDaemon(AgentArgs(f, head_address, dir), dir, token,
@@ -1059,8 +1076,30 @@ int Start(const StartFlags& f) {
   }
   std::cout.flush();
   if (f.block) {
-    int sig = 0;
-    sigwait(&stop, &sig);
+    // Until Ctrl-C (or SIGTERM), or until the node agent this command
+    // started ends by itself (its head lost for --head-timeout-s): then
+    // this command ends too, with its exit code, as the process a
+    // container or service manager watches.
+    if (own_agent) {
+      sigaddset(&stop, SIGCHLD);
+      pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    }
+    for (;;) {
+      int wait_status = 0;
+      if (own_agent &&
+          waitpid(*agent_pid, &wait_status, WNOHANG) == *agent_pid) {
+        std::cerr << "shoal: the node agent (pid " << *agent_pid << ") "
+                  << DescribeWaitStatus(wait_status) << "; see " << dir
+                  << "/logs/agent.log\n";
+        if (head_pid) TerminateProcess(head_pid, 5000);
+        return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) != 0
+                   ? WEXITSTATUS(wait_status)
+                   : 1;
+      }
+      int sig = 0;
+      sigwait(&stop, &sig);
+      if (sig != SIGCHLD) break;
+    }
     TerminateProcess(*agent_pid, 5000);
     if (head_pid) TerminateProcess(head_pid, 5000);
   }
@@ -1692,6 +1731,14 @@ int Dispatch(int argc, char** argv) {
                    "This node's /metrics in the Prometheus format (0: any "
                    "free port; default none)")
       ->check(CLI::Range(0, 65535));
+  start_cmd
+      ->add_option("--head-timeout-s", start.head_timeout_s,
+                   "Seconds the head may go without answering this node "
+                   "(gone, or another cluster's) before the node stops: its "
+                   "workers end, its object store is freed (default 60, as "
+                   "in Ray; room for the head to restart)")
+      ->envname("SHOAL_HEAD_TIMEOUT_S")
+      ->check(AtLeast(1));
 
   std::string stop_temp_dir;
   bool force = false;
@@ -1874,6 +1921,8 @@ int Dispatch(int argc, char** argv) {
   agent_cmd->add_option("--metrics-port", agent.metrics_port);
   agent_cmd->add_option("--worker-idle-timeout-ms",
                         agent.worker_idle_timeout_ms);
+  agent_cmd->add_option("--head-timeout-s", agent.head_timeout_s)
+      ->check(AtLeast(1));
 
   launch::LaunchOptions launch_opts;
   std::string no_restart_on;

@@ -1,6 +1,7 @@
 #include "worker/worker_main.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -307,6 +308,16 @@ void AdoptActor(const proto::ActorExitingRequest& r,
   responder.Reply(proto::Empty());
 }
 
+// Ends what this worker started (a task's subprocesses, a launch's ranks:
+// they carry its SHOAL_WORKER_ID), then the worker: when it ends on its
+// own (its agent gone, or SIGTERM), nothing it started outlives it.
+[[noreturn]] void EndWorker(const std::string& worker_id, int code) {
+  for (int64_t pid : ProcessesWithEnvironment("SHOAL_WORKER_ID", worker_id)) {
+    if (pid != getpid()) kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+  _exit(code);
+}
+
 }  // namespace
 
 int RunWorker() {
@@ -317,6 +328,9 @@ int RunWorker() {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // The agent starts workers to be killed with it (PR_SET_PDEATHSIG,
+  // SIGKILL); SIGTERM instead lets the worker end what it started first.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
 
   auto loop = rpc::EventLoop::Create("shoal-worker");
   if (!loop.ok()) {
@@ -364,14 +378,14 @@ int RunWorker() {
           }
         },
         10000);
-    agent->OnDisconnect([](const absl::Status& why) {
+    agent->OnDisconnect([worker_id](const absl::Status& why) {
       SHOAL_LOG(WARNING) << "node agent gone (" << why << "); exiting";
-      _exit(0);
+      EndWorker(worker_id, 0);
     });
   });
   int sig = 0;
   sigwait(&stop, &sig);
-  _exit(0);
+  EndWorker(worker_id, 0);
 }
 
 int RunForeignWorker(ForeignRuntime* runtime) {
