@@ -43,8 +43,8 @@ constexpr int64_t kHandshakeTimeoutMs = 10000;
 // server: past that the oldest gives its seat up (rpc/strangers.h), so idle
 // or trickling peers cannot hold a server's memory or its fds, nor keep
 // anyone out.
-constexpr StrangerSeats::Limits kStrangerLimits = {.per_peer = 64,
-                                                   .total = 1024};
+constexpr StrangerSeats::Limits kStrangerLimits = {
+    .per_peer = 64, .loopback = 512, .total = 1024};
 // New connections taken per wake-up of a listening socket: the loop then
 // serves what else is ready (the hellos of those it took, requests, timers)
 // before it takes more, however fast they come.
@@ -230,18 +230,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     auto self = shared_from_this();
     OnEvents(EPOLLIN);
-  }
-
-  // Tells the peer why (when the connection can carry it now: plain TCP, or
-  // TLS past its handshake) and closes at once.
-  void Drop(const absl::Status& why) {
-    if (closed_) return;
-    if (!refused_) {
-      Send(kError, static_cast<uint32_t>(why.code()), 0,
-           std::string(why.message()));
-    }
-    FlushNow();
-    Close(why);
   }
 
   // Sends what is queued, then closes (used to refuse a connection with a
@@ -842,24 +830,32 @@ void Server::DropStranger(uint64_t id, StrangerFate fate) {
   std::string why;
   switch (fate) {
     case StrangerFate::kMadeRoomForSamePeer:
-      why = absl::StrCat("more than ", kStrangerLimits.per_peer,
-                         " connections from this address had not presented "
-                         "the cluster token; this one was the oldest");
+      why = absl::StrCat("its address's ",
+                         conn->peer().rfind("127.", 0) == 0
+                             ? strangers_.limits().loopback
+                             : strangers_.limits().per_peer,
+                         " seats for connections that have not presented the "
+                         "cluster token were taken, and it was the oldest");
+      break;
+    case StrangerFate::kMadeRoomForFds:
+      why =
+          "the process ran out of file descriptors, and it was the oldest "
+          "connection that had not presented the cluster token";
       break;
     case StrangerFate::kNoHelloInTime:
       why = absl::StrCat("no hello within ", kHandshakeTimeoutMs, " ms");
       break;
     default:
       why = absl::StrCat("more than ", strangers_.limits().total,
-                         " connections had not presented the cluster token; "
-                         "this one was the oldest");
+                         " connections had not presented the cluster token, "
+                         "and it was the oldest");
       break;
   }
   NoteStranger(fate, absl::StrCat("closed the connection from ", conn->peer(),
-                                  ": ", why, " (port ", port_, ")"));
-  conn->Drop(absl::UnavailableError(
-      absl::StrCat("the server closed the connection before its hello: ", why,
-                   "; try again")));
+                                  " on port ", port_, ": ", why));
+  // Without a word: a stranger is owed none, and one in its TLS handshake
+  // could not be given one.
+  conn->Close(absl::UnavailableError(why));
 }
 
 void Server::ArmHelloDeadline() {

@@ -8,12 +8,13 @@
 namespace shoal::rpc {
 
 StrangerSeats::StrangerSeats(Limits limits) : limits_(limits) {
-  SHOAL_CHECK(limits_.per_peer >= 1 && limits_.total >= 1)
+  SHOAL_CHECK(limits_.per_peer >= 1 && limits_.loopback >= 1 &&
+              limits_.total >= 1)
       << "stranger seat limits must be at least 1";
 }
 
 std::string StrangerSeats::PeerOf(const sockaddr_in& addr) {
-  if ((ntohl(addr.sin_addr.s_addr) >> 24) == 127) return "127.0.0.0/8";
+  if ((ntohl(addr.sin_addr.s_addr) >> 24) == 127) return kLoopback;
   char buf[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf));
   return buf;
@@ -21,8 +22,9 @@ std::string StrangerSeats::PeerOf(const sockaddr_in& addr) {
 
 std::optional<StrangerSeats::Eviction> StrangerSeats::ToMakeRoomFor(
     const std::string& peer) const {
+  const size_t share = peer == kLoopback ? limits_.loopback : limits_.per_peer;
   auto it = by_peer_.find(peer);
-  if (it != by_peer_.end() && it->second.size() >= limits_.per_peer) {
+  if (it != by_peer_.end() && it->second.size() >= share) {
     return Eviction{*it->second.begin(), StrangerFate::kMadeRoomForSamePeer};
   }
   if (seats_.size() >= limits_.total) {

@@ -11,11 +11,15 @@
 // its own older connections, and a client is never turned away because idle
 // strangers came before it. The per-address bound keeps one address from
 // taking every seat from the others. Every loopback address (127.0.0.0/8) is
-// one peer, as they are all this host: the clients of a cluster on loopback
-// share that address's seats with any stranger on the host, and get in
-// because a server reads a stranger once more before it drops it (a hello
-// that has arrived is served, never dropped) and takes a bounded batch of new
-// connections at a time, so that hellos are read between batches.
+// one peer, as they are all this host. The clients of a cluster on loopback
+// (the CLI, drivers, the head node's agent) share that address's seats with
+// any stranger on the host, so loopback's share is larger: the more seats, the
+// longer a client's new connection keeps its own while strangers pour in
+// behind it, and it needs to keep it only until its hello arrives: a server
+// reads a new connection at once and a stranger once more before it drops it
+// (a hello that has arrived is served, never dropped), and takes a bounded
+// batch of new connections at a time, so that hellos are read between
+// batches.
 //
 // Threading: not thread-safe; a Server keeps these on its loop.
 #ifndef SHOAL_RPC_STRANGERS_H_
@@ -50,7 +54,8 @@ inline constexpr int kNumStrangerFates = 7;
 class StrangerSeats {
  public:
   struct Limits {
-    size_t per_peer = 64;
+    size_t per_peer = 64;   // per remote address
+    size_t loopback = 512;  // for 127.0.0.0/8, all of it
     size_t total = 1024;
   };
   // Which stranger gives up its seat, and for what.
@@ -59,16 +64,18 @@ class StrangerSeats {
     StrangerFate fate;  // kMadeRoomForSamePeer or kMadeRoom
   };
 
-  // REQUIRES: both limits are at least 1.
+  // REQUIRES: every limit is at least 1.
   explicit StrangerSeats(Limits limits);
 
   // The address whose seats a connection from `addr` takes: its IP, with
   // every loopback address as "127.0.0.0/8".
   static std::string PeerOf(const sockaddr_in& addr);
+  static constexpr char kLoopback[] = "127.0.0.0/8";
 
   // The stranger that must give up its seat before one more from `peer` may
   // sit: the oldest of `peer` when `peer` holds its share, else the oldest
   // of all when every seat is taken; nullopt when there is room.
+  // PeerOf's loopback name has the loopback share, others per_peer.
   std::optional<Eviction> ToMakeRoomFor(const std::string& peer) const;
   // Seats connection `id` from `peer`, seated at `now_us`.
   // REQUIRES: `id` is greater than every id seated before (ids are handed

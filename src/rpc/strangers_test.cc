@@ -94,11 +94,25 @@ TEST(StrangerSeatsTest, OldestIsTheFirstSeatedStillThere) {
   EXPECT_EQ(seats.SeatedFrom("a"), 0u);
 }
 
+TEST(StrangerSeatsTest, LoopbackHasAShareOfItsOwn) {
+  StrangerSeats seats({.per_peer = 1, .loopback = 3, .total = 10});
+  seats.Seat(1, "10.0.0.1", 0);
+  EXPECT_TRUE(seats.ToMakeRoomFor("10.0.0.1").has_value());
+  for (uint64_t id = 2; id <= 4; ++id) {
+    EXPECT_EQ(seats.ToMakeRoomFor(StrangerSeats::kLoopback), std::nullopt);
+    seats.Seat(id, StrangerSeats::kLoopback, 0);
+  }
+  auto eviction = seats.ToMakeRoomFor(StrangerSeats::kLoopback);
+  ASSERT_TRUE(eviction.has_value());
+  EXPECT_EQ(eviction->id, 2u);
+  EXPECT_EQ(eviction->fate, StrangerFate::kMadeRoomForSamePeer);
+}
+
 TEST(StrangerSeatsTest, OneLoopbackFloodOnlyPushesOutItsOwn) {
-  // 3,000 connections from loopback against 64 per address and 1,024 in
+  // 3,000 connections from loopback against 512 for loopback and 1,024 in
   // all: a remote agent that came first keeps its seat, and loopback never
   // holds more than its share.
-  StrangerSeats seats({.per_peer = 64, .total = 1024});
+  StrangerSeats seats({.per_peer = 64, .loopback = 512, .total = 1024});
   seats.Seat(1, "10.0.0.2", 0);
   uint64_t dropped = 0;
   for (uint64_t id = 2; id < 3002; ++id) {
@@ -109,8 +123,8 @@ TEST(StrangerSeatsTest, OneLoopbackFloodOnlyPushesOutItsOwn) {
     }
     seats.Seat(id, "127.0.0.0/8", static_cast<int64_t>(id));
   }
-  EXPECT_EQ(seats.SeatedFrom("127.0.0.0/8"), 64u);
-  EXPECT_EQ(dropped, 3000u - 64u);
+  EXPECT_EQ(seats.SeatedFrom("127.0.0.0/8"), 512u);
+  EXPECT_EQ(dropped, 3000u - 512u);
   EXPECT_TRUE(seats.Holds(1));
   EXPECT_TRUE(seats.Holds(3001));  // the newest got in
 }
