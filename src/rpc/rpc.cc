@@ -24,6 +24,7 @@
 #include "google/protobuf/message_lite.h"
 #include "google/protobuf/stubs/logging.h"
 #include "rpc/frame.h"
+#include "rpc/strangers.h"
 #include "rpc/tls.h"
 #include "shoal/shoal.pb.h"
 
@@ -38,9 +39,18 @@ namespace {
 constexpr uint32_t kMaxHandshakeFrameSize = 64u << 10;
 // A connection must present the token this soon after it is accepted...
 constexpr int64_t kHandshakeTimeoutMs = 10000;
-// ...and no more than this many wait to, per server: others are refused at
-// once (idle or trickling peers cannot hold a server's memory or its fds).
-constexpr size_t kMaxUnauthenticated = 1024;
+// ...and no more than this many wait to, from one address and in all, per
+// server: past that the oldest gives its seat up (rpc/strangers.h), so idle
+// or trickling peers cannot hold a server's memory or its fds, nor keep
+// anyone out.
+constexpr StrangerSeats::Limits kStrangerLimits = {
+    .per_peer = 64, .loopback = 512, .total = 1024};
+// New connections taken per wake-up of a listening socket: the loop then
+// serves what else is ready (the hellos of those it took, requests, timers)
+// before it takes more, however fast they come.
+constexpr int kAcceptBatch = 32;
+// What becomes of strangers is logged at most once per this long.
+constexpr int64_t kStrangerLogIntervalUs = 10 * 1000 * 1000;
 
 // Protobuf's own messages (a string field that is not UTF-8, say) go to
 // Shoal's log, each kind at most a few times and then once per 1,000 with a
@@ -158,6 +168,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using FrameFn =
       std::function<void(uint8_t, uint32_t, uint64_t, std::string_view)>;
   using CloseFn = std::function<void(const absl::Status&)>;
+  // Told when a server's connection that has not authenticated is refused,
+  // with the log line that says why: the server logs it through its
+  // StrangerLog (one line per connection is not logged).
+  using RefusedFn = std::function<void(StrangerFate, std::string line)>;
 
   // `tls`: the connection's TLS session; null for plain TCP.
   Connection(EventLoop* loop, int fd, std::string peer, uint64_t id,
@@ -204,7 +218,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     fd_ = -1;
     CloseFn fn = std::move(on_close_);
     on_frame_ = nullptr;
+    on_refused_ = nullptr;
     if (fn) fn(why);
+  }
+
+  // Takes in what the peer has sent already, as if the socket had been
+  // reported readable: a server does this to a new connection and to a
+  // stranger it is about to drop, so that a hello that has arrived is served
+  // whenever the loop would have got to it.
+  void ReadWaiting() {
+    if (closed_) return;
+    auto self = shared_from_this();
+    OnEvents(EPOLLIN);
   }
 
   // Sends what is queued, then closes (used to refuse a connection with a
@@ -223,7 +248,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stats_ = std::move(stats);
   }
   ServerStatsRecorder* stats() const { return stats_.get(); }
-  void set_authenticated() { authenticated_ = true; }
+  void set_on_refused(RefusedFn fn) { on_refused_ = std::move(fn); }
+  void set_authenticated() {
+    authenticated_ = true;
+    on_refused_ = nullptr;
+  }
   bool authenticated() const { return authenticated_; }
   bool closed() const { return closed_; }
   const std::string& peer() const { return peer_; }
@@ -292,8 +321,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       sniffing_ = false;
       if (!StartsTlsHandshake(first)) {
-        SHOAL_LOG(WARNING) << "refused a connection from " << peer_
-                           << ": it does not use TLS, and this server does";
+        Refused(StrangerFate::kTlsFailed,
+                absl::StrCat("refused a connection from ", peer_,
+                             ": it does not use TLS, and this server does"));
         tls_.reset();  // the refusal goes out in plain text
         Refuse(kPlainClientOnTlsPort);
         return;
@@ -325,10 +355,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes after the TLS session failed; a server says why in its log.
   void FailTls() {
     if (accepted_) {
-      SHOAL_LOG(WARNING) << "refused a TLS connection from " << peer_ << ": "
-                         << tls_->error().message();
+      Refused(StrangerFate::kTlsFailed,
+              absl::StrCat("refused a TLS connection from ", peer_, ": ",
+                           tls_->error().message()));
     }
     Close(tls_->error());
+  }
+
+  // Says in the log why a connection is refused: through the server's
+  // StrangerLog while it has not authenticated, else a line of its own.
+  void Refused(StrangerFate fate, std::string line) {
+    if (on_refused_) {
+      on_refused_(fate, std::move(line));
+    } else {
+      SHOAL_LOG(WARNING) << line;
+    }
   }
 
   void OnEvents(uint32_t ev) {
@@ -422,10 +463,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     size_t pos = in_pos_;
     if (!authenticated_ && accepted_ && tls_ == nullptr && pos == 0 &&
         !in_.empty() && StartsTlsHandshake(in_[0])) {
-      SHOAL_LOG(WARNING) << "refused a connection from " << peer_
-                         << ": it speaks TLS, and this server does not use "
-                            "TLS (start it with --tls-cert, --tls-key and "
-                            "--tls-ca for TLS)";
+      Refused(StrangerFate::kTlsFailed,
+              absl::StrCat("refused a connection from ", peer_,
+                           ": it speaks TLS, and this server does not use TLS "
+                           "(start it with --tls-cert, --tls-key and --tls-ca "
+                           "for TLS)"));
       Refuse(kTlsClientOnPlainPort);
       return false;
     }
@@ -435,8 +477,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const uint32_t max_len =
           authenticated_ ? kMaxFrameSize : kMaxHandshakeFrameSize;
       if (len < kHeaderSize - 4 || len > max_len) {
-        SHOAL_LOG(WARNING) << "malformed frame from " << peer_ << " (length "
-                           << len << "); closing the connection";
+        Refused(StrangerFate::kNotShoal,
+                absl::StrCat("malformed frame from ", peer_, " (length ", len,
+                             "); closing the connection"));
         Close(absl::DataLossError(absl::StrCat("malformed frame from ", peer_,
                                                ": is it a Shoal process?")));
         return false;
@@ -487,6 +530,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool watching_out_ = false;
   bool flush_scheduled_ = false;
   std::shared_ptr<ServerStatsRecorder> stats_;  // a server's, if it keeps them
+  RefusedFn on_refused_;  // a server's, until the connection authenticates
   bool closed_ = false;
   bool authenticated_ = false;
   bool close_after_flush_ = false;
@@ -537,6 +581,15 @@ const std::string& Responder::peer() const {
 
 namespace {
 
+// Connections the kernel completes and queues before the server accepts
+// them (capped at net.core.somaxconn, 4096 by default). A connection waiting
+// there costs the process nothing; when the queue is full, a new client's
+// SYN is dropped and retried only after 1 s, then 3 s, 7 s... So it is deep
+// enough that strangers which the server has dropped and that connect again
+// at once do not fill it, and a client's connection waits its turn in it
+// instead.
+constexpr int kListenBacklog = 4096;
+
 // A listening socket on host:port (port 0 picks one).
 absl::StatusOr<int> ListenOn(const std::string& host, int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -562,7 +615,7 @@ absl::StatusOr<int> ListenOn(const std::string& host, int port) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":",
                                                port, ": ", strerror(err)));
   }
-  if (listen(fd, 1024) != 0) {
+  if (listen(fd, kListenBacklog) != 0) {
     int err = errno;
     close(fd);
     return absl::UnavailableError(absl::StrCat("listen: ", strerror(err)));
@@ -626,7 +679,9 @@ Server::Server(EventLoop* loop, int port, std::string token,
     : loop_(loop),
       port_(port),
       token_(std::move(token)),
-      tls_(std::move(tls)) {}
+      tls_(std::move(tls)),
+      strangers_(kStrangerLimits),
+      stranger_log_(kStrangerLogIntervalUs) {}
 
 Server::~Server() { Shutdown(); }
 
@@ -653,6 +708,9 @@ void Server::Shutdown() {
     close(fd);
   }
   listen_fds_.clear();
+  if (hello_timer_ != 0) loop_->CancelTimer(hello_timer_);
+  hello_timer_ = 0;
+  strangers_.Clear();
   auto conns = std::move(conns_);
   conns_.clear();
   on_disconnect_ = nullptr;
@@ -661,89 +719,179 @@ void Server::Shutdown() {
 }
 
 void Server::Accept(int listen_fd) {
-  while (true) {
+  for (int taken = 0; taken < kAcceptBatch; ++taken) {
     sockaddr_in addr{};
     socklen_t len = sizeof(addr);
     int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EMFILE || errno == ENFILE) {
-        // Out of descriptors: stop listening for a moment rather than spin
-        // on a socket that stays readable.
-        SHOAL_LOG(WARNING) << "accept: " << strerror(errno)
-                           << "; not accepting for 100 ms";
-        loop_->RemoveFd(listen_fd);
-        std::weak_ptr<bool> alive = alive_;
-        loop_->RunAfter(100, [this, alive, listen_fd] {
-          if (alive.expired() ||
-              std::find(listen_fds_.begin(), listen_fds_.end(), listen_fd) ==
-                  listen_fds_.end()) {
-            return;  // stopped meanwhile
-          }
-          loop_->AddFd(listen_fd, EPOLLIN,
-                       [this, listen_fd](uint32_t) { Accept(listen_fd); });
-        });
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        SHOAL_LOG(WARNING) << "accept: " << strerror(errno);
-      }
-      return;
-    }
-    if (unauthenticated_ >= kMaxUnauthenticated) {
-      if (!refusing_) {
-        SHOAL_LOG(WARNING) << "refusing connections: " << unauthenticated_
-                           << " have not presented the token yet";
-      }
-      refusing_ = true;
-      close(fd);
+    if (fd >= 0) {
+      Admit(fd, addr);
       continue;
     }
-    refusing_ = false;
-    SetSocketOptions(fd);
-    std::string peer = PeerName(addr);
-    std::unique_ptr<TlsStream> tls;
-    if (tls_ != nullptr) {
-      auto stream =
-          TlsStream::Create(*tls_, fd, TlsStream::Role::kServer, peer);
-      if (!stream.ok()) {
-        SHOAL_LOG(WARNING) << "refused a connection from " << peer << ": "
-                           << stream.status().message();
-        close(fd);
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE) {
+      // Out of descriptors: a stranger gives its own up first...
+      if (auto oldest = strangers_.Oldest()) {
+        DropStranger(oldest->first, StrangerFate::kMadeRoomForFds);
         continue;
       }
-      tls = std::move(*stream);
+      // ...and when there is none, stop listening for a moment rather than
+      // spin on a socket that stays readable.
+      PauseAccepting(listen_fd, errno);
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      SHOAL_LOG(WARNING) << "accept: " << strerror(errno);
     }
-    uint64_t id = next_conn_id_++;
-    auto conn = std::make_shared<Connection>(loop_, fd, std::move(peer), id,
-                                             std::move(tls));
-    conn->set_stats(stats_);
-    conns_[id] = conn;
-    ++unauthenticated_;
-    std::weak_ptr<Connection> pending = conn;
-    loop_->RunAfter(kHandshakeTimeoutMs, [pending] {
-      auto c = pending.lock();
-      if (c == nullptr || c->authenticated() || c->closed()) return;
-      SHOAL_LOG(WARNING) << "closed the connection from " << c->peer()
-                         << ": no hello within " << kHandshakeTimeoutMs
-                         << " ms";
-      c->Close(absl::DeadlineExceededError("no hello in time"));
-    });
-    std::weak_ptr<Connection> weak = conn;
-    conn->Start(
-        [this, weak](uint8_t kind, uint32_t method, uint64_t call_id,
-                     std::string_view payload) {
-          if (auto c = weak.lock()) OnFrame(c, kind, method, call_id, payload);
-        },
-        [this, id](const absl::Status&) {
-          auto it = conns_.find(id);
-          if (it == conns_.end()) return;
-          bool was_authenticated = it->second->authenticated();
-          if (!was_authenticated) --unauthenticated_;
-          conns_.erase(it);
-          if (was_authenticated && on_disconnect_) on_disconnect_(id);
-        },
-        /*connecting=*/false);
+    return;
   }
+}
+
+void Server::PauseAccepting(int listen_fd, int err) {
+  int64_t now = MonotonicUs();
+  if (last_pause_log_us_ == 0 ||
+      now - last_pause_log_us_ >= kStrangerLogIntervalUs) {
+    SHOAL_LOG(WARNING) << "accept on port " << port_ << ": " << strerror(err)
+                       << " with no unauthenticated connection to close; not "
+                          "accepting for 100 ms at a time (raise the limit "
+                          "of open files: ulimit -n)";
+    last_pause_log_us_ = now;
+  }
+  loop_->RemoveFd(listen_fd);
+  std::weak_ptr<bool> alive = alive_;
+  loop_->RunAfter(100, [this, alive, listen_fd] {
+    if (alive.expired() || std::find(listen_fds_.begin(), listen_fds_.end(),
+                                     listen_fd) == listen_fds_.end()) {
+      return;  // stopped meanwhile
+    }
+    loop_->AddFd(listen_fd, EPOLLIN,
+                 [this, listen_fd](uint32_t) { Accept(listen_fd); });
+  });
+}
+
+void Server::Admit(int fd, const sockaddr_in& addr) {
+  const std::string seat = StrangerSeats::PeerOf(addr);
+  while (auto eviction = strangers_.ToMakeRoomFor(seat)) {
+    DropStranger(eviction->id, eviction->fate);
+  }
+  SetSocketOptions(fd);
+  std::string peer = PeerName(addr);
+  std::unique_ptr<TlsStream> tls;
+  if (tls_ != nullptr) {
+    auto stream = TlsStream::Create(*tls_, fd, TlsStream::Role::kServer, peer);
+    if (!stream.ok()) {
+      SHOAL_LOG(WARNING) << "refused a connection from " << peer << ": "
+                         << stream.status().message();
+      close(fd);
+      return;
+    }
+    tls = std::move(*stream);
+  }
+  uint64_t id = next_conn_id_++;
+  auto conn = std::make_shared<Connection>(loop_, fd, std::move(peer), id,
+                                           std::move(tls));
+  conn->set_stats(stats_);
+  conns_[id] = conn;
+  strangers_.Seat(id, seat, MonotonicUs());
+  ArmHelloDeadline();
+  std::weak_ptr<bool> alive = alive_;
+  conn->set_on_refused([this, alive](StrangerFate fate, std::string line) {
+    if (!alive.expired()) NoteStranger(fate, std::move(line));
+  });
+  std::weak_ptr<Connection> weak = conn;
+  conn->Start(
+      [this, weak](uint8_t kind, uint32_t method, uint64_t call_id,
+                   std::string_view payload) {
+        if (auto c = weak.lock()) OnFrame(c, kind, method, call_id, payload);
+      },
+      [this, id](const absl::Status&) {
+        auto it = conns_.find(id);
+        if (it == conns_.end()) return;
+        bool was_authenticated = it->second->authenticated();
+        strangers_.Leave(id);
+        conns_.erase(it);
+        if (was_authenticated && on_disconnect_) on_disconnect_(id);
+      },
+      /*connecting=*/false);
+  // Its hello is often here already: served now, it never counts against
+  // anyone's seats.
+  conn->ReadWaiting();
+}
+
+void Server::DropStranger(uint64_t id, StrangerFate fate) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) {
+    strangers_.Leave(id);
+    return;
+  }
+  std::shared_ptr<Connection> conn = it->second;
+  // A last read: a hello that has arrived is served, not dropped.
+  conn->ReadWaiting();
+  if (!strangers_.Holds(id)) return;  // it got in, or closed
+  strangers_.Leave(id);
+  std::string why;
+  switch (fate) {
+    case StrangerFate::kMadeRoomForSamePeer:
+      why = absl::StrCat("its address's ",
+                         conn->peer().rfind("127.", 0) == 0
+                             ? strangers_.limits().loopback
+                             : strangers_.limits().per_peer,
+                         " seats for connections that have not presented the "
+                         "cluster token were taken, and it was the oldest");
+      break;
+    case StrangerFate::kMadeRoomForFds:
+      why =
+          "the process ran out of file descriptors, and it was the oldest "
+          "connection that had not presented the cluster token";
+      break;
+    case StrangerFate::kNoHelloInTime:
+      why = absl::StrCat("no hello within ", kHandshakeTimeoutMs, " ms");
+      break;
+    default:
+      why = absl::StrCat("more than ", strangers_.limits().total,
+                         " connections had not presented the cluster token, "
+                         "and it was the oldest");
+      break;
+  }
+  NoteStranger(fate, absl::StrCat("closed the connection from ", conn->peer(),
+                                  " on port ", port_, ": ", why));
+  // Without a word: a stranger is owed none, and one in its TLS handshake
+  // could not be given one.
+  conn->Close(absl::UnavailableError(why));
+}
+
+void Server::ArmHelloDeadline() {
+  if (hello_timer_ != 0) return;
+  auto oldest = strangers_.Oldest();
+  if (!oldest) return;
+  int64_t wait_us = oldest->second + kHandshakeTimeoutMs * 1000 - MonotonicUs();
+  std::weak_ptr<bool> alive = alive_;
+  hello_timer_ = loop_->RunAfter(
+      std::max<int64_t>(0, (wait_us + 999) / 1000), [this, alive] {
+        if (alive.expired()) return;
+        hello_timer_ = 0;
+        const int64_t now = MonotonicUs();
+        while (auto stranger = strangers_.Oldest()) {
+          if (stranger->second + kHandshakeTimeoutMs * 1000 > now) break;
+          DropStranger(stranger->first, StrangerFate::kNoHelloInTime);
+        }
+        ArmHelloDeadline();
+      });
+}
+
+void Server::NoteStranger(StrangerFate fate, std::string what) {
+  if (auto line = stranger_log_.Note(fate, std::move(what), MonotonicUs())) {
+    SHOAL_LOG(WARNING) << *line;
+  }
+  if (!stranger_log_.pending() || log_timer_ != 0) return;
+  std::weak_ptr<bool> alive = alive_;
+  int64_t wait_us = stranger_log_.next_line_us() - MonotonicUs();
+  log_timer_ = loop_->RunAfter(
+      std::max<int64_t>(0, (wait_us + 999) / 1000), [this, alive] {
+        if (alive.expired()) return;
+        log_timer_ = 0;
+        if (auto line = stranger_log_.Flush(MonotonicUs())) {
+          SHOAL_LOG(WARNING) << *line;
+        }
+      });
 }
 
 void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
@@ -753,8 +901,9 @@ void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
     proto::Hello hello;
     if (kind != kHello ||
         !hello.ParseFromArray(payload.data(), payload.size())) {
-      SHOAL_LOG(WARNING) << "refused connection from " << conn->peer()
-                         << ": it did not start with a Shoal hello";
+      NoteStranger(StrangerFate::kNotShoal,
+                   absl::StrCat("refused connection from ", conn->peer(),
+                                ": it did not start with a Shoal hello"));
       conn->Send(kError,
                  static_cast<uint32_t>(absl::StatusCode::kUnauthenticated), 0,
                  "this is a Shoal port: speak the Shoal protocol");
@@ -762,8 +911,10 @@ void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
       return;
     }
     if (!ConstantTimeEquals(hello.token(), token_)) {
-      SHOAL_LOG(WARNING) << "refused " << hello.peer_name() << " from "
-                         << conn->peer() << ": wrong or missing cluster token";
+      NoteStranger(
+          StrangerFate::kWrongToken,
+          absl::StrCat("refused ", hello.peer_name(), " from ", conn->peer(),
+                       ": wrong or missing cluster token"));
       conn->Send(
           kError, static_cast<uint32_t>(absl::StatusCode::kPermissionDenied), 0,
           "the cluster refused the connection: wrong or missing cluster token. "
@@ -773,7 +924,7 @@ void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
       return;
     }
     conn->set_authenticated();
-    --unauthenticated_;
+    strangers_.Leave(conn->id());
     conn->Send(kHelloOk, 0, 0, {});
     return;
   }

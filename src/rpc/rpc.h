@@ -4,7 +4,11 @@
 // u64 call id, little endian) and a payload, normally a serialized protobuf
 // message of proto/shoal/shoal.proto. Every connection starts with a Hello
 // frame that carries the cluster token; the server refuses (and logs) a
-// connection whose token is wrong before any request is read. Responses may
+// connection whose token is wrong before any request is read. Connections
+// that have not said their hello yet are bounded per peer address and in all,
+// the oldest giving way to newer ones, and get 10 s to say it
+// (rpc/strangers.h): a peer without the token cannot keep others out by
+// holding connections open. Responses may
 // arrive in any order; the call id pairs them with requests. Frames written
 // during one loop iteration leave in one write(2): pipelined calls batch by
 // themselves. See docs/design/rpc.md for why this and not gRPC. With TLS
@@ -27,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "rpc/event_loop.h"
+#include "rpc/strangers.h"
 
 namespace google::protobuf {
 class MessageLite;
@@ -109,11 +114,27 @@ class Server {
   // Stops accepting and closes every connection.
   void Shutdown();
 
+  // Connections that have not presented the token yet (rpc/strangers.h).
+  size_t strangers() const { return strangers_.size(); }
+
  private:
   Server(EventLoop* loop, int port, std::string token,
          std::shared_ptr<const TlsContext> tls);
   void AddListener(int fd);
+  // Takes a bounded batch of the connections waiting on `listen_fd`.
   void Accept(int listen_fd);
+  // Stops accepting on `listen_fd` for a moment (out of descriptors, `err`).
+  void PauseAccepting(int listen_fd, int err);
+  // Seats a new connection among the strangers (making room if need be) and
+  // starts it.
+  void Admit(int fd, const sockaddr_in& addr);
+  // Closes stranger `id` for `fate`, unless a last read of what it sent
+  // lets it in.
+  void DropStranger(uint64_t id, StrangerFate fate);
+  // Keeps a timer at the oldest stranger's hello deadline.
+  void ArmHelloDeadline();
+  // Logs what became of a stranger, through stranger_log_.
+  void NoteStranger(StrangerFate fate, std::string what);
   void OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
                uint32_t method, uint64_t call_id, std::string_view payload);
 
@@ -127,9 +148,12 @@ class Server {
   std::unordered_map<int, Handler> handlers_;
   std::function<void(uint64_t)> on_disconnect_;
   std::shared_ptr<ServerStatsRecorder> stats_;  // null unless EnableStats()
-  size_t unauthenticated_ = 0;  // connections that have not said hello yet
+  StrangerSeats strangers_;  // connections that have not said hello yet
+  StrangerLog stranger_log_;
+  uint64_t hello_timer_ = 0;  // at the oldest stranger's deadline; 0: none
+  uint64_t log_timer_ = 0;    // says what stranger_log_ holds; 0: none
+  int64_t last_pause_log_us_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  bool refusing_ = false;  // over the cap (logged once)
 };
 
 // Makes `server`, which listens on `advertised_host`, answer on 127.0.0.1 of

@@ -296,6 +296,13 @@ class RawClient {
     }
   }
 
+  // Whether the server has neither sent anything nor closed the connection.
+  bool Untouched() {
+    char byte;
+    ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+
  private:
   int fd_ = -1;
 };
@@ -911,6 +918,114 @@ TEST_F(RpcTest, OnDisconnectReportsTheResponderConnectionId) {
   EXPECT_EQ(disconnect.get(), ids[1]);
   EXPECT_THAT(RunOnLoop([&] { return disconnected_; }),
               ElementsAre(ids[0], ids[1]));
+}
+
+// ---- Strangers: connections that have not presented the token ----
+
+// Connections from loopback that may wait for their hello at once.
+constexpr int kLoopbackSeats = 512;
+
+class StrangersTest : public RpcTest {
+ protected:
+  // Waits until `server` holds `n` strangers; false after kWait.
+  bool AwaitStrangers(Server* server, size_t n) {
+    auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (RunOnLoop([&] { return server->strangers(); }) == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+};
+
+TEST_F(StrangersTest, AFloodFromOneAddressPushesOutOnlyItsOwnOldest) {
+  Server* server = StartServer();
+  ASSERT_NE(server, nullptr);
+  Channel* good = NewChannel(server->port());
+  ASSERT_TRUE(Call(good, kEcho, "before").ok());
+
+  // 600 connections from loopback, one address, which has 512 seats.
+  constexpr int kConnections = 600;
+  constexpr int kDropped = kConnections - kLoopbackSeats;
+  std::vector<std::unique_ptr<RawClient>> strangers;
+  for (int i = 0; i < kConnections; ++i) {
+    strangers.push_back(std::make_unique<RawClient>(server->port()));
+  }
+  ASSERT_TRUE(AwaitStrangers(server, kLoopbackSeats))
+      << RunOnLoop([&] { return server->strangers(); });
+  // The oldest were dropped, the newest wait.
+  for (int i = 0; i < kDropped; ++i) {
+    std::optional<std::string> got = strangers[i]->ReadUntilClosed();
+    ASSERT_TRUE(got.has_value()) << "stranger " << i << " still connected";
+    EXPECT_EQ(*got, "") << i;
+  }
+  for (int i = kDropped; i < kConnections; ++i) {
+    EXPECT_TRUE(strangers[i]->Untouched()) << "stranger " << i;
+  }
+  // A new client gets in (pushing out one more), and the one that came
+  // before the flood was never in question.
+  Channel* late = NewChannel(server->port());
+  EXPECT_TRUE(Call(late, kEcho, "after the flood").ok());
+  EXPECT_TRUE(Call(good, kEcho, "after").ok());
+  EXPECT_TRUE(strangers[kDropped]->ReadUntilClosed().has_value());
+  EXPECT_TRUE(strangers[kDropped + 1]->Untouched());
+  EXPECT_EQ(RunOnLoop([&] { return server->strangers(); }),
+            static_cast<size_t>(kLoopbackSeats - 1));
+}
+
+TEST_F(StrangersTest, AHelloThatHasArrivedIsServedWhenItsSeatIsWanted) {
+  Server* server = StartServer();
+  ASSERT_NE(server, nullptr);
+  // `client` is the oldest of the strangers that fill loopback's seats: the
+  // next connection from there takes its seat unless its hello is in.
+  RawClient client(server->port());
+  ASSERT_TRUE(AwaitStrangers(server, 1));
+  std::vector<std::unique_ptr<RawClient>> strangers;
+  for (int i = 0; i < kLoopbackSeats - 1; ++i) {
+    strangers.push_back(std::make_unique<RawClient>(server->port()));
+  }
+  ASSERT_TRUE(AwaitStrangers(server, kLoopbackSeats));
+
+  // With the loop held, a new connection comes, then the client's hello:
+  // the loop sees the new connection first.
+  std::promise<void> gate;
+  std::shared_future<void> gate_open = gate.get_future().share();
+  std::promise<void> blocked;
+  loop_->Post([&] {
+    blocked.set_value();
+    gate_open.wait_for(kWait);
+  });
+  ASSERT_EQ(blocked.get_future().wait_for(kWait), std::future_status::ready);
+  RawClient newcomer(server->port());
+  ASSERT_TRUE(client.Send(HelloFrame(kToken)));
+  gate.set_value();
+
+  std::optional<std::string> answer = client.Read(kHeaderSize);
+  ASSERT_TRUE(answer.has_value()) << "the client was dropped";
+  EXPECT_EQ(static_cast<uint8_t>((*answer)[4]), kHelloOkKind);
+  // It took no stranger's seat, and the newcomer sits in its place.
+  ASSERT_TRUE(AwaitStrangers(server, kLoopbackSeats));
+  for (auto& stranger : strangers) EXPECT_TRUE(stranger->Untouched());
+  EXPECT_TRUE(newcomer.Untouched());
+  ASSERT_TRUE(client.Send(Frame(kRequestKind, kEcho, 1, "in")));
+  std::optional<std::string> echoed = client.Read(kHeaderSize + 2);
+  ASSERT_TRUE(echoed.has_value());
+  EXPECT_EQ(echoed->substr(kHeaderSize), "in");
+}
+
+TEST_F(StrangersTest, AClientThatAuthenticatesNoLongerHoldsASeat) {
+  Server* server = StartServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<Channel*> clients;
+  for (int i = 0; i < kLoopbackSeats + 88; ++i) {
+    clients.push_back(NewChannel(server->port()));
+    ASSERT_TRUE(Call(clients.back(), kEcho, "hi").ok()) << i;
+  }
+  EXPECT_EQ(RunOnLoop([&] { return server->strangers(); }), 0u);
+  // Authenticated clients hold no seat: all still served.
+  for (Channel* c : clients) EXPECT_TRUE(Call(c, kEcho, "again").ok());
+  RawClient stranger(server->port());
+  ASSERT_TRUE(AwaitStrangers(server, 1));
 }
 
 TEST(ResponderTest, DefaultResponderIsInert) {
