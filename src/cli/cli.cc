@@ -812,6 +812,28 @@ class SessionResume {
   const std::string dir_;
 };
 
+// A head runs from `dir` without its node agent: a start was killed
+// between the two, or the agent died. Starts the agent, with `f`'s flags.
+int StartMissingAgent(const StartFlags& f, const std::string& dir,
+                      int64_t head_pid) {
+  const std::string address = ReadSessionFile(dir, "cluster_address");
+  std::cout << "A Shoal head is already running from " << dir << " (pid "
+            << head_pid << ", address " << address
+            << "), without its node agent: starting it.\n";
+  unlink((dir + "/agent_address").c_str());
+  absl::StatusOr<pid_t> agent = StartDaemon(
+      AgentArgs(f, address, dir), dir, ReadSessionFile(dir, "token"), "agent",
+      "agent_address", /*block=*/false);
+  if (!agent.ok()) {
+    return Fail("cannot start the node agent: " +
+                std::string(agent.status().message()));
+  }
+  std::cout << "Node agent started: node " << ReadSessionFile(dir, "node_id")
+            << " at " << ReadSessionFile(dir, "agent_address") << ".\n"
+            << "To see the cluster:  shoal status" << TempDirFlag(f) << "\n";
+  return 0;
+}
+
 int Start(const StartFlags& f) {
   std::string temp_dir = f.temp_dir.empty() ? DefaultTempDir() : f.temp_dir;
   // Everything about the command line is checked before anything (a
@@ -880,6 +902,7 @@ int Start(const StartFlags& f) {
         // A start killed while it took this session up left the crashed
         // head's files set aside; its head came up all the same.
         SessionResume::ForgetSetAside(dir);
+        if (agent_pid == 0) return StartMissingAgent(f, dir, head_pid);
         std::cout << "A Shoal head is already running from " << temp_dir
                   << " (pid " << head_pid << ", address " << address
                   << ", session " << dir << "); nothing to do.\n"
