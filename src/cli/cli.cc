@@ -798,11 +798,14 @@ class SessionResume {
   }
   // The new head is up: what was set aside is no longer needed.
   void Done() { ForgetSetAside(dir_); }
-  // Removes what a start set aside in `dir` (a running head's session).
+  // Removes what a start set aside in `dir` (a running head's session);
+  // a storage handed to its head (storage.next) becomes the session's.
   static void ForgetSetAside(const std::string& dir) {
     for (const char* file : kFiles) {
       unlink((dir + "/" + file + kResumingSuffix).c_str());
     }
+    const std::string storage = dir + "/" + kStorageFile;
+    rename((storage + ".next").c_str(), storage.c_str());
   }
 
  private:
