@@ -77,7 +77,9 @@ void BinaryCache::FetchChunk(const std::string& hash,
               hash, absl::DataLossError("the binary fetched from the head does "
                                         "not match its hash"));
         }
-        chmod(partial.c_str(), 0755);
+        // Run by this node's workers, its user's alone (as the session
+        // folder it lies in).
+        chmod(partial.c_str(), 0700);
         rename(partial.c_str(), final_path.c_str());
         Finish(hash, final_path);
       });

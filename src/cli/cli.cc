@@ -424,6 +424,9 @@ struct HeadFlags {
   // When dashboard_port is taken, serve on any free port instead.
   bool dashboard_port_fallback = false;
   std::string storage;
+  // A file (0600) holding the storage, so that a Redis password is in no
+  // process's arguments; `shoal start` passes the session's.
+  std::string storage_file;
   std::string storage_sync = "normal";
   bool discard_wal = false;
   int64_t reattach_grace_ms = 10000;
@@ -478,6 +481,14 @@ int RunHead(const HeadFlags& f) {
   options.infeasible_grace_ms = f.infeasible_grace_ms;
   options.heartbeat_interval_ms = f.heartbeat_ms;
   options.storage = f.storage;
+  if (!f.storage_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(f.storage_file);
+    if (!text.ok()) {
+      return Fail(absl::StrCat("cannot read --storage-file: ",
+                               text.status().message()));
+    }
+    options.storage = std::string(absl::StripAsciiWhitespace(*text));
+  }
   if (absl::Status st = ParseStorageSync(f.storage_sync, &options.storage_sync);
       !st.ok()) {
     return Fail(std::string(st.message()));
@@ -533,6 +544,7 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const AgentFlags& f) {
   o.token = EnvOr("SHOAL_TOKEN", "");
   o.node_ip = f.node_ip.empty() ? PrimaryIpAddress() : f.node_ip;
   o.session_dir = f.session_dir;
+  if (!f.node_id.empty()) RETURN_IF_ERROR(CheckNodeId(f.node_id));
   o.node_id = f.node_id;
   o.is_head_node = f.head_node;
   o.infeasible_grace_ms = f.infeasible_grace_ms;
@@ -639,7 +651,7 @@ std::string DescribeListener(const std::string& host, int port,
     return absl::StrCat(" by a running Shoal head at ", address,
                         " (started from another temp dir; `shoal status "
                         "--address ",
-                        address, "` shows it)");
+                        ShellQuote(address), "` shows it)");
   }
   return " by another program";
 }
@@ -677,8 +689,17 @@ std::string DashboardLine(const std::string& session_dir,
                           const std::string& token) {
   std::string address = ReadSessionFile(session_dir, "dashboard_address");
   if (address.empty()) return "not started (see the head's log)";
+  std::string query;
+  for (unsigned char c : token) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' ||
+        c == '~') {
+      query.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&query, absl::StrFormat("%%%02X", c));
+    }
+  }
   return absl::StrCat(
-      "http://", address, "/?token=", token,
+      "http://", address, "/?token=", query,
       " (REST API and /metrics: Authorization: Bearer <token>)");
 }
 
@@ -792,10 +813,15 @@ class SessionResume {
     }
   }
   // The new head is up: what was set aside is no longer needed.
-  void Done() {
+  void Done() { ForgetSetAside(dir_); }
+  // Removes what a start set aside in `dir` (a running head's session);
+  // a storage handed to its head (storage.next) becomes the session's.
+  static void ForgetSetAside(const std::string& dir) {
     for (const char* file : kFiles) {
-      unlink((Path(file) + kResumingSuffix).c_str());
+      unlink((dir + "/" + file + kResumingSuffix).c_str());
     }
+    const std::string storage = dir + "/" + kStorageFile;
+    rename((storage + ".next").c_str(), storage.c_str());
   }
 
  private:
@@ -804,6 +830,28 @@ class SessionResume {
   std::string Path(const char* file) const { return dir_ + "/" + file; }
   const std::string dir_;
 };
+
+// A head runs from `dir` without its node agent: a start was killed
+// between the two, or the agent died. Starts the agent, with `f`'s flags.
+int StartMissingAgent(const StartFlags& f, const std::string& dir,
+                      int64_t head_pid) {
+  const std::string address = ReadSessionFile(dir, "cluster_address");
+  std::cout << "A Shoal head is already running from " << dir << " (pid "
+            << head_pid << ", address " << address
+            << "), without its node agent: starting it.\n";
+  unlink((dir + "/agent_address").c_str());
+  absl::StatusOr<pid_t> agent = StartDaemon(
+      AgentArgs(f, address, dir), dir, ReadSessionFile(dir, "token"), "agent",
+      "agent_address", /*block=*/false);
+  if (!agent.ok()) {
+    return Fail("cannot start the node agent: " +
+                std::string(agent.status().message()));
+  }
+  std::cout << "Node agent started: node " << ReadSessionFile(dir, "node_id")
+            << " at " << ReadSessionFile(dir, "agent_address") << ".\n"
+            << "To see the cluster:  shoal status" << TempDirFlag(f) << "\n";
+  return 0;
+}
 
 int Start(const StartFlags& f) {
   std::string temp_dir = f.temp_dir.empty() ? DefaultTempDir() : f.temp_dir;
@@ -821,6 +869,11 @@ int Start(const StartFlags& f) {
   }
   if (absl::Status st = CheckAdvertised(f.advertised); !st.ok()) {
     return UsageFail(std::string(st.message()));
+  }
+  if (!f.node_id.empty()) {
+    if (absl::Status st = CheckNodeId(f.node_id); !st.ok()) {
+      return UsageFail(std::string(st.message()));
+    }
   }
   if (f.head && f.health_timeout_ms < 2 * f.heartbeat_ms) {
     return UsageFail(absl::StrCat(
@@ -865,6 +918,10 @@ int Start(const StartFlags& f) {
       int running_port = 0;
       absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &running_port);
       if (f.port == 0 || f.port == running_port) {
+        // A start killed while it took this session up left the crashed
+        // head's files set aside; its head came up all the same.
+        SessionResume::ForgetSetAside(dir);
+        if (agent_pid == 0) return StartMissingAgent(f, dir, head_pid);
         std::cout << "A Shoal head is already running from " << temp_dir
                   << " (pid " << head_pid << ", address " << address
                   << ", session " << dir << "); nothing to do.\n"
@@ -916,12 +973,16 @@ int Start(const StartFlags& f) {
   const std::string resumed = f.head ? CrashedHeadSession(temp_dir) : "";
   std::optional<SessionResume> resume;
   std::string dir;
+  // A new session folder's start that fails leaves session_latest as it
+  // was, so that the next start finds the session this temp dir had.
+  std::string previous_latest;
   int port = f.port;
   std::string storage = f.storage;
   std::string storage_sync = f.storage_sync;
   if (!resumed.empty()) {
     dir = resumed;
-    if (storage.empty()) storage = ReadSessionFile(dir, kStorageFile);
+    std::string kept_storage = ReadSessionFile(dir, kStorageFile);
+    if (storage.empty()) storage = kept_storage;
     if (discard_wal_misused(storage)) return UsageFail(kDiscardWalUse);
     if (storage_sync.empty()) {
       storage_sync = ReadSessionFile(dir, kStorageSyncFile);
@@ -932,22 +993,36 @@ int Start(const StartFlags& f) {
           "the head of session ", dir,
           " did not stop, and a head started "
           "here takes it up with its own token: leave out --token, or "
-          "`shoal stop` first to start a new cluster"));
+          "`shoal stop",
+          TempDirFlag(f), "` first to start a new cluster"));
     }
     token = kept;
+    // (A session of an earlier version may have been open to others.)
+    KeepSessionPrivate(dir);
     resume.emplace(dir);
     std::string address = resume->Address();
     absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
     std::cout << "Taking up session " << dir
               << ": its head did not stop (it crashed or was killed).\n";
   } else {
-    auto session = CreateSessionDir(temp_dir);
+    auto session = CreateSessionDir(temp_dir, &previous_latest);
     if (!session.ok()) return Fail(std::string(session.status().message()));
     dir = *session;
   }
+  // Puts the session back as this start found it.
+  auto undo = [&] {
+    if (resume) {
+      resume->Restore();
+    } else {
+      AbandonSessionDir(temp_dir, dir, previous_latest);
+    }
+  };
   sigset_t stop;
   if (f.block) stop = BlockStopSignals();
   pid_t head_pid = 0;
+  // Files of the session that change only once its head is up: a start
+  // that fails, or is killed, leaves the ones of the crashed head.
+  std::vector<std::pair<std::string, std::string>> write_when_up;
   if (f.head) {
     if (token.empty()) token = RandomHex(16);
     std::string host = f.node_ip.empty() ? PrimaryIpAddress() : f.node_ip;
@@ -974,19 +1049,33 @@ int Start(const StartFlags& f) {
                                             : kDefaultDashboardPort),
         "--dashboard-port-fallback",
         f.dashboard_port || !f.include_dashboard ? "0" : "1"};
+    // The storage goes to the head in a 0600 file, never in its arguments
+    // (a Redis URL may hold a password). A session taken up with another
+    // --storage keeps its own until the new head is up.
+    std::string storage_path;
     if (!storage.empty()) {
-      head_argv.insert(head_argv.end(), {"--storage", storage});
-      WriteFile(dir + "/" + kStorageFile, storage, 0600).IgnoreError();
+      const bool kept = resume && storage == ReadSessionFile(dir, kStorageFile);
+      storage_path = absl::StrCat(dir, "/", kStorageFile, kept ? "" : ".next");
+      if (!kept) {
+        if (absl::Status st = WriteFile(storage_path, storage, 0600);
+            !st.ok()) {
+          undo();
+          return Fail("cannot start the head: " + std::string(st.message()));
+        }
+      }
+      head_argv.insert(head_argv.end(), {"--storage-file", storage_path});
+      if (!kept) write_when_up.emplace_back(kStorageFile, storage);
     }
     if (!storage_sync.empty()) {
       head_argv.insert(head_argv.end(), {"--storage-sync", storage_sync});
-      WriteFile(dir + "/" + kStorageSyncFile, storage_sync, 0600).IgnoreError();
+      write_when_up.emplace_back(kStorageSyncFile, storage_sync);
     }
     if (f.discard_wal) head_argv.push_back("--discard-wal");
     auto pid = StartDaemon(std::move(head_argv), dir, token, "head",
                            "cluster_address", f.block);
+    if (absl::EndsWith(storage_path, ".next")) unlink(storage_path.c_str());
     if (!pid.ok()) {
-      if (resume) resume->Restore();
+      undo();
       std::string msg(pid.status().message());
       if (msg.find("already in use") != std::string::npos) {
         // A head taking up a crashed session listens where the crashed one
@@ -997,7 +1086,8 @@ int Start(const StartFlags& f) {
             resume ? ". The crashed head's agents and programs reconnect to "
                      "that port: stop what holds it, then run `shoal start "
                      "--head` again"
-                   : ". Stop it with `shoal stop`, or choose another --port"));
+                   : absl::StrCat(". Stop it with `shoal stop", TempDirFlag(f),
+                                  "`, or choose another --port")));
       }
       return Fail("cannot start the head: " + msg);
     }
@@ -1010,6 +1100,9 @@ int Start(const StartFlags& f) {
   } else {
     WriteFile(dir + "/cluster_address", head_address).IgnoreError();
   }
+  for (const auto& [name, contents] : write_when_up) {
+    WriteFile(dir + "/" + name, contents, 0600).IgnoreError();
+  }
   WriteFile(dir + "/token", token, 0600).IgnoreError();
   absl::StatusOr<pid_t> agent_pid = static_cast<pid_t>(LivePid(dir, "agent"));
   const bool own_agent = resumed.empty() || *agent_pid == 0;
@@ -1021,7 +1114,7 @@ int Start(const StartFlags& f) {
   }
   if (!agent_pid.ok()) {
     if (head_pid) TerminateProcess(head_pid, 3000);
-    if (resume) resume->Restore();
+    undo();
     return Fail("cannot start the node agent: " +
                 std::string(agent_pid.status().message()));
   }
@@ -1033,18 +1126,18 @@ int Start(const StartFlags& f) {
   // With TLS, the commands printed carry this one's TLS flags.
   const std::string tls_flags = TlsFlagsText();
   if (f.head) {
-    std::string program_env = absl::StrCat("SHOAL_ADDRESS=", head_address);
+    std::string program_env = ShellAssignment("SHOAL_ADDRESS", head_address);
     if (!f.temp_dir.empty()) {
       // The program finds the token in the head's session folder there.
-      absl::StrAppend(&program_env,
-                      " SHOAL_TEMP_DIR=", ShellQuote(Absolute(f.temp_dir)));
+      absl::StrAppend(&program_env, " ",
+                      ShellAssignment("SHOAL_TEMP_DIR", Absolute(f.temp_dir)));
     }
     rpc::TlsConfig tls = rpc::TlsConfig::FromEnvironment();
     for (auto [name, path] : {std::pair{"SHOAL_TLS_CA", &tls.ca},
                               std::pair{"SHOAL_TLS_CERT", &tls.cert},
                               std::pair{"SHOAL_TLS_KEY", &tls.key}}) {
       if (!path->empty()) {
-        absl::StrAppend(&program_env, " ", name, "=", ShellQuote(*path));
+        absl::StrAppend(&program_env, " ", ShellAssignment(name, *path));
       }
     }
     if (tls.mutual) absl::StrAppend(&program_env, " SHOAL_TLS_MUTUAL=1");
@@ -1055,9 +1148,11 @@ int Start(const StartFlags& f) {
               << ReadSessionFile(dir, "agent_address") << "\n"
               << "  Dashboard:      " << DashboardLine(dir, token) << "\n\n"
               << "To add another host to this cluster, run there:\n"
-              << "  shoal start --address=" << head_address
-              << " --token=" << token << tls_flags << "\n"
-              << "(or set SHOAL_TOKEN=" << token
+              << "  "
+              << ShellCommand({"shoal", "start", "--address=" + head_address,
+                               "--token=" + token})
+              << tls_flags << "\n"
+              << "(or set " << ShellAssignment("SHOAL_TOKEN", token)
               << (temp_dir_flag.empty()
                       ? "; on this host the token is found automatically)"
                       : ")")
@@ -1263,16 +1358,20 @@ void SayJobGoesOn(int) {
 // the job still runs and how to stop it or follow it again.
 void OnInterruptSayJobGoesOn(const JobFlags& f, const std::string& id) {
   std::string flags;
-  if (!f.address.empty()) absl::StrAppend(&flags, " --address ", f.address);
+  if (!f.address.empty()) {
+    absl::StrAppend(&flags, " --address ", ShellQuote(f.address));
+  }
   if (!f.temp_dir.empty()) {
     absl::StrAppend(&flags, " --temp-dir ", ShellQuote(Absolute(f.temp_dir)));
   }
   static std::string note;
+  const std::string quoted_id = ShellQuote(id);
   note = absl::StrCat(
       "\nshoal: stopped following job ", id,
       "; the job is still running.\n  stop it:          shoal job stop", flags,
-      " ", id, "\n  follow it again:  shoal job logs --follow", flags, " ", id,
-      "\n  its state:        shoal job status", flags, " ", id, "\n");
+      " ", quoted_id, "\n  follow it again:  shoal job logs --follow", flags,
+      " ", quoted_id, "\n  its state:        shoal job status", flags, " ",
+      quoted_id, "\n");
   g_job_goes_on = &note;
   struct sigaction action = {};
   action.sa_handler = SayJobGoesOn;
@@ -1665,6 +1764,24 @@ int Dispatch(int argc, char** argv) {
       "head.db in the session folder), a Redis server "
       "(redis://[:PASSWORD@]HOST:PORT[/DB]: a head started anywhere with the "
       "same URL and --token takes the cluster over) or `memory` (none)");
+  start_cmd
+      ->add_option_function<std::string>(
+          "--storage-file",
+          [&start](const std::string& path) {
+            absl::StatusOr<std::string> text = ReadFile(path);
+            if (!text.ok()) {
+              throw CLI::ValidationError(
+                  "--storage-file", absl::StrCat("cannot read ", path, ": ",
+                                                 text.status().message()));
+            }
+            start.storage = std::string(absl::StripAsciiWhitespace(*text));
+            if (start.storage.empty()) {
+              throw CLI::ValidationError("--storage-file", path + " is empty");
+            }
+          },
+          "--storage, read from this file (keeps a Redis password out of "
+          "`ps`)")
+      ->excludes("--storage");
   start_cmd->add_option(
       "--storage-sync", start.storage_sync,
       "How durable the head's writes are before it answers: `normal` "
@@ -1892,6 +2009,8 @@ int Dispatch(int argc, char** argv) {
   head_cmd->add_option("--dashboard-port-fallback",
                        head.dashboard_port_fallback);
   head_cmd->add_option("--storage", head.storage);
+  head_cmd->add_option("--storage-file", head.storage_file)
+      ->excludes("--storage");
   head_cmd->add_option("--storage-sync", head.storage_sync);
   head_cmd->add_flag("--discard-wal", head.discard_wal);
   head_cmd->add_option("--reattach-grace-ms", head.reattach_grace_ms);
@@ -2077,6 +2196,10 @@ int Dispatch(int argc, char** argv) {
 }  // namespace
 
 int Main(int argc, char** argv) {
+  // What a command, head or agent writes (session folders, the head's
+  // state, logs) is its user's alone; what they start gets the user's own
+  // mask back (common/process.h).
+  KeepNewFilesPrivate();
   // Bad input must end in a message, never in std::terminate.
   try {
     return Dispatch(argc, argv);

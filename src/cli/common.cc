@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "common/util.h"
 
 namespace shoal::cli {
@@ -20,18 +18,6 @@ int Fail(const std::string& message) {
 int UsageFail(const std::string& message) {
   std::cerr << "shoal: " << message << "\n";
   return kUsageError;
-}
-
-std::string ShellQuote(const std::string& word) {
-  bool plain = !word.empty();
-  for (char c : word) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
-        std::string_view("_-./:=@%+,").find(c) == std::string_view::npos) {
-      plain = false;
-    }
-  }
-  if (plain) return word;
-  return absl::StrCat("'", absl::StrReplaceAll(word, {{"'", "'\\''"}}), "'");
 }
 
 const char* JobStateName(proto::JobInfo::State state) {

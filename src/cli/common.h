@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/shell_quote.h"  // commands printed for the user
 #include "shoal/shoal.pb.h"
 
 namespace shoal::cli {
@@ -18,10 +19,6 @@ inline constexpr int kUsageError = 2;
 // Prints "shoal: <message>" to stderr; returns 1 (Fail) or kUsageError.
 int Fail(const std::string& message);
 int UsageFail(const std::string& message);
-
-// `word` as one shell word: unchanged when it has nothing a shell reads
-// specially, else in single quotes.
-std::string ShellQuote(const std::string& word);
 
 const char* JobStateName(proto::JobInfo::State state);
 // "12.3s": how long the job ran, or has run so far.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,18 @@
 extern char** environ;
 
 namespace shoal {
+namespace {
+
+// The mask this process started with, once KeepNewFilesPrivate replaced
+// it; -1 before.
+int g_started_with_umask = -1;
+
+}  // namespace
+
+void KeepNewFilesPrivate() {
+  mode_t was = umask(077);
+  if (g_started_with_umask < 0) g_started_with_umask = static_cast<int>(was);
+}
 
 absl::StatusOr<std::string> MakeTempFile(const std::string& prefix) {
   const char* dir = getenv("TMPDIR");
@@ -111,8 +124,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
 
   int log_fd = -1;
   if (!options.log_path.empty()) {
+    // Logs hold what a job prints (secrets included): its user's only.
     log_fd = open(options.log_path.c_str(),
-                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (log_fd < 0) {
       return absl::InternalError(absl::StrCat(
           "cannot open log ", options.log_path, ": ", strerror(errno)));
@@ -126,6 +140,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
   pid_t parent = getpid();
+  const int child_umask = g_started_with_umask;
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
@@ -140,6 +155,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
       if (getppid() != parent) _exit(127);
     }
     if (options.new_session) setsid();
+    if (child_umask >= 0) umask(static_cast<mode_t>(child_umask));
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -24,7 +24,17 @@ struct SpawnOptions {
 };
 
 // fork + exec. The child only makes async-signal-safe calls before exec.
+// Its file mode creation mask is the one this process started with (see
+// KeepNewFilesPrivate), so that a user's program creates files as its
+// user expects.
 absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
+
+// Makes every file and folder this process creates from now on readable and
+// writable by its user only (umask 077): a head's or agent's session folder
+// holds the cluster's token, the jobs' environments (secrets) and their
+// logs. Call first thing in main, before any thread starts; processes that
+// Spawn starts get the mask this process had before. Idempotent.
+void KeepNewFilesPrivate();
 
 // Runs `argv` (argv[0] looked up in PATH) to its end, its output kept
 // aside. OK when it exits 0; else Internal naming the command, how it ended

@@ -1,13 +1,18 @@
 #include "common/session.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -21,8 +26,14 @@ std::string DefaultTempDir() {
   return env && *env ? env : "/tmp/shoal";
 }
 
-absl::StatusOr<std::string> CreateSessionDir(const std::string& temp_dir) {
-  RETURN_IF_ERROR(MakeDirs(temp_dir));
+absl::StatusOr<std::string> CreateSessionDir(const std::string& temp_dir,
+                                             std::string* previous_latest) {
+  if (absl::Status made = MakeDirs(temp_dir, 0700); !made.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(made.message(),
+                     ". Pass --temp-dir (or set SHOAL_TEMP_DIR) to a folder "
+                     "you may write in"));
+  }
   time_t now = time(nullptr);
   tm local;
   localtime_r(&now, &local);
@@ -35,14 +46,79 @@ absl::StatusOr<std::string> CreateSessionDir(const std::string& temp_dir) {
     name = absl::StrCat("session_", stamp, "_", getpid(), "-", n);
   }
   std::string dir = absl::StrCat(temp_dir, "/", name);
-  RETURN_IF_ERROR(MakeDirs(dir + "/logs"));
+  // mkdir's mode, not chmod: the folder is never open to others, not even
+  // for a moment.
+  for (const std::string& d : {dir, dir + "/logs"}) {
+    if (mkdir(d.c_str(), 0700) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot create ", d, ": ", strerror(errno),
+          ". Pass --temp-dir (or set SHOAL_TEMP_DIR) to a folder you may "
+          "write in"));
+    }
+  }
   std::string link = temp_dir + "/session_latest";
+  if (previous_latest != nullptr) {
+    std::error_code ec;
+    *previous_latest = std::filesystem::read_symlink(link, ec).string();
+  }
   std::string tmp_link = absl::StrCat(link, ".", getpid());
   unlink(tmp_link.c_str());
   if (symlink(name.c_str(), tmp_link.c_str()) == 0) {
     rename(tmp_link.c_str(), link.c_str());
   }
   return dir;
+}
+
+void AbandonSessionDir(const std::string& temp_dir,
+                       const std::string& session_dir,
+                       const std::string& previous_latest) {
+  std::string link = temp_dir + "/session_latest";
+  std::error_code ec;
+  std::filesystem::path named = std::filesystem::read_symlink(link, ec);
+  if (ec || named.filename() != std::filesystem::path(session_dir).filename()) {
+    return;  // another start has moved it on since
+  }
+  if (previous_latest.empty()) {
+    unlink(link.c_str());
+    return;
+  }
+  std::string tmp_link = absl::StrCat(link, ".", getpid());
+  unlink(tmp_link.c_str());
+  if (symlink(previous_latest.c_str(), tmp_link.c_str()) == 0) {
+    rename(tmp_link.c_str(), link.c_str());
+  }
+}
+
+void KeepSessionPrivate(const std::string& session_dir) {
+  auto strip = [](const std::filesystem::path& p) {
+    struct stat st;
+    if (lstat(p.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) &&
+        (st.st_mode & 077) != 0) {
+      chmod(p.c_str(), st.st_mode & 07700);
+    }
+  };
+  strip(session_dir);
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(session_dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    strip(it->path());
+  }
+}
+
+absl::Status CheckNodeId(const std::string& node_id, const std::string& flag) {
+  bool ok = !node_id.empty() && node_id.size() <= 64 && node_id[0] != '.';
+  for (char c : node_id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' &&
+        c != '_' && c != '.') {
+      ok = false;
+    }
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " \"", absl::CHexEscape(node_id),
+      "\" is not allowed: a node id names files of its node, so it is 1 to "
+      "64 letters, digits, '-', '_' and '.', not starting with '.'"));
 }
 
 std::vector<std::string> ListSessionDirs(const std::string& temp_dir) {

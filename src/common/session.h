@@ -5,6 +5,10 @@
 //   DIR/session_<date>_<pid>/{token,head.pid,agent.pid,head_address,
 //                             agent_address,cluster_address,logs/,...}
 //   DIR/session_latest -> the newest session folder
+//
+// A session folder and everything in it belong to its user alone (0700
+// folders, 0600 files): it holds the cluster's token, the head's state with
+// the jobs' environments, and the jobs' output.
 #ifndef SHOAL_COMMON_SESSION_H_
 #define SHOAL_COMMON_SESSION_H_
 
@@ -16,8 +20,29 @@
 namespace shoal {
 
 std::string DefaultTempDir();
-// Makes a new session folder under temp_dir and points session_latest at it.
-absl::StatusOr<std::string> CreateSessionDir(const std::string& temp_dir);
+// Makes a new session folder (mode 0700, with logs/) under temp_dir, which
+// it makes (0700) when missing, and points session_latest at it. When
+// `previous_latest` is given it is set to what session_latest named before
+// ("" for nothing), for AbandonSessionDir.
+absl::StatusOr<std::string> CreateSessionDir(
+    const std::string& temp_dir, std::string* previous_latest = nullptr);
+// A start that made `session_dir` failed: points session_latest back at
+// `previous_latest` (removes it when ""), if it still names session_dir, so
+// that the session this temp dir had is the one the next start finds. The
+// folder stays, for its logs.
+void AbandonSessionDir(const std::string& temp_dir,
+                       const std::string& session_dir,
+                       const std::string& previous_latest);
+// Takes group and other permissions off `session_dir` and everything under
+// it (a session made by an earlier version, taken up again). Symbolic links
+// are not followed.
+void KeepSessionPrivate(const std::string& session_dir);
+
+// Node ids name files and shared-memory segments of their node: 1 to 64
+// letters, digits, '-', '_' and '.', not starting with '.'. InvalidArgument
+// naming `flag` and what is allowed otherwise.
+absl::Status CheckNodeId(const std::string& node_id,
+                         const std::string& flag = "--node-id");
 // Every session folder under temp_dir, newest first.
 std::vector<std::string> ListSessionDirs(const std::string& temp_dir);
 // The contents of session_dir/name with surrounding space removed, or "".

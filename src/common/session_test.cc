@@ -371,7 +371,8 @@ TEST(UtilTest, WriteFileSetsModeAndReplacesAtomically) {
     int mode;
     std::string contents;
   };
-  // The second write replaces the first, mode included, whatever the umask.
+  // The second write replaces the first, mode included (less the umask,
+  // 022 in tests: see WriteFileNeverOpensMoreThanTheUmaskAllows).
   for (const Case& c : std::vector<Case>{{0600, "secret"},
                                          {0644, "public"},
                                          {0600, std::string("a\0b", 3)}}) {
@@ -389,6 +390,105 @@ TEST(UtilTest, WriteFileSetsModeAndReplacesAtomically) {
     names.push_back(e.path().filename());
   }
   EXPECT_THAT(names, ElementsAre("token"));
+}
+
+// The mask of this process set to `mask` for the scope, and restored.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : old_(umask(mask)) {}
+  ~ScopedUmask() { umask(old_); }
+
+ private:
+  mode_t old_;
+};
+
+TEST(UtilTest, WriteFileNeverOpensMoreThanTheUmaskAllows) {
+  TempDir temp;
+  const std::string path = temp.path() + "/head.pid";
+  ScopedUmask mask(077);
+  ASSERT_TRUE(WriteFile(path, "1", 0644).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(SessionTest, SessionFoldersAreTheirUsersAloneWhateverTheUmask) {
+  TempDir temp;
+  ScopedUmask mask(0);
+  const std::string parent = temp.path() + "/shoal";
+  absl::StatusOr<std::string> dir = CreateSessionDir(parent);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  for (const std::string& d : {parent, *dir, *dir + "/logs"}) {
+    struct stat st;
+    ASSERT_EQ(stat(d.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << d;
+  }
+}
+
+TEST(SessionTest, KeepSessionPrivateTakesGroupAndOtherOff) {
+  TempDir temp;
+  ScopedUmask mask(0);
+  const std::string dir = temp.path() + "/session_1";
+  ASSERT_TRUE(MakeDirs(dir + "/logs", 0755).ok());
+  ASSERT_TRUE(WriteFile(dir + "/head.db", "x", 0644).ok());
+  ASSERT_TRUE(WriteFile(dir + "/logs/job-a.log", "x", 0666).ok());
+  ASSERT_TRUE(WriteFile(temp.path() + "/outside", "x", 0644).ok());
+  ASSERT_EQ(symlink("../outside", (dir + "/link").c_str()), 0);
+  KeepSessionPrivate(dir);
+  auto mode = [](const std::string& p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 ? st.st_mode & 0777 : 01000u;
+  };
+  EXPECT_EQ(mode(dir), 0700u);
+  EXPECT_EQ(mode(dir + "/logs"), 0700u);
+  EXPECT_EQ(mode(dir + "/head.db"), 0600u);
+  EXPECT_EQ(mode(dir + "/logs/job-a.log"), 0600u);
+  // A link is not followed out of the session.
+  EXPECT_EQ(mode(temp.path() + "/outside"), 0644u);
+}
+
+TEST(SessionTest, AnAbandonedSessionGivesLatestBack) {
+  TempDir temp;
+  absl::StatusOr<std::string> first = CreateSessionDir(temp.path());
+  ASSERT_TRUE(first.ok());
+  std::string previous;
+  absl::StatusOr<std::string> failed = CreateSessionDir(temp.path(), &previous);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(previous, std::filesystem::path(*first).filename().string());
+  AbandonSessionDir(temp.path(), *failed, previous);
+  EXPECT_EQ(std::filesystem::canonical(temp.path() + "/session_latest"),
+            std::filesystem::canonical(*first));
+
+  // The first session of a temp dir leaves no link; a link another start
+  // has moved on is left alone.
+  TempDir fresh;
+  absl::StatusOr<std::string> only = CreateSessionDir(fresh.path(), &previous);
+  ASSERT_TRUE(only.ok());
+  EXPECT_EQ(previous, "");
+  absl::StatusOr<std::string> newer = CreateSessionDir(fresh.path());
+  ASSERT_TRUE(newer.ok());
+  AbandonSessionDir(fresh.path(), *only, previous);
+  EXPECT_EQ(std::filesystem::canonical(fresh.path() + "/session_latest"),
+            std::filesystem::canonical(*newer));
+  AbandonSessionDir(fresh.path(), *newer, "");
+  EXPECT_FALSE(std::filesystem::exists(fresh.path() + "/session_latest"));
+}
+
+TEST(SessionTest, NodeIdsThatNameFilesOnly) {
+  for (const std::string& ok :
+       {std::string("n"), std::string("cpu-0"), std::string("tpu_1.host"),
+        std::string(64, 'a')}) {
+    EXPECT_TRUE(CheckNodeId(ok).ok()) << ok;
+  }
+  for (const std::string& bad :
+       {std::string(""), std::string("../../etc"), std::string("a/b"),
+        std::string("."), std::string(".hidden"), std::string("a b"),
+        std::string("a\nb"), std::string("\xc3\xa9"), std::string(65, 'a')}) {
+    absl::Status st = CheckNodeId(bad);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(st.message()),
+                HasSubstr("letters, digits, '-', '_' and '.'"));
+  }
 }
 
 TEST(UtilTest, WriteFileIntoMissingFolderFails) {

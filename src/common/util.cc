@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -205,13 +206,20 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 absl::Status WriteFile(const std::string& path, const std::string& contents,
                        int mode) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  static std::atomic<uint64_t> writes{0};
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", writes++);
+  // Made afresh, so that it has `mode` less the process's umask: never more
+  // open than asked, nor than the process allows. (One left by a killed
+  // process of the same pid is replaced.)
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  int fd = open(tmp.c_str(), flags, mode);
+  if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0) {
+    fd = open(tmp.c_str(), flags, mode);
+  }
   if (fd < 0) {
     return absl::InternalError(
         absl::StrCat("cannot write ", path, ": ", strerror(errno)));
   }
-  fchmod(fd, mode);
   size_t done = 0;
   while (done < contents.size()) {
     ssize_t n = write(fd, contents.data() + done, contents.size() - done);
@@ -227,8 +235,10 @@ absl::Status WriteFile(const std::string& path, const std::string& contents,
   }
   close(fd);
   if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
     return absl::InternalError(
-        absl::StrCat("cannot rename ", tmp, ": ", strerror(errno)));
+        absl::StrCat("cannot rename ", tmp, ": ", strerror(err)));
   }
   return absl::OkStatus();
 }
