@@ -91,39 +91,59 @@ Spot* CreateSpot() { return new Spot(); }
 SHOAL_REMOTE(Where, SeesFile, FromTheDriverHost, FromTheLateHost, CreateSpot,
              &Spot::Node);
 
-// Run by LateJoinerTest as a separate process, from a copy of this binary
-// that the late host cannot see.
-TEST(LateJoinerDriver, DISABLED_RunsOnAHostThatJoinsLater) {
+// Prints "`what`: <its value>", or "`what` failed: <why>", so that each
+// step says how it went.
+template <typename Fn>
+void Report(const std::string& what, Fn fn) {
+  try {
+    std::cout << what << ": " << fn() << std::endl;
+  } catch (const std::exception& e) {
+    std::cout << what << " failed: " << e.what() << std::endl;
+  }
+}
+
+// The drivers, run by LateJoinerTest as separate processes from a copy of
+// this binary that the late host cannot see.
+
+// Tasks: the driver's own, one nested in a task on the late host, and one
+// nested in a task of the driver's host that started before any copy.
+TEST(LateJoinerDriver, DISABLED_Tasks) {
   shoal::Init();
   auto early =
       shoal::Task(FromTheDriverHost).SetResource("driver_host", 1).Remote();
   ASSERT_TRUE(WaitForResource("late_host"));
-  std::cout << "the late host joined" << std::endl;
-  // First an actor: its spec names the copy the head holds.
-  auto spot = shoal::Actor(CreateSpot).SetResource("late_host", 1).Remote();
-  std::cout << "actor on "
-            << shoal::Get(spot.Task(&Spot::Node).Remote(), kGetMs) << std::endl;
-  std::cout << "the late host sees the program: "
-            << shoal::Get(shoal::Task(SeesFile)
-                              .SetResource("late_host", 1)
-                              .Remote(shoal::SelfExecutable()),
-                          kGetMs)
-            << std::endl;
+  Report("the late host sees the program", [] {
+    return shoal::Get(shoal::Task(SeesFile)
+                          .SetResource("late_host", 1)
+                          .Remote(shoal::SelfExecutable()),
+                      kGetMs);
+  });
   std::vector<shoal::ObjectRef<std::string>> refs;
   for (int i = 0; i < 8; ++i) {
     refs.push_back(shoal::Task(Where).SetResource("late_host", 1).Remote());
   }
-  for (const std::string& where : shoal::Get(refs, kGetMs)) {
-    std::cout << "ran on " << where << std::endl;
+  for (int i = 0; i < 8; ++i) {
+    Report("ran", [&] { return "on " + shoal::Get(refs[i], kGetMs); });
   }
-  std::cout
-      << "nested from the late host: "
-      << shoal::Get(
-             shoal::Task(FromTheLateHost).SetResource("late_host", 1).Remote(),
-             kGetMs)
-      << std::endl;
-  std::cout << "from the driver host, " << shoal::Get(early, kGetMs)
+  Report("nested from the late host", [] {
+    return shoal::Get(
+        shoal::Task(FromTheLateHost).SetResource("late_host", 1).Remote(),
+        kGetMs);
+  });
+  Report("from the driver host", [&] { return shoal::Get(early, kGetMs); });
+  shoal::Shutdown();
+}
+
+// An actor, made before any task of the driver met the late host.
+TEST(LateJoinerDriver, DISABLED_Actor) {
+  shoal::Init();
+  std::cout << "connected: " << shoal::Get(shoal::Task(Where).Remote(), kGetMs)
             << std::endl;
+  ASSERT_TRUE(WaitForResource("late_host"));
+  Report("actor", [] {
+    auto spot = shoal::Actor(CreateSpot).SetResource("late_host", 1).Remote();
+    return "on " + shoal::Get(spot.Task(&Spot::Node).Remote(), kGetMs);
+  });
   shoal::Shutdown();
 }
 
@@ -183,15 +203,74 @@ class LateJoinerTest : public ::testing::Test {
     return names;
   }
 
-  // The state of the task named `name`, as `shoal list tasks` says.
-  std::string TaskState(const std::string& name) {
+  // Waits (up to a minute) until the task named `name` is in `state`, as
+  // `shoal list tasks` says; its last state.
+  std::string WaitForTask(const std::string& name, const std::string& state) {
+    std::string now;
+    for (int i = 0; i < 600 && now != state; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::string out;
+      RunCli(
+          {"list", "tasks", "--address", cluster_->address(), "--token",
+           cluster_->token(), "--filter", "name=" + name, "--format", "json"},
+          &out);
+      nlohmann::json list = nlohmann::json::parse(out, nullptr, false);
+      if (list.is_array() && !list.empty()) {
+        now = list[0]["state"].get<std::string>();
+      }
+    }
+    return now;
+  }
+
+  // Starts a cluster of one node (the driver's host), then the driver
+  // LateJoinerDriver.DISABLED_<driver> from a folder that the late host
+  // will not see; once task `task` of the driver is in `state`, a node of
+  // another host joins. The driver's output once it ended, and *rc its
+  // exit code. Checks that nothing was sent before the join.
+  std::string RunAcrossTheJoin(const std::string& driver,
+                               const std::string& task,
+                               const std::string& state, int* rc) {
+    ClusterSpec spec;
+    spec.nodes = {{"driver-host", 2, R"({"driver_host": 1})"}};
+    auto cluster = TestCluster::Start(spec);
+    if (!cluster.ok()) return cluster.status().ToString();
+    cluster_ = std::move(*cluster);
+    std::string folder = cluster_->root() + "/program";
+    std::string program = folder + "/late_joiner_driver";
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);
+    if (!std::filesystem::copy_file(shoal::SelfExecutable(), program, ec)) {
+      return "cannot copy the program: " + ec.message();
+    }
+    auto started =
+        StartInNetns("",
+                     {program, "--gtest_also_run_disabled_tests",
+                      "--gtest_filter=LateJoinerDriver.DISABLED_" + driver},
+                     {"SHOAL_ADDRESS=" + cluster_->address(),
+                      "SHOAL_TOKEN=" + cluster_->token()});
+    if (!started.ok()) return started.status().ToString();
+    driver_ = *started;
+    EXPECT_EQ(WaitForTask(task, state), state);
+    // Every node was on the driver's host: nothing was sent.
+    EXPECT_THAT(Blobs(), IsEmpty());
+    NodeSpec late{kLateNode, 2, R"({"late_host": 4})"};
+    late.env = {"SHOAL_HOST_ID=late-host-" + shoal::RandomHex(6)};
+    late.hidden_paths = {folder};
+    absl::Status joined = cluster_->AddNode(late);
+    EXPECT_TRUE(joined.ok()) << joined;
     std::string out;
-    RunCli({"list", "tasks", "--address", cluster_->address(), "--token",
-            cluster_->token(), "--filter", "name=" + name, "--format", "json"},
-           &out);
-    nlohmann::json list = nlohmann::json::parse(out, nullptr, false);
-    if (!list.is_array() || list.empty()) return "";
-    return list[0]["state"].get<std::string>();
+    *rc = FinishCommand(*driver_, &out);
+    driver_.reset();
+    return out;
+  }
+
+  // After RunAcrossTheJoin: the head holds one copy of the program.
+  void ExpectOneCopy() {
+    std::vector<std::string> blobs = Blobs();
+    EXPECT_THAT(blobs, SizeIs(1)) << ::testing::PrintToString(blobs);
+    for (const std::string& name : blobs) {
+      EXPECT_THAT(name, Not(HasSubstr(".partial")));
+    }
   }
 
   std::unique_ptr<TestCluster> cluster_;
@@ -199,52 +278,16 @@ class LateJoinerTest : public ::testing::Test {
 };
 
 TEST_F(LateJoinerTest, AHostThatJoinsAfterTheDriverStartedRunsItsTasks) {
-  ClusterSpec spec;
-  spec.nodes = {{"driver-host", 2, R"({"driver_host": 1})"}};
-  auto cluster = TestCluster::Start(spec);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  cluster_ = std::move(*cluster);
-
-  // The driver runs from a folder the late host will not see.
-  std::string folder = cluster_->root() + "/program";
-  std::string program = folder + "/late_joiner_driver";
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  ASSERT_TRUE(std::filesystem::copy_file(shoal::SelfExecutable(), program, ec))
-      << ec.message();
-  auto driver = StartInNetns("",
-                             {program, "--gtest_also_run_disabled_tests",
-                              "--gtest_filter=LateJoinerDriver.DISABLED_*"},
-                             {"SHOAL_ADDRESS=" + cluster_->address(),
-                              "SHOAL_TOKEN=" + cluster_->token()});
-  ASSERT_TRUE(driver.ok()) << driver.status();
-  driver_ = *driver;
-
-  // A worker of the driver's host runs before the late host joins.
-  std::string state;
-  for (int i = 0; i < 600 && state != "RUNNING"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    state = TaskState("FromTheDriverHost");
-  }
-  ASSERT_EQ(state, "RUNNING");
-  // Every node was on the driver's host: nothing was sent.
-  EXPECT_THAT(Blobs(), IsEmpty());
-
-  NodeSpec late{kLateNode, 2, R"({"late_host": 4})"};
-  late.env = {"SHOAL_HOST_ID=late-host-" + shoal::RandomHex(6)};
-  late.hidden_paths = {folder};
-  ASSERT_TRUE(cluster_->AddNode(late).ok());
-
-  std::string out;
-  int rc = FinishCommand(*driver_, &out);
-  driver_.reset();
+  int rc = -1;
+  // The task of the driver's host runs before the late host joins.
+  std::string out =
+      RunAcrossTheJoin("Tasks", "FromTheDriverHost", "RUNNING", &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_THAT(out, HasSubstr("the late host sees the program: 0\n"));
-  EXPECT_THAT(out, HasSubstr(absl::StrCat("actor on ", kLateNode, "\n")));
   size_t ran = 0;
-  for (size_t at = out.find(absl::StrCat("ran on ", kLateNode, "\n"));
-       at != std::string::npos;
-       at = out.find(absl::StrCat("ran on ", kLateNode, "\n"), at + 1)) {
+  const std::string line = absl::StrCat("ran: on ", kLateNode, "\n");
+  for (size_t at = out.find(line); at != std::string::npos;
+       at = out.find(line, at + 1)) {
     ++ran;
   }
   EXPECT_EQ(ran, 8u) << out;
@@ -253,15 +296,17 @@ TEST_F(LateJoinerTest, AHostThatJoinsAfterTheDriverStartedRunsItsTasks) {
   EXPECT_THAT(
       out,
       HasSubstr(absl::StrCat(
-          "from the driver host, started without a copy: ", kLateNode, "\n")));
-  EXPECT_THAT(out, Not(HasSubstr("cannot start a worker")));
-  // One copy, sent when the late host first needed it (the driver's and
-  // the early worker's are the same bytes).
-  std::vector<std::string> blobs = Blobs();
-  EXPECT_THAT(blobs, SizeIs(1)) << ::testing::PrintToString(blobs);
-  for (const std::string& name : blobs) {
-    EXPECT_THAT(name, Not(HasSubstr(".partial")));
-  }
+          "from the driver host: started without a copy: ", kLateNode, "\n")));
+  // The driver's copy and the early worker's are the same bytes.
+  ExpectOneCopy();
+}
+
+TEST_F(LateJoinerTest, AnActorMadeAfterAHostJoinedRunsThere) {
+  int rc = -1;
+  std::string out = RunAcrossTheJoin("Actor", "Where", "FINISHED", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("actor: on ", kLateNode, "\n")));
+  ExpectOneCopy();
 }
 
 }  // namespace
