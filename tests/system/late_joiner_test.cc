@@ -20,6 +20,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,15 +92,19 @@ Spot* CreateSpot() { return new Spot(); }
 SHOAL_REMOTE(Where, SeesFile, FromTheDriverHost, FromTheLateHost, CreateSpot,
              &Spot::Node);
 
-// Prints "`what`: <its value>", or "`what` failed: <why>", so that each
-// step says how it went.
+// Prints "`what`: <its value>", or "`what` failed: <why>" (a failure of
+// the driver), so that each step says how it went.
 template <typename Fn>
 void Report(const std::string& what, Fn fn) {
+  std::ostringstream said;
   try {
-    std::cout << what << ": " << fn() << std::endl;
+    auto value = fn();
+    said << what << ": " << value;
   } catch (const std::exception& e) {
-    std::cout << what << " failed: " << e.what() << std::endl;
+    said << what << " failed: " << e.what();
+    ADD_FAILURE() << said.str();
   }
+  std::cout << said.str() << std::endl;
 }
 
 // The drivers, run by LateJoinerTest as separate processes from a copy of
