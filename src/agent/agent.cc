@@ -776,8 +776,8 @@ class AgentImpl : public NodeAgent {
         [this, worker_id,
          blob = r.blob_hash()](absl::StatusOr<std::string> path) {
           if (!path.ok()) {
-            // NotFound: neither this host nor the head has
-            // the program; its driver can send a copy.
+            // NotFound: neither this host nor the head has the program;
+            // the requester can send the head a copy.
             return FailStart(worker_id, path.status(),
                              /*needs_program=*/absl::IsNotFound(path.status()));
           }

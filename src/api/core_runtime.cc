@@ -185,9 +185,9 @@ class CoreRuntimeImpl : public CoreRuntime,
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
     if (!options_.worker_id.empty()) {
       // A worker runs its driver's program: the agent says which copy the
-      // head holds, for the tasks this worker submits.
-      // A worker started before its driver sent a copy has none: it sends
-      // its own when a node needs one (the same bytes, so the same copy).
+      // head holds, for the tasks this worker submits. One started before
+      // any copy was sent has none: it sends its own file when a node
+      // needs it (the same bytes, so the same copy).
       const char* blob = getenv("SHOAL_BLOB_HASH");
       if (blob != nullptr && blob[0] != '\0') {
         std::lock_guard<std::mutex> lock(copies_mu_);
