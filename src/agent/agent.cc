@@ -850,13 +850,18 @@ class AgentImpl : public NodeAgent {
                          {command.argv().begin(), command.argv().end()},
                          {command.env().begin(), command.env().end()});
     }
-    binaries_.Resolve(r.binary_path(), r.binary_hash(), r.blob_hash(),
-                      [this, worker_id,
-                       blob = r.blob_hash()](absl::StatusOr<std::string> path) {
-                        if (!path.ok())
-                          return FailStart(worker_id, path.status());
-                        StartWorker(worker_id, {*path}, {}, blob);
-                      });
+    binaries_.Resolve(
+        r.binary_path(), r.binary_hash(), r.blob_hash(),
+        [this, worker_id,
+         blob = r.blob_hash()](absl::StatusOr<std::string> path) {
+          if (!path.ok()) {
+            // NotFound: neither this host nor the head has the program;
+            // the requester can send the head a copy.
+            return FailStart(worker_id, path.status(),
+                             /*needs_program=*/absl::IsNotFound(path.status()));
+          }
+          StartWorker(worker_id, {*path}, {}, blob);
+        });
   }
 
   void ReplyGranted(const rpc::Responder& responder, const Lease& lease,
@@ -872,21 +877,25 @@ class AgentImpl : public NodeAgent {
   }
 
   // Tells the requester waiting for worker `worker_id` to start that it
-  // will not.
-  void ReplyStartFailed(const std::string& worker_id, const absl::Status& why) {
+  // will not; `needs_program` when this node has no copy of its program
+  // (RequestLeaseReply.needs_program).
+  void ReplyStartFailed(const std::string& worker_id, const absl::Status& why,
+                        bool needs_program = false) {
     auto it = starting_.find(worker_id);
     if (it == starting_.end()) return;
     proto::RequestLeaseReply reply;
     reply.set_outcome(proto::RequestLeaseReply::FAILED);
     reply.set_error(std::string(why.message()));
+    reply.set_needs_program(needs_program);
     it->second.responder.Reply(reply);
     starting_.erase(it);
   }
 
   // Worker `worker_id` could not start: its requester hears why, and the
   // worker and its lease are dropped.
-  void FailStart(const std::string& worker_id, const absl::Status& why) {
-    ReplyStartFailed(worker_id, why);
+  void FailStart(const std::string& worker_id, const absl::Status& why,
+                 bool needs_program = false) {
+    ReplyStartFailed(worker_id, why, needs_program);
     if (const Worker* w = workers_->Find(worker_id)) {
       std::string lease_id = w->lease_id;
       workers_->Remove(worker_id, std::string(why.message()));

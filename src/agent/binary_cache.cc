@@ -46,15 +46,17 @@ void BinaryCache::FetchChunk(const std::string& hash,
       [this, hash, partial, final_path,
        offset](absl::StatusOr<BinaryChunk> chunk) {
         if (absl::IsNotFound(chunk.status())) {
-          // The driver sends its program to the head only when it starts
-          // with nodes of other hosts in the cluster.
+          // The driver sends its program to the head when it starts with
+          // nodes of other hosts in the cluster, or when a lease first
+          // fails for want of it (RequestLeaseReply.needs_program).
           return Finish(
               hash,
               absl::NotFoundError(
                   "the driver's program is not on this host and the head "
-                  "has no copy of it: the driver started when every node "
-                  "was on its own host, so it sent none; start the driver "
-                  "again now that this node has joined"));
+                  "has no copy of it yet (a driver sends one when its tasks "
+                  "first need it on another host); if this persists (an "
+                  "actor made before this node joined, or a head that lost "
+                  "its copies), start the driver again"));
         }
         if (!chunk.ok()) {
           return Finish(hash, Annotate(chunk.status(),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -184,16 +185,25 @@ class CoreRuntimeImpl : public CoreRuntime,
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
     if (!options_.worker_id.empty()) {
       // A worker runs its driver's program: the agent says which copy the
-      // head holds, for the tasks this worker submits.
+      // head holds, for the tasks this worker submits. One started before
+      // any copy was sent has none: it sends its own file when a node
+      // needs it (the same bytes, so the same copy).
       const char* blob = getenv("SHOAL_BLOB_HASH");
-      if (blob != nullptr) blob_hash_ = blob;
+      if (blob != nullptr && blob[0] != '\0') {
+        std::lock_guard<std::mutex> lock(copies_mu_);
+        blob_hash_ = blob;
+        copies_sent_ = true;
+      }
     } else if (NodesElsewhere(status, HostId()) ||
                (options_.workers_run_this_program &&
                 !RunsTheFileAt(binary_path_))) {
       // Nodes of other hosts need a copy, and so do this host's when the
-      // program was removed or rebuilt since it started.
-      RETURN_IF_ERROR(SendPrograms());
+      // program was removed or rebuilt since it started. Otherwise none is
+      // sent until a node lacks the program: a host that joins later
+      // (TaskSubmitter::Options::program_wanted).
+      RETURN_IF_ERROR(SendProgramsOnce());
     }
+    ProgramCopies copies = KnownCopies();
     std::string store_agent;
     RunOnLoop([&] {
       nodes_ = std::make_unique<NodeView>(
@@ -204,16 +214,17 @@ class CoreRuntimeImpl : public CoreRuntime,
       submit.job_id = lease_job_id();
       submit.binary_path = binary_path_;
       submit.binary_hash = binary_hash_;
-      submit.blob_hash = blob_hash_;
+      submit.blob_hash = copies.program;
       submit.worker_command = options_.worker_command;
       submit.token = options_.token;
       submit.peer_name = peer_name_;
       submit.lease_idle_ms = options_.lease_idle_ms;
+      submit.program_wanted = [this] { ProgramWanted(); };
       if (!cpp_binary_hash_.empty()) {
         TaskSubmitter::Options cpp = submit;
         cpp.binary_path = cpp_binary_path_;
         cpp.binary_hash = cpp_binary_hash_;
-        cpp.blob_hash = cpp_blob_hash_;
+        cpp.blob_hash = copies.cpp_program;
         cpp.worker_command = WorkerCommand();
         cpp_submitter_ = std::make_unique<TaskSubmitter>(
             loop_.get(), nodes_.get(), this, std::move(cpp));
@@ -374,7 +385,10 @@ class CoreRuntimeImpl : public CoreRuntime,
     spec.set_job_id(lease_job_id());
     spec.set_binary_path(binary_path_);
     spec.set_binary_hash(binary_hash_);
-    spec.set_blob_hash(blob_hash_);
+    // The head may place the actor (or restart it) on a node of another
+    // host: it needs a copy of the program there.
+    RETURN_IF_ERROR(SendProgramsForActors());
+    spec.set_blob_hash(KnownCopies().program);
     if (!options_.worker_command.empty()) {
       FillWorkerCommand(options_.worker_command, spec.mutable_worker_command());
     }
@@ -569,6 +583,12 @@ class CoreRuntimeImpl : public CoreRuntime,
         uploader = std::move(uploader_);
       }
       if (uploader.joinable()) uploader.join();
+      std::thread copier;
+      {
+        std::lock_guard<std::mutex> lock(copier_mu_);
+        copier = std::move(copier_);
+      }
+      if (copier.joinable()) copier.join();
     }
     // Stored objects this process owns go with it, on every node.
     auto stored = objects_.StoredCopies();
@@ -747,21 +767,107 @@ class CoreRuntimeImpl : public CoreRuntime,
     });
   }
 
-  // Puts the workers' binary at `path` in the head's blob store, once.
-  // Gives the head the programs workers run, for nodes of other hosts
-  // (program_copy.h); the hashes of its copies go in every lease request.
-  absl::Status SendPrograms() {
+  // ---- Program copies (program_copy.h) ----
+
+  // The hashes of the head's copies of the programs workers run: this
+  // process's own, and RuntimeOptions::cpp_program's. Empty: none (not
+  // sent, or no such program).
+  struct ProgramCopies {
+    std::string program;
+    std::string cpp_program;
+  };
+
+  ProgramCopies KnownCopies() {
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    return {blob_hash_, cpp_blob_hash_};
+  }
+
+  // Gives the head the programs workers run, for nodes of other hosts; the
+  // hashes of its copies go in every lease request and actor from then on.
+  // Blocking: any thread but the loop.
+  absl::StatusOr<ProgramCopies> SendPrograms() {
+    ProgramCopies sent;
     if (options_.workers_run_this_program) {
       // Through /proc, in case the file was removed or rebuilt; by pid, as
       // objcopy reads it (its own /proc/self is objcopy).
       ASSIGN_OR_RETURN(
-          blob_hash_,
+          sent.program,
           SendProgram(*head_, absl::StrCat("/proc/", getpid(), "/exe")));
     }
     if (!cpp_binary_hash_.empty()) {
-      ASSIGN_OR_RETURN(cpp_blob_hash_, SendProgram(*head_, cpp_binary_path_));
+      ASSIGN_OR_RETURN(sent.cpp_program, SendProgram(*head_, cpp_binary_path_));
     }
-    return absl::OkStatus();
+    return sent;
+  }
+
+  // SendPrograms, then every part that names the copies learns them (or
+  // why there are none). Blocking: any thread but the loop.
+  absl::Status SendAndRecordCopies() {
+    absl::StatusOr<ProgramCopies> sent = SendPrograms();
+    if (sent.ok()) {
+      std::lock_guard<std::mutex> lock(copies_mu_);
+      blob_hash_ = sent->program;
+      cpp_blob_hash_ = sent->cpp_program;
+      copies_sent_ = true;
+    }
+    TellSubmitters(sent);
+    return sent.status();
+  }
+
+  // Hands the submitters the copies (or why none were made), on the loop.
+  void TellSubmitters(const absl::StatusOr<ProgramCopies>& copies) {
+    if (loop_ == nullptr) return;
+    loop_->Post([this, copies] {
+      auto hash = [&](std::string ProgramCopies::*which)
+          -> absl::StatusOr<std::string> {
+        if (!copies.ok()) return copies.status();
+        return (*copies).*which;
+      };
+      if (submitter_ != nullptr) {
+        submitter_->SetProgramCopy(hash(&ProgramCopies::program));
+      }
+      if (cpp_submitter_ != nullptr) {
+        cpp_submitter_->SetProgramCopy(hash(&ProgramCopies::cpp_program));
+      }
+    });
+  }
+
+  // Sends the copies unless they were sent: a caller that finds a send
+  // under way waits for it, and one that failed lets the next caller try
+  // again. Blocking: any thread but the loop.
+  absl::Status SendProgramsOnce() {
+    {
+      std::unique_lock<std::mutex> lock(copies_mu_);
+      copies_cv_.wait(lock, [this] { return !copies_sending_; });
+      if (copies_sent_) {
+        ProgramCopies known{blob_hash_, cpp_blob_hash_};
+        lock.unlock();
+        TellSubmitters(known);
+        return absl::OkStatus();
+      }
+      copies_sending_ = true;
+    }
+    absl::Status sent = SendAndRecordCopies();
+    {
+      std::lock_guard<std::mutex> lock(copies_mu_);
+      copies_sending_ = false;
+    }
+    copies_cv_.notify_all();
+    return sent;
+  }
+
+  // An actor's spec names the copy of its program: one is sent first when
+  // the cluster has a node of another host, where the head may place it.
+  // User threads.
+  absl::Status SendProgramsForActors() {
+    if (!options_.workers_run_this_program) return absl::OkStatus();
+    {
+      std::lock_guard<std::mutex> lock(copies_mu_);
+      if (copies_sent_) return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(proto::ClusterStatus status, ClusterStatus());
+    if (!NodesElsewhere(status, HostId())) return absl::OkStatus();
+    return SendProgramsOnce();
   }
 
   // ---- Loop thread ----
@@ -775,6 +881,37 @@ class CoreRuntimeImpl : public CoreRuntime,
         FlushTaskEvents(nullptr);
       }
       ScheduleMaintenance();
+    });
+  }
+
+  // A submitter met a node without the program (one of a host that joined
+  // after this process started): the copies are sent on a thread of their
+  // own (SendProgram blocks), and the submitters hear of them on the loop.
+  // A wish made while that thread runs is taken up by it before it ends.
+  void ProgramWanted() {
+    std::lock_guard<std::mutex> lock(copier_mu_);
+    if (stopping_) return;
+    copy_wanted_ = true;
+    if (copier_running_) return;
+    if (copier_.joinable()) copier_.join();  // it has ended
+    copier_running_ = true;
+    copier_ = std::thread([this] {
+      while (true) {
+        {
+          std::lock_guard<std::mutex> lock(copier_mu_);
+          if (!copy_wanted_ || stopping_) {
+            copier_running_ = false;
+            return;
+          }
+          copy_wanted_ = false;
+        }
+        absl::Status sent = SendProgramsOnce();
+        if (!sent.ok()) {
+          SHOAL_LOG(WARNING) << "a node has no copy of this program, and "
+                                "none could be sent: "
+                             << sent;
+        }
+      }
     });
   }
 
@@ -816,12 +953,15 @@ class CoreRuntimeImpl : public CoreRuntime,
     // A worker's program is its driver's: the driver uploads it. Programs
     // never sent (every node was on this host) are not sent now either.
     if (!options_.worker_id.empty()) return;
-    if (blob_hash_.empty() && cpp_blob_hash_.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(copies_mu_);
+      if (!copies_sent_) return;
+    }
     std::lock_guard<std::mutex> lock(uploader_mu_);
     if (stopping_ || uploading_.exchange(true)) return;
     if (uploader_.joinable()) uploader_.join();  // done: uploading_ was false
     uploader_ = std::thread([this] {
-      absl::Status st = SendPrograms();
+      absl::Status st = SendAndRecordCopies();
       if (!st.ok()) {
         SHOAL_LOG(WARNING) << "cannot give the head this job's binary again ("
                            << st << "); workers it starts may fail";
@@ -1170,9 +1310,17 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::string peer_name_;
   std::string binary_path_;
   std::string binary_hash_;
-  // The head's copy of the program (program_copy.h); empty when none was
-  // sent (every node is on this host) or it is binary_hash_'s file.
-  std::string blob_hash_;
+  // The head's copies of the programs (program_copy.h): sent at Start when
+  // the cluster has nodes of other hosts, else when a node first lacks one
+  // (ProgramWanted) or an actor may need one; in a worker, its agent's
+  // SHOAL_BLOB_HASH.
+  std::mutex copies_mu_;
+  std::condition_variable copies_cv_;
+  bool copies_sending_ ABSL_GUARDED_BY(copies_mu_) = false;
+  bool copies_sent_ ABSL_GUARDED_BY(copies_mu_) = false;
+  // Empty: none (not sent, or no such program).
+  std::string blob_hash_ ABSL_GUARDED_BY(copies_mu_);
+  std::string cpp_blob_hash_ ABSL_GUARDED_BY(copies_mu_);
   // This node's object store (null when the host has no agent with one)
   // and the size from which values go there.
   std::shared_ptr<ObjectClient> store_;
@@ -1205,7 +1353,6 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::unique_ptr<TaskSubmitter> cpp_submitter_;
   std::string cpp_binary_path_;
   std::string cpp_binary_hash_;
-  std::string cpp_blob_hash_;
   ActorSubmitter actors_;
   std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
   // Any thread.
@@ -1219,6 +1366,12 @@ class CoreRuntimeImpl : public CoreRuntime,
   std::mutex uploader_mu_;
   std::thread uploader_ ABSL_GUARDED_BY(uploader_mu_);
   std::atomic<bool> uploading_{false};
+  // ProgramWanted's thread: started on the loop thread, joined there once
+  // it has ended, or by Shutdown.
+  std::mutex copier_mu_;
+  std::thread copier_ ABSL_GUARDED_BY(copier_mu_);
+  bool copier_running_ ABSL_GUARDED_BY(copier_mu_) = false;
+  bool copy_wanted_ ABSL_GUARDED_BY(copier_mu_) = false;
   bool events_in_flight_ = false;
   std::string unsent_events_;  // a batch to send again (the head was away)
   bool events_warned_ = false;

@@ -3,7 +3,10 @@
 // file in place, so nothing is sent; for nodes of other hosts the driver
 // sends the head one copy, by content (a head that holds it already keeps
 // its copy), with its debug info stripped: a RelWithDebInfo build is mostly
-// debug info, which workers never read.
+// debug info, which workers never read. A driver that started while every
+// node was on its host sends the copy when a node of another host first
+// lacks it (RequestLeaseReply.needs_program), or before it makes an actor
+// while such a node is in the cluster.
 #ifndef SHOAL_API_PROGRAM_COPY_H_
 #define SHOAL_API_PROGRAM_COPY_H_
 

@@ -41,7 +41,8 @@ TaskSubmitter::TaskSubmitter(rpc::EventLoop* loop, NodeView* nodes,
     : loop_(loop),
       nodes_(nodes),
       delegate_(delegate),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      blob_hash_(options_.blob_hash) {}
 
 void TaskSubmitter::Enqueue(const std::string& task_id,
                             const ResourceSet& shape,
@@ -85,7 +86,8 @@ void TaskSubmitter::Pump(ShapeQueue& q) {
   }
   int wanted = static_cast<int>(std::min<size_t>(
       q.queue.size(), static_cast<size_t>(kMaxPendingLeaseRequests)));
-  while (q.pending_lease_requests < wanted && !nodes_->lease_agent().empty()) {
+  while (!q.awaiting_program && q.pending_lease_requests < wanted &&
+         !nodes_->lease_agent().empty()) {
     RequestLease(q, nodes_->lease_agent(), /*no_spillback=*/false);
   }
   const size_t depth = q.MaxInFlight();
@@ -268,7 +270,7 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
   q.shape.ToProto(req.mutable_shape());
   req.set_binary_path(options_.binary_path);
   req.set_binary_hash(options_.binary_hash);
-  req.set_blob_hash(options_.blob_hash);
+  req.set_blob_hash(blob_hash_);
   if (!options_.worker_command.empty()) {
     FillWorkerCommand(options_.worker_command, req.mutable_worker_command());
   }
@@ -276,8 +278,8 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
   req.set_depth(q.depth);
   rpc::CallProto<proto::RequestLeaseReply>(
       nodes_->Channel(agent), proto::REQUEST_LEASE, req,
-      [this, key = q.key, agent,
-       number](absl::StatusOr<proto::RequestLeaseReply> reply) {
+      [this, key = q.key, agent, number, named_copy = !blob_hash_.empty()](
+          absl::StatusOr<proto::RequestLeaseReply> reply) {
         auto shape = shapes_.find(key);
         if (shape == shapes_.end()) {  // cleared: give back what came
           if (reply.ok() &&
@@ -325,6 +327,14 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
             FailQueue(q, TaskError(ErrorKind::kOther, reply->error()));
             break;
           default:
+            // A node without the program, asked before any copy was
+            // known: not a failure while the runtime sends one. With a
+            // copy named, the head lost it or never had it: a failure.
+            if (reply->needs_program() && !named_copy &&
+                options_.program_wanted) {
+              AwaitProgram(q, reply->error());
+              break;
+            }
             if (++q.consecutive_failures >= kMaxLeaseFailures) {
               FailQueue(q, TaskError(ErrorKind::kOther,
                                      absl::StrCat("cannot start a worker: ",
@@ -335,6 +345,39 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
         }
         Pump(q);
       });
+}
+
+void TaskSubmitter::AwaitProgram(ShapeQueue& q, const std::string& error) {
+  // A copy came while this request was out: lease again with its hash.
+  if (!blob_hash_.empty()) return;
+  q.awaiting_program = true;
+  q.lacking = error;
+  if (program_asked_) return;
+  program_asked_ = true;
+  SHOAL_LOG(INFO) << "a node has no copy of " << options_.binary_path
+                  << "; sending the head one";
+  options_.program_wanted();
+}
+
+void TaskSubmitter::SetProgramCopy(absl::StatusOr<std::string> blob_hash) {
+  program_asked_ = false;
+  if (blob_hash.ok() && blob_hash->empty()) {
+    blob_hash = absl::FailedPreconditionError("there is no program to send");
+  }
+  if (blob_hash.ok()) blob_hash_ = *blob_hash;
+  for (auto& [key, q] : shapes_) {
+    if (!q.awaiting_program) continue;
+    q.awaiting_program = false;
+    if (blob_hash.ok()) {
+      Pump(q);
+      continue;
+    }
+    FailQueue(q, TaskError(ErrorKind::kOther,
+                           absl::StrCat("cannot start a worker: ", q.lacking,
+                                        "; and this program could not send "
+                                        "the head a copy: ",
+                                        blob_hash.status().message())));
+  }
 }
 
 void TaskSubmitter::AddWorker(ShapeQueue& q, const std::string& agent,

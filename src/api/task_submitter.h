@@ -3,7 +3,10 @@
 // spillbacks to other nodes), pushes tasks straight to the workers,
 // pipelines short tasks, returns idle leases, and notices lost workers.
 // What a reply means for the task (done, failed, retried) is the
-// delegate's call. Runs on the runtime's loop thread only.
+// delegate's call. A node that has no copy of the program (a host that
+// joined after the program started, when none was sent) makes the queue
+// wait for the runtime to send the head one (Options::program_wanted,
+// SetProgramCopy), then lease again. Runs on the runtime's loop thread only.
 #ifndef SHOAL_API_TASK_SUBMITTER_H_
 #define SHOAL_API_TASK_SUBMITTER_H_
 
@@ -63,6 +66,12 @@ class TaskSubmitter {
     std::string peer_name;
     // How long a lease with no work is kept for further tasks of its shape.
     int64_t lease_idle_ms = 500;
+    // Called (on the loop thread, once until answered) when a node has no
+    // copy of the program and the head holds none this submitter knows
+    // of: the runtime sends one and answers with SetProgramCopy, later
+    // (never from inside this call). Unset: such a lease failure counts
+    // like any other.
+    std::function<void()> program_wanted;
   };
 
   TaskSubmitter(rpc::EventLoop* loop, NodeView* nodes, Delegate* delegate,
@@ -84,6 +93,11 @@ class TaskSubmitter {
   void RefreshNodes();
   // Returns every lease; `done` once the agents answered (1 s at most).
   void ReturnAll(std::function<void()> done);
+  // The head's copy of the program: the hash lease requests carry from now
+  // on (queues waiting for it lease again), or why none could be sent (the
+  // tasks of those queues fail, saying so). May come unasked: a copy sent
+  // for another reason.
+  void SetProgramCopy(absl::StatusOr<std::string> blob_hash);
   void Clear() { shapes_.clear(); }
 
   // For tests and status.
@@ -118,6 +132,10 @@ class TaskSubmitter {
     std::map<uint64_t, RequestOut> requests_out;
     int pending_lease_requests = 0;  // those not being withdrawn
     int consecutive_failures = 0;
+    // A node had no copy of the program: no lease is asked for until the
+    // runtime sends one (SetProgramCopy). `lacking` says what that node said.
+    bool awaiting_program = false;
+    std::string lacking;
     double avg_exec_us = -1;  // moving average of the tasks' run time
     size_t MaxInFlight() const;
   };
@@ -131,6 +149,9 @@ class TaskSubmitter {
                     const std::string& never_sent = "");
   void LoseWorkersOnDeadNodes();
   void RequestLease(ShapeQueue& q, const std::string& agent, bool no_spillback);
+  // The agent of a lease request that named no copy of the program
+  // answered that it has none: `q` waits for one (asked for once).
+  void AwaitProgram(ShapeQueue& q, const std::string& error);
   // Withdraws the queue's lease requests (CANCEL_LEASE_REQUEST): it has no
   // task left for them, and a grant would only start a worker to be
   // returned.
@@ -145,6 +166,10 @@ class TaskSubmitter {
   NodeView* const nodes_;
   Delegate* const delegate_;
   const Options options_;
+  // The head's copy of the program (Options::blob_hash, then
+  // SetProgramCopy's); empty while none is known.
+  std::string blob_hash_;
+  bool program_asked_ = false;  // program_wanted called, not yet answered
   std::map<std::string, ShapeQueue> shapes_;  // by shape's DebugString()
   int64_t ticks_ = 0;
   uint64_t next_request_ = 0;  // names lease requests (request_id)

@@ -237,17 +237,40 @@ class TaskSubmitterTest : public LoopTest {
   }
 
   // A new submitter (leases of the old one are dropped unreturned).
-  void Restart(int64_t lease_idle_ms) {
+  // `blob_hash`: the head's copy it knows of at first; `program_wanted`:
+  // counts the submitter's asks for one (in program_asks_) instead of
+  // leaving Options::program_wanted unset.
+  void Restart(int64_t lease_idle_ms, const std::string& blob_hash = "",
+               bool program_wanted = false) {
     Run([&] {
+      TaskSubmitter::Options options{.job_id = "job-7",
+                                     .binary_path = "/opt/app/bin/app",
+                                     .binary_hash = "hash-1",
+                                     .blob_hash = blob_hash,
+                                     .token = kToken,
+                                     .peer_name = "driver",
+                                     .lease_idle_ms = lease_idle_ms};
+      if (program_wanted) options.program_wanted = [this] { ++program_asks_; };
       submitter_ = std::make_unique<TaskSubmitter>(
-          loop_.get(), nodes_.get(), delegate_.get(),
-          TaskSubmitter::Options{.job_id = "job-7",
-                                 .binary_path = "/opt/app/bin/app",
-                                 .binary_hash = "hash-1",
-                                 .token = kToken,
-                                 .peer_name = "driver",
-                                 .lease_idle_ms = lease_idle_ms});
+          loop_.get(), nodes_.get(), delegate_.get(), std::move(options));
     });
+  }
+  // A node without the program, as a real agent answers.
+  static proto::RequestLeaseReply NoProgram() {
+    proto::RequestLeaseReply reply =
+        LeaseReply(proto::RequestLeaseReply::FAILED,
+                   "the driver's program is not on this host");
+    reply.set_needs_program(true);
+    return reply;
+  }
+  // The lease requests `agent` received for `cpus` CPUs.
+  static std::vector<proto::RequestLeaseRequest> RequestsFor(
+      const FakeAgent& agent, double cpus) {
+    std::vector<proto::RequestLeaseRequest> found;
+    for (const auto& r : agent.lease_requests) {
+      if (ResourceSet::FromProto(r.shape()) == Shape(cpus)) found.push_back(r);
+    }
+    return found;
   }
   // The head's list of nodes: fed to the view now, and what FetchNodes
   // answers from now on. Loop thread only.
@@ -282,6 +305,7 @@ class TaskSubmitterTest : public LoopTest {
   }
 
   int64_t now_us_ = 1000000000;  // the view's clock; loop thread only
+  int program_asks_ = 0;         // loop thread only
   std::unique_ptr<FakeDelegate> delegate_;
   std::unique_ptr<FakeAgent> agent_;
   std::unique_ptr<FakeAgent> second_agent_;
@@ -865,6 +889,101 @@ TEST_F(TaskSubmitterTest, GrantAfterClearIsReturnedAndLeavesNoTrace) {
   Run([&] { Enqueue("t2"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 2u); });
+}
+
+// A node of a host that joined after the program started has no copy of
+// it: its answers are no failures while the runtime sends one; the queue
+// asks once, waits without leasing, then leases again naming the copy.
+TEST_F(TaskSubmitterTest, ANodeWithoutTheProgramWaitsForACopyThenRunsTasks) {
+  Restart(/*lease_idle_ms=*/60000, /*blob_hash=*/"", /*program_wanted=*/true);
+  Run([&] {
+    // More than kMaxLeaseFailures: none of them counts.
+    for (int i = 0; i < 4; ++i) agent_->script.push_back(NoProgram());
+  });
+  for (int i = 0; i < 4; ++i) Submit(absl::StrCat("t", i));
+  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return program_asks_ == 1; }));
+  // While the copy is on its way the queue asks for no lease: a request of
+  // another shape, sent after a refresh of the nodes, comes alone.
+  Run([&] { submitter_->RefreshNodes(); });
+  Submit("other-shape", /*depth=*/0, /*cpus=*/2);
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(*agent_, 2).size() == 1; }));
+  Run([&] {
+    EXPECT_EQ(RequestsFor(*agent_, 1).size(), 4u);
+    EXPECT_EQ(program_asks_, 1);
+    EXPECT_TRUE(delegate_->failures.empty());
+    for (const auto& r : agent_->lease_requests) EXPECT_EQ(r.blob_hash(), "");
+    agent_->grant_to = worker_->address();
+    submitter_->SetProgramCopy(std::string("copy-hash"));
+  });
+  for (int i = 0; i < 4; ++i) {
+    std::string task = absl::StrCat("t", i);
+    ASSERT_TRUE(Eventually([&] { return !Outcome(task).empty(); }));
+    EXPECT_EQ(Outcome(task), absl::StrCat("ok:node-a:", task));
+  }
+  Run([&] {
+    std::vector<proto::RequestLeaseRequest> requests = RequestsFor(*agent_, 1);
+    ASSERT_GT(requests.size(), 4u);
+    for (size_t i = 4; i < requests.size(); ++i) {
+      EXPECT_EQ(requests[i].blob_hash(), "copy-hash");
+    }
+    EXPECT_EQ(program_asks_, 1);
+  });
+}
+
+// The copy named in the request is not there either (the head lost it):
+// a real failure, counted as any other.
+TEST_F(TaskSubmitterTest, ANodeWithoutTheCopyNamedIsAFailure) {
+  Restart(/*lease_idle_ms=*/60000, /*blob_hash=*/"copy-hash",
+          /*program_wanted=*/true);
+  Run([&] {
+    for (int i = 0; i < 3; ++i) agent_->script.push_back(NoProgram());
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  Run([&] {
+    EXPECT_THAT(delegate_->failures["t1"].message(),
+                HasSubstr("cannot start a worker: the driver's program"));
+    EXPECT_EQ(agent_->lease_requests.size(), 3u);
+    for (const auto& r : agent_->lease_requests) {
+      EXPECT_EQ(r.blob_hash(), "copy-hash");
+    }
+    EXPECT_EQ(program_asks_, 0);
+  });
+}
+
+// Without a runtime to send copies, a node without the program is a
+// failure as before.
+TEST_F(TaskSubmitterTest, WithNoOneToSendACopyANodeWithoutItIsAFailure) {
+  Run([&] {
+    for (int i = 0; i < 3; ++i) agent_->script.push_back(NoProgram());
+  });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 3u); });
+}
+
+TEST_F(TaskSubmitterTest, ACopyThatCannotBeSentFailsTheWaitingTasks) {
+  Restart(/*lease_idle_ms=*/60000, /*blob_hash=*/"", /*program_wanted=*/true);
+  Run([&] { agent_->script.push_back(NoProgram()); });
+  Submit("t1");
+  ASSERT_TRUE(Eventually([&] { return program_asks_ == 1; }));
+  Run([&] {
+    submitter_->SetProgramCopy(
+        absl::UnavailableError("the head is unreachable"));
+  });
+  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  Run([&] {
+    const absl::Status& error = delegate_->failures["t1"];
+    EXPECT_EQ(KindOf(error), ErrorKind::kOther) << error;
+    EXPECT_THAT(error.message(),
+                HasSubstr("the driver's program is not on this host"));
+    EXPECT_THAT(error.message(), HasSubstr("the head is unreachable"));
+  });
+  // A later node without the program asks again.
+  Run([&] { agent_->script.push_back(NoProgram()); });
+  Submit("t2");
+  ASSERT_TRUE(Eventually([&] { return program_asks_ == 2; }));
 }
 
 }  // namespace

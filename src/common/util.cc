@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -84,6 +85,8 @@ std::string Hostname() {
 
 std::string HostId() {
   static const std::string id = [] {
+    const char* named = getenv("SHOAL_HOST_ID");
+    if (named != nullptr && named[0] != '\0') return std::string(named);
     std::string boot = ReadFile("/proc/sys/kernel/random/boot_id").value_or("");
     while (!boot.empty() && (boot.back() == '\n' || boot.back() == ' ')) {
       boot.pop_back();

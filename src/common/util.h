@@ -31,6 +31,9 @@ std::string Hostname();
 // root file system's device and inode. Processes in network namespaces of
 // one host share it (they see the same files); containers with their own
 // root file system do not. "" when it cannot be read.
+// SHOAL_HOST_ID, when set, is what this process calls its host instead:
+// processes with one id must see the same files (e.g. containers on one
+// machine, each with a root of its own, each given its own id).
 std::string HostId();
 
 // The IPv4 address of the interface that holds the default route, else the

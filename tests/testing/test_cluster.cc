@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,7 +48,8 @@ std::vector<std::string> ProcessesMentioning(const std::string& text) {
 }
 
 pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
-               const std::vector<std::string>& env, const std::string& netns) {
+               const std::vector<std::string>& env, const std::string& netns,
+               const std::vector<std::string>& hidden) {
   int netns_fd = -1;
   if (!netns.empty()) {
     netns_fd = open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
@@ -64,6 +66,16 @@ pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) _exit(126);
+    if (!hidden.empty()) {
+      // Mounts made here stay in this namespace: none reaches the host's.
+      if (unshare(CLONE_NEWNS) != 0 ||
+          mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        _exit(125);
+      }
+      for (const std::string& dir : hidden) {
+        if (mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) _exit(125);
+      }
+    }
     setenv("SHOAL_ROLE", "cli", 1);
     for (const auto& e : env) putenv(strdup(e.c_str()));
     std::vector<char*> argv;
@@ -178,15 +190,22 @@ int FinishCli(pid_t pid, int out_fd, std::string* output) {
 }
 
 int RunCli(const std::vector<std::string>& args, std::string* output,
-           const std::vector<std::string>& env, const std::string& netns) {
+           const std::vector<std::string>& env, const std::string& netns,
+           const std::vector<std::string>& hidden) {
   if (output) output->clear();
   int fd = -1;
-  pid_t pid = StartCli(args, &fd, env, netns);
+  pid_t pid = StartCli(args, &fd, env, netns, hidden);
   if (pid < 0) {
     if (output && !netns.empty()) *output = "cannot open /run/netns/" + netns;
     return -1;
   }
-  return FinishCli(pid, fd, output);
+  int rc = FinishCli(pid, fd, output);
+  if (rc == 125 && !hidden.empty() && output != nullptr) {
+    output->append(
+        "cannot hide folders from the command: a mount namespace with a "
+        "tmpfs over each needs root (CAP_SYS_ADMIN)");
+  }
+  return rc;
 }
 
 absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
@@ -327,7 +346,7 @@ absl::Status TestCluster::StartNode(const NodeSpec& node, bool head,
     env.push_back("SHOAL_DEVICE_ROOT=" + empty);
   }
   std::string out;
-  if (RunCli(args, &out, env, node.netns) != 0) {
+  if (RunCli(args, &out, env, node.netns, node.hidden_paths) != 0) {
     return absl::InternalError(
         absl::StrCat(head ? "shoal start --head" : "shoal start --address",
                      " failed: ", out));

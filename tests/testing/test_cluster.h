@@ -37,6 +37,11 @@ struct NodeSpec {
   std::string netns;
   // More flags of its `shoal start` (e.g. --metrics-port 0).
   std::vector<std::string> extra_args;
+  // Folders this node does not see, as a host without those files: its
+  // `shoal start` (and so its agent and workers) runs in a mount namespace
+  // of its own with an empty tmpfs over each. Needs root. Pair it with
+  // SHOAL_HOST_ID in `env`, so that the node says it is another host.
+  std::vector<std::string> hidden_paths;
 };
 
 struct ClusterSpec {
@@ -54,10 +59,13 @@ absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
 
 // Runs the CLI (this executable with SHOAL_ROLE=cli) and returns its exit
 // code; stdout and stderr are captured into *output. A non-empty `netns`
-// runs it inside that network namespace (/run/netns/<netns>).
+// runs it inside that network namespace (/run/netns/<netns>); `hidden`
+// folders are covered by an empty tmpfs in a mount namespace of its own
+// (NodeSpec::hidden_paths).
 int RunCli(const std::vector<std::string>& args, std::string* output,
            const std::vector<std::string>& env = {},
-           const std::string& netns = "");
+           const std::string& netns = "",
+           const std::vector<std::string>& hidden = {});
 // Processes of this host (other than this one) whose command line contains
 // `text`, each as "PID: COMMAND LINE".
 std::vector<std::string> ProcessesMentioning(const std::string& text);
@@ -70,7 +78,8 @@ std::vector<std::string> ProcessesMentioning(const std::string& text);
 // was doing (their threads' stacks, from gdb).
 pid_t StartCli(const std::vector<std::string>& args, int* out_fd,
                const std::vector<std::string>& env = {},
-               const std::string& netns = "");
+               const std::string& netns = "",
+               const std::vector<std::string>& hidden = {});
 int FinishCli(pid_t pid, int out_fd, std::string* output);
 
 class TestCluster {
