@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "cli/cli.h"
+#include "common/process.h"
 #include "launch/local_launch.h"
 #include "worker/worker_main.h"
 
@@ -28,6 +29,12 @@ int RoleMain(int argc, char** argv, char** envp) {
   }
   if (role != nullptr && strcmp(role, "launch-child") == 0) {
     return shoal::internal::RunLaunchChild();
+  }
+  if (role != nullptr && strcmp(role, "group-guard") == 0 && argc > 1) {
+    // A job's entrypoint, under a guard that ends its process group when
+    // the node agent that started it dies (common/process.h).
+    const char* grace = getenv("SHOAL_GROUP_GUARD_GRACE_MS");
+    return shoal::RunGroupGuard(argv + 1, grace ? atoi(grace) : 5000);
   }
   if (role != nullptr && strcmp(role, "cli") == 0) {
     return shoal::cli::Main(argc, argv);

@@ -145,7 +145,9 @@ absl::Status JobRunner::Spawn(const proto::JobSpec& spec,
         "}\n";
     spawn.env["SHOAL_JOB_ARCHIVE"] = archive;
   }
-  spawn.argv = {"/bin/sh", "-c", prelude + spec.entrypoint()};
+  // Under a guard (this program in its group-guard role): when this agent
+  // dies, even by SIGKILL, the job's whole process group ends with it.
+  spawn.argv = {SelfExecutable(), "/bin/sh", "-c", prelude + spec.entrypoint()};
   spawn.unset_env = AgentOnlyVariables();
   for (const auto& [k, v] : spec.env()) spawn.env[k] = v;
   if (!options_.python_path.empty()) {
@@ -162,6 +164,9 @@ absl::Status JobRunner::Spawn(const proto::JobSpec& spec,
   spawn.env["SHOAL_TOKEN"] = options_.token;
   spawn.env["SHOAL_JOB_SUBMISSION_ID"] = id;
   spawn.env["SHOAL_JOB_DIR"] = dir;
+  spawn.env["SHOAL_ROLE"] = "group-guard";  // the guard unsets both
+  spawn.env["SHOAL_GROUP_GUARD_GRACE_MS"] =
+      std::to_string(options_.stop_grace_ms);
   spawn.output_fd = fds[1];
   spawn.new_session = true;  // its own process group, for stop
   absl::StatusOr<pid_t> pid = shoal::Spawn(spawn);

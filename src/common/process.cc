@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <set>
 
@@ -213,6 +215,71 @@ void IgnoreSigpipeUnlessHandled() {
       sigaction(SIGPIPE, &action, nullptr);
     }
   });
+}
+
+int RunGroupGuard(char** argv, int grace_ms) {
+  // The command is not a role of Shoal's.
+  unsetenv("SHOAL_ROLE");
+  unsetenv("SHOAL_GROUP_GUARD_GRACE_MS");
+  const pid_t parent = getppid();
+  sigset_t watched;
+  sigemptyset(&watched);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&watched, sig);
+  sigprocmask(SIG_BLOCK, &watched, nullptr);
+  // Spawn set SIGKILL, which would end the guard alone: SIGTERM is heard.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  bool stopping = getppid() != parent;  // the parent is gone already
+  pid_t child = fork();
+  if (child < 0) {
+    fprintf(stderr, "shoal: cannot start the job: fork: %s\n", strerror(errno));
+    return 127;
+  }
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execvp(argv[0], argv);
+    fprintf(stderr, "shoal: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int64_t kill_at_us = 0;
+  // `tell`: the group has not heard it (the parent died; a stop sent to
+  // the whole group, as the agent sends, reached the command already).
+  auto stop_group = [&](bool tell) {
+    if (kill_at_us != 0) return;
+    if (tell) kill(-getpgrp(), SIGTERM);  // the guard blocks it
+    kill_at_us = MonotonicUs() + int64_t{grace_ms} * 1000;
+  };
+  if (stopping) stop_group(/*tell=*/true);
+  int status = 0;
+  for (;;) {
+    if (waitpid(child, &status, WNOHANG) == child) break;
+    timespec wait_for = {0, 100 * 1000 * 1000};
+    int sig = sigtimedwait(&watched, nullptr, &wait_for);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      stop_group(/*tell=*/getppid() != parent);
+    }
+    if (kill_at_us != 0 && MonotonicUs() >= kill_at_us) {
+      kill(child, SIGKILL);
+      kill(-getpgrp(), SIGKILL);  // ends the guard too: the group is done
+    }
+  }
+  if (kill_at_us != 0) {
+    // Asked to stop: what the command left in the group goes with it.
+    kill(-getpgrp(), SIGKILL);
+  }
+  if (WIFSIGNALED(status)) {
+    // Ends the way the command did, for whoever waits for the guard.
+    int sig = WTERMSIG(status);
+    signal(sig, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    raise(sig);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 }  // namespace shoal

@@ -36,6 +36,16 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
 // Spawn starts get the mask this process had before. Idempotent.
 void KeepNewFilesPrivate();
 
+// The body of a process group's guard (SHOAL_ROLE=group-guard, see
+// src/entry.cc): runs `argv` (argv[0] looked up in PATH) as its child in
+// the guard's own process group, and exits as the child does (the same
+// code, or the same signal). When the guard's parent dies (even by
+// SIGKILL), or the guard is asked to stop (SIGTERM, SIGINT, SIGHUP), it
+// sends the whole group SIGTERM, and SIGKILL after `grace_ms`: what a job
+// started is not left running after the node agent that ran it is gone.
+// Start it with Spawn's new_session, so the group is the job's alone.
+int RunGroupGuard(char** argv, int grace_ms);
+
 // Runs `argv` (argv[0] looked up in PATH) to its end, its output kept
 // aside. OK when it exits 0; else Internal naming the command, how it ended
 // and what it printed.

@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/session.h"
 #include "common/util.h"
 #include "gmock/gmock.h"
@@ -264,6 +265,40 @@ TEST_F(AgentLifetimeTest, AWorkerAndWhatItStartedEndWithTheirAgent) {
       << "worker " << worker;
   EXPECT_TRUE(Eventually([&] { return !shoal::ProcessAlive(child); }))
       << "the worker's child " << child;
+}
+
+// A job's processes, the entrypoint and what it started in the background,
+// end with the agent that ran it, even one killed with SIGKILL: the job
+// runs under a guard that hears its agent die (common/process.h).
+TEST_F(AgentLifetimeTest, AJobAndWhatItStartedEndWithTheirAgent) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(60));
+  // A sleep no other process of this host runs.
+  const std::string marker = absl::StrCat("sleep ", 1000 + getpid() % 9000);
+  std::string out;
+  ASSERT_EQ(
+      RunCli({"job", "submit", "--address", cluster_->address(), "--token",
+              cluster_->token(), "--no-wait", "--entrypoint-resources",
+              R"({"life-node": 1})", "--", "sh", "-c",
+              absl::StrCat(marker, " & ", marker, " & ", marker, "; wait")},
+             &out),
+      0)
+      << out;
+  // The three sleeps (and the shells that name them).
+  std::vector<pid_t> started;
+  ASSERT_TRUE(Eventually([&] {
+    started.clear();
+    for (const std::string& p : shoal::testing::ProcessesMentioning(marker)) {
+      if (absl::StrContains(p, ": " + marker)) {
+        started.push_back(std::stoi(p.substr(0, p.find(':'))));
+      }
+    }
+    return started.size() == 3;
+  })) << started.size();
+  children_.insert(children_.end(), started.begin(), started.end());
+  cluster_->KillAgent(1);
+  EXPECT_TRUE(Eventually([&] {
+    return shoal::testing::ProcessesMentioning(marker).empty();
+  })) << absl::StrJoin(shoal::testing::ProcessesMentioning(marker), "\n");
 }
 
 // `shoal start --block` (the process a container or service manager

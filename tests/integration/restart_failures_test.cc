@@ -244,8 +244,10 @@ TEST_F(RestartFailuresTest, ThePortTakenByAnotherProgram) {
   std::string out;
   EXPECT_NE(StartHead({}, &out), 0);
   EXPECT_THAT(out, HasSubstr("already in use")) << out;
-  // The hint names the temp dir, or it would stop another cluster.
-  EXPECT_THAT(out, HasSubstr("shoal stop --temp-dir")) << out;
+  // The crashed head's agents and programs come back to that port: the
+  // hint is to free it, not `shoal stop` (which would end the session).
+  EXPECT_THAT(out, HasSubstr("then run `shoal start --head` again")) << out;
+  EXPECT_THAT(out, Not(HasSubstr("shoal stop"))) << out;
   ExpectAsCrashed("port taken");
   close(squatter);
   ExpectTakenUp();
