@@ -62,25 +62,6 @@ std::vector<std::string> OpenToOthers(const std::string& root) {
   return open;
 }
 
-// Processes of this host (but this one) whose environment holds `text`.
-std::vector<std::string> EnvironmentsMentioning(const std::string& text) {
-  std::vector<std::string> found;
-  const std::string self = std::to_string(getpid());
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    std::string pid = entry.path().filename().string();
-    if (pid == self ||
-        pid.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    auto environ = shoal::ReadFile(entry.path().string() + "/environ");
-    if (environ.ok() && environ->find(text) != std::string::npos) {
-      found.push_back(pid);
-    }
-  }
-  return found;
-}
-
 mode_t CurrentUmask() {
   mode_t mask = umask(0);
   umask(mask);
@@ -190,7 +171,8 @@ TEST(SecretsTest, NoProcessShowsThePasswordOrTheToken) {
   // The head, both agents, the workers and the job are all running now.
   EXPECT_THAT(ProcessesMentioning(password), IsEmpty());
   EXPECT_THAT(ProcessesMentioning((*cluster)->token()), IsEmpty());
-  EXPECT_THAT(EnvironmentsMentioning(password), IsEmpty());
+  EXPECT_THAT(shoal::testing::ProcessesMentioning(password, "environ"),
+              IsEmpty());
   // Nor is it in any log; the session keeps it in one 0600 file.
   const std::string session =
       std::filesystem::canonical((*cluster)->session_dir(0)).string();

@@ -149,17 +149,8 @@ TEST_F(HeadRestartTest, AFailedRestartLeavesTheSessionToTheNextStart) {
   const std::string session = cluster_->session_dir(0);
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
   cluster_->KillHead();
-  int squatter = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(squatter, 0);
-  int one = 1;
-  setsockopt(squatter, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(squatter, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
-      << strerror(errno);
-  ASSERT_EQ(listen(squatter, 1), 0);
+  int squatter = shoal::testing::HoldPort(port);
+  ASSERT_GE(squatter, 0) << strerror(errno);
   absl::Status failed = cluster_->RestartHead();
   EXPECT_FALSE(failed.ok());
   EXPECT_THAT(std::string(failed.message()), HasSubstr("already in use"));

@@ -230,17 +230,8 @@ TEST_F(RestartFailuresTest, AHeadDbThatCannotBeOpened) {
 TEST_F(RestartFailuresTest, ThePortTakenByAnotherProgram) {
   CrashHead();
   const int port = std::stoi(address_.substr(address_.rfind(':') + 1));
-  int squatter = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(squatter, 0);
-  int one = 1;
-  setsockopt(squatter, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(squatter, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
-      << strerror(errno);
-  ASSERT_EQ(listen(squatter, 1), 0);
+  int squatter = shoal::testing::HoldPort(port);
+  ASSERT_GE(squatter, 0) << strerror(errno);
   std::string out;
   EXPECT_NE(StartHead({}, &out), 0);
   EXPECT_THAT(out, HasSubstr("already in use")) << out;

@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +29,8 @@
 
 namespace shoal::testing {
 
-std::vector<std::string> ProcessesMentioning(const std::string& text) {
+std::vector<std::string> ProcessesMentioning(const std::string& text,
+                                             const std::string& in) {
   std::vector<std::string> found;
   const std::string self = std::to_string(getpid());
   std::error_code ec;
@@ -37,14 +40,31 @@ std::vector<std::string> ProcessesMentioning(const std::string& text) {
         pid.find_first_not_of("0123456789") != std::string::npos) {
       continue;
     }
+    auto searched = ReadFile(entry.path().string() + "/" + in);
+    if (!searched.ok() || searched->find(text) == std::string::npos) continue;
     auto cmdline = ReadFile(entry.path().string() + "/cmdline");
     if (!cmdline.ok()) continue;
     std::replace(cmdline->begin(), cmdline->end(), '\0', ' ');
-    if (cmdline->find(text) != std::string::npos) {
-      found.push_back(absl::StrCat(pid, ": ", *cmdline));
-    }
+    found.push_back(absl::StrCat(pid, ": ", *cmdline));
   }
   return found;
+}
+
+int HoldPort(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(fd, 1) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 pid_t StartCli(const std::vector<std::string>& args, int* out_fd,

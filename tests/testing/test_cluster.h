@@ -67,8 +67,14 @@ int RunCli(const std::vector<std::string>& args, std::string* output,
            const std::string& netns = "",
            const std::vector<std::string>& hidden = {});
 // Processes of this host (other than this one) whose command line contains
-// `text`, each as "PID: COMMAND LINE".
-std::vector<std::string> ProcessesMentioning(const std::string& text);
+// `text` (or, with `in` "environ", whose environment does), each as
+// "PID: COMMAND LINE".
+std::vector<std::string> ProcessesMentioning(const std::string& text,
+                                             const std::string& in = "cmdline");
+
+// A socket listening on 127.0.0.1:`port`, as another program holding the
+// port would (-1 when it cannot be had). The caller closes it.
+int HoldPort(int port);
 
 // RunCli in the background: returns its pid (-1 on failure) and sets
 // *out_fd to the read end of its stdout and stderr. FinishCli reads the rest
