@@ -185,6 +185,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (fd_ >= 0) close(fd_);
   }
 
+  // The TCP connection was made (a client's connect completed).
+  bool established() const { return !connecting_; }
+
   void Start(FrameFn on_frame, CloseFn on_close, bool connecting) {
     on_frame_ = std::move(on_frame);
     on_close_ = std::move(on_close);
@@ -522,11 +525,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;
   size_t out_pos_ = 0;
   std::unique_ptr<TlsStream> tls_;  // null: plain TCP
-  bool connecting_ = false;
-  bool accepted_ = false;          // the server's end
-  bool sniffing_ = false;          // a TLS server that has not read a byte yet
-  bool refused_ = false;           // answered with an error; input is dropped
-  bool read_wants_write_ = false;  // a TLS read waits for the socket's room
+  bool connecting_ = false;         // the TCP connect has not completed
+  bool accepted_ = false;           // the server's end
+  bool sniffing_ = false;           // a TLS server that has not read a byte yet
+  bool refused_ = false;            // answered with an error; input is dropped
+  bool read_wants_write_ = false;   // a TLS read waits for the socket's room
   bool watching_out_ = false;
   bool flush_scheduled_ = false;
   std::shared_ptr<ServerStatsRecorder> stats_;  // a server's, if it keeps them
@@ -1039,7 +1042,12 @@ void Channel::Connect() {
         auto a = alive.lock();
         if (!a || !*a) return;
         // Only the current connection's loss concerns us.
-        if (weak.lock() != conn_ && conn_ != nullptr) return;
+        std::shared_ptr<Connection> closed = weak.lock();
+        if (closed != conn_ && conn_ != nullptr) return;
+        if (closed != nullptr && closed->established() && !ready_ &&
+            RetryBeforeHello(why)) {
+          return;
+        }
         OnClosed(why);
       },
       /*connecting=*/true);
@@ -1079,10 +1087,34 @@ void Channel::Call(int method, std::string payload, Callback callback,
   if (conn_ == nullptr) Connect();
 }
 
+bool Channel::RetryBeforeHello(const absl::Status& why) {
+  constexpr int kHelloRetries = 3;
+  // A refusal (the token, TLS) or a close of our own is final.
+  if (why.code() != absl::StatusCode::kUnavailable) return false;
+  if (hello_retries_ >= kHelloRetries || queued_.empty()) return false;
+  ++hello_retries_;
+  conn_ = nullptr;
+  std::weak_ptr<bool> alive = alive_;
+  loop_->RunAfter(int64_t{20} << hello_retries_, [this, alive] {
+    auto a = alive.lock();
+    if (!a || !*a) return;
+    // A call made meanwhile may have connected already; calls that timed
+    // out meanwhile left nothing to send.
+    if (conn_ != nullptr) return;
+    if (pending_.empty()) {
+      queued_.clear();
+      return;
+    }
+    Connect();
+  });
+  return true;
+}
+
 void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
                       std::string_view payload) {
   if (kind == kHelloOk) {
     ready_ = true;
+    hello_retries_ = 0;
     conn_->set_authenticated();  // the server took our token
     auto queued = std::move(queued_);
     queued_.clear();
@@ -1128,6 +1160,7 @@ void Channel::Fail(uint64_t call_id, const absl::Status& status) {
 
 void Channel::OnClosed(const absl::Status& why) {
   bool was_ready = ready_;
+  hello_retries_ = 0;  // the next connection has its tries again
   conn_ = nullptr;
   ready_ = false;
   // Calls still queued were never written: the peer cannot have seen them.

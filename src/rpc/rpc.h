@@ -196,6 +196,11 @@ class Channel {
   void OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
                std::string_view payload);
   void OnClosed(const absl::Status& why);
+  // A connection closed after it was made and before the server took the
+  // hello (a server seats strangers for a while, and drops the oldest when
+  // a flood fills the seats): nothing queued was sent, so it connects
+  // again, up to kHelloRetries times. Whether it does.
+  bool RetryBeforeHello(const absl::Status& why);
   void Fail(uint64_t call_id, const absl::Status& status);
 
   EventLoop* loop_;
@@ -204,7 +209,8 @@ class Channel {
   const std::string peer_name_;
   const absl::StatusOr<std::shared_ptr<const TlsContext>> tls_;
   std::shared_ptr<Connection> conn_;
-  bool ready_ = false;  // handshake done
+  bool ready_ = false;     // handshake done
+  int hello_retries_ = 0;  // since the last hello the server took
   uint64_t next_call_id_ = 1;
   std::unordered_map<uint64_t, Pending> pending_;
   std::vector<std::string> queued_;  // encoded frames waiting for the handshake

@@ -1,6 +1,7 @@
 #include "rpc/rpc.h"
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -763,6 +764,67 @@ TEST_F(RpcTest, CallTimesOutWhileTheHandshakeNeverEnds) {
   EXPECT_FALSE(RunOnLoop([&] { return channel->connected(); }));
   RunOnLoop([&] { channels_.clear(); });
   close(fd);
+}
+
+// A server drops strangers when a flood fills their seats: a client whose
+// connection is closed before its hello was taken connects again (nothing
+// it queued was sent), and its call is served; one dropped every time
+// fails after a few tries, saying so.
+TEST_F(RpcTest, AConnectionDroppedBeforeItsHelloIsMadeAgain) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 8), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+
+  // Drops every connection at once: the call fails after the retries.
+  std::atomic<int> dropped{0};
+  std::atomic<bool> stop{false};
+  std::thread dropper([&] {
+    while (!stop) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 20) != 1) continue;
+      int c = accept(fd, nullptr, nullptr);
+      if (c < 0) continue;
+      close(c);
+      ++dropped;
+    }
+  });
+  Channel* channel = NewChannel(port);
+  absl::StatusOr<std::string> reply = Call(channel, kEcho, "x", 5000);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable)
+      << reply.status();
+  EXPECT_THAT(std::string(reply.status().message()),
+              HasSubstr(absl::StrCat("127.0.0.1:", port)));
+  stop = true;
+  dropper.join();
+  EXPECT_EQ(dropped.load(), 4) << "the first connection and 3 more";
+
+  // Drops the first connection only, once a real server has taken the
+  // port: the call is served by it.
+  dropped = 0;
+  Server* server = nullptr;
+  std::thread drop_one([&] {
+    int c = accept(fd, nullptr, nullptr);
+    close(fd);
+    server = StartServer(port);
+    if (c >= 0) close(c);
+    ++dropped;
+  });
+  auto pending = CallAsync(channel, kEcho, "again", 5000);
+  drop_one.join();
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::string> served = Await(std::move(pending));
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(*served, "again");
+  EXPECT_EQ(dropped.load(), 1);
 }
 
 TEST_F(RpcTest, LostServerFailsPendingCallsAndChannelReconnects) {
