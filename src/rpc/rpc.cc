@@ -1030,6 +1030,7 @@ void Channel::Connect() {
       std::make_shared<Connection>(loop_, fd, address_, 0, std::move(tls));
   conn_ = conn;
   ready_ = false;
+  frames_heard_ = 0;
   std::weak_ptr<bool> alive = alive_;
   std::weak_ptr<Connection> weak = conn;
   conn->Start(
@@ -1088,10 +1089,11 @@ void Channel::Call(int method, std::string payload, Callback callback,
 }
 
 bool Channel::RetryBeforeHello(const absl::Status& why) {
-  constexpr int kHelloRetries = 3;
-  // A refusal (the token, TLS) or a close of our own is final.
+  // A refusal (the token, TLS) or a close of our own is final, and so is
+  // a server that said anything.
   if (why.code() != absl::StatusCode::kUnavailable) return false;
-  if (hello_retries_ >= kHelloRetries || queued_.empty()) return false;
+  if (frames_heard_ > 0) return false;
+  if (hello_retries_ >= max_hello_retries_ || queued_.empty()) return false;
   ++hello_retries_;
   conn_ = nullptr;
   std::weak_ptr<bool> alive = alive_;
@@ -1112,6 +1114,7 @@ bool Channel::RetryBeforeHello(const absl::Status& why) {
 
 void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
                       std::string_view payload) {
+  ++frames_heard_;
   if (kind == kHelloOk) {
     ready_ = true;
     hello_retries_ = 0;

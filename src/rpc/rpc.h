@@ -183,6 +183,11 @@ class Channel {
   // Called each time an established connection is lost.
   void OnDisconnect(std::function<void(const absl::Status&)> callback);
   const std::string& address() const { return address_; }
+  // How many times a connection that the server closed before it took the
+  // hello, having sent no frame, is made again, 40, 80, 160... ms apart
+  // (default 3): a server drops the oldest strangers when a flood fills
+  // their seats, and nothing queued was sent.
+  void set_hello_retries(int retries) { max_hello_retries_ = retries; }
   bool connected() const;
   size_t pending_calls() const { return pending_.size(); }
   void Close();
@@ -197,9 +202,10 @@ class Channel {
                std::string_view payload);
   void OnClosed(const absl::Status& why);
   // A connection closed after it was made and before the server took the
-  // hello (a server seats strangers for a while, and drops the oldest when
-  // a flood fills the seats): nothing queued was sent, so it connects
-  // again, up to kHelloRetries times. Whether it does.
+  // hello, with no frame from the server (a server seats strangers for a
+  // while, and drops the oldest when a flood fills the seats): nothing
+  // queued was sent, so it connects again, up to max_hello_retries_ times.
+  // Whether it does.
   bool RetryBeforeHello(const absl::Status& why);
   void Fail(uint64_t call_id, const absl::Status& status);
 
@@ -211,6 +217,8 @@ class Channel {
   std::shared_ptr<Connection> conn_;
   bool ready_ = false;     // handshake done
   int hello_retries_ = 0;  // since the last hello the server took
+  int max_hello_retries_ = 3;
+  int frames_heard_ = 0;  // on the current connection
   uint64_t next_call_id_ = 1;
   std::unordered_map<uint64_t, Pending> pending_;
   std::vector<std::string> queued_;  // encoded frames waiting for the handshake
