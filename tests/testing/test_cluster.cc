@@ -41,7 +41,10 @@ std::vector<std::string> ProcessesMentioning(const std::string& text,
       continue;
     }
     auto searched = ReadFile(entry.path().string() + "/" + in);
-    if (!searched.ok() || searched->find(text) == std::string::npos) continue;
+    if (!searched.ok()) continue;
+    // Both files separate their strings with NULs.
+    std::replace(searched->begin(), searched->end(), '\0', ' ');
+    if (searched->find(text) == std::string::npos) continue;
     auto cmdline = ReadFile(entry.path().string() + "/cmdline");
     if (!cmdline.ok()) continue;
     std::replace(cmdline->begin(), cmdline->end(), '\0', ' ');
