@@ -69,8 +69,9 @@ std::string ShellWords(const std::string& line) {
 }
 
 TEST(ShellQuoteTest, TheShellReadsBackEveryByte) {
-  std::vector<std::string> words = {"shoal", "start", "--token=a b;touch X",
-                                    "", "'\"\\$`!*?[~#&|<>(){}", "\t \n"};
+  std::vector<std::string> words = {
+      "shoal", "start", "--token=a b;touch X", "", "'\"\\$`!*?[~#&|<>(){}",
+      "\t \n"};
   std::string every_byte;
   for (int c = 1; c < 256; ++c) every_byte.push_back(static_cast<char>(c));
   words.push_back(every_byte);

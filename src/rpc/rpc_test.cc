@@ -336,6 +336,27 @@ std::string HelloFrame(const std::string& token) {
   return Frame(kHelloKind, 0, 0, hello.SerializeAsString());
 }
 
+// A raw socket listening on a free loopback port (*port), for a peer that
+// the test plays by hand; -1 on failure.
+int ListenOnLoopback(int* port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;  // a real server may take the port over later
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(fd, 8) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 class RpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -747,17 +768,11 @@ TEST_F(RpcTest, CallTimeoutIsDeadlineExceeded) {
 
 TEST_F(RpcTest, CallTimesOutWhileTheHandshakeNeverEnds) {
   // Accepts connections (the kernel does) but never answers the hello.
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 8), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  int port = 0;
+  int fd = ListenOnLoopback(&port);
+  ASSERT_GE(fd, 0) << strerror(errno);
 
-  Channel* channel = NewChannel(ntohs(addr.sin_port));
+  Channel* channel = NewChannel(port);
   absl::StatusOr<std::string> reply = Call(channel, kEcho, "x", 50);
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(RunOnLoop([&] { return channel->pending_calls(); }), 0u);
@@ -771,18 +786,9 @@ TEST_F(RpcTest, CallTimesOutWhileTheHandshakeNeverEnds) {
 // it queued was sent), and its call is served; one dropped every time
 // fails after a few tries, saying so.
 TEST_F(RpcTest, AConnectionDroppedBeforeItsHelloIsMadeAgain) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 8), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
+  int port = 0;
+  int fd = ListenOnLoopback(&port);
+  ASSERT_GE(fd, 0) << strerror(errno);
 
   // Drops every connection at once: the call fails after the retries.
   std::atomic<int> dropped{0};
