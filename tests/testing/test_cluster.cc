@@ -45,6 +45,10 @@ std::vector<std::string> ProcessesMentioning(const std::string& text,
     // Both files separate their strings with NULs.
     std::replace(searched->begin(), searched->end(), '\0', ' ');
     if (searched->find(text) == std::string::npos) continue;
+    if (in == "cmdline") {
+      found.push_back(absl::StrCat(pid, ": ", *searched));
+      continue;
+    }
     auto cmdline = ReadFile(entry.path().string() + "/cmdline");
     if (!cmdline.ok()) continue;
     std::replace(cmdline->begin(), cmdline->end(), '\0', ' ');
