@@ -14,6 +14,43 @@ constexpr char kFix[] =
     "Release references to objects you no longer need, or start the node "
     "with a larger --object-store-memory";
 
+absl::Status CheckId(const ObjectId& id) {
+  if (id.empty() || id.size() > ObjectStore::kMaxIdSize) {
+    return absl::InvalidArgumentError(absl::StrCat("object id must be 1 to ",
+                                                   ObjectStore::kMaxIdSize,
+                                                   " bytes, not ", id.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Why a request of `size` bytes found no room, and what to do.
+std::string FullMessage(const ObjectLedger& ledger,
+                        const ArenaAllocator& allocator,
+                        const SpillStorage* spill, uint64_t size,
+                        const std::string& what,
+                        const absl::Status& spill_error) {
+  std::string message = absl::StrCat(
+      "object store is full: cannot ", what, " of ", FormatBytes(size),
+      " (store capacity ", FormatBytes(allocator.capacity()), "; ",
+      FormatBytes(ledger.bytes(ObjectLedger::kPinned)), " pinned by ",
+      ledger.count(ObjectLedger::kPinned), " objects in use; ",
+      FormatBytes(ledger.bytes(ObjectLedger::kCreating)), " being created by ",
+      ledger.count(ObjectLedger::kCreating), " objects; largest free block ",
+      FormatBytes(allocator.largest_free()));
+  if (spill == nullptr && ledger.evictable_primary_bytes() > 0) {
+    absl::StrAppend(&message, "; ",
+                    FormatBytes(ledger.evictable_primary_bytes()),
+                    " of unpinned objects cannot be spilled: spilling is "
+                    "disabled");
+  }
+  if (!spill_error.ok()) {
+    absl::StrAppend(&message, "; spilling to ", spill->Describe(),
+                    " failed: ", spill_error.message());
+  }
+  absl::StrAppend(&message, "). ", kFix);
+  return message;
+}
+
 }  // namespace
 
 ObjectStore::ObjectStore(std::unique_ptr<ShmArena> arena,
@@ -34,54 +71,23 @@ ObjectStore::~ObjectStore() {
   }
 }
 
-absl::Status ObjectStore::CheckId(const ObjectId& id) {
-  if (id.empty() || id.size() > kMaxIdSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "object id must be 1 to ", kMaxIdSize, " bytes, not ", id.size()));
-  }
-  return absl::OkStatus();
+ObjectLedger::Category ObjectStore::CategoryOf(const Entry& entry) {
+  if (entry.state == ObjectState::kCreated) return ObjectLedger::kCreating;
+  if (entry.state == ObjectState::kSpilled) return ObjectLedger::kSpilledOut;
+  return entry.total_pins > 0 ? ObjectLedger::kPinned
+                              : ObjectLedger::kEvictable;
 }
 
-ObjectStore::Category ObjectStore::CategoryOf(const Entry& entry) {
-  if (entry.state == ObjectState::kCreated) return kCreating;
-  if (entry.state == ObjectState::kSpilled) return kSpilledOut;
-  return entry.total_pins > 0 ? kPinned : kEvictable;
-}
-
-void ObjectStore::Unaccount(Entry& entry) {
-  Category category = entry.accounted;
-  bytes_[category] -= category == kSpilledOut
-                          ? entry.data_size + entry.metadata_size
-                          : entry.block_size;
-  --count_[category];
-  if (entry.in_lru) {
-    if (entry.copy == CopyKind::kSecondary) {
-      lru_secondary_.erase(entry.lru_it);
-    } else {
-      lru_primary_.erase(entry.lru_it);
-      evictable_primary_bytes_ -= entry.block_size;
-    }
-    entry.in_lru = false;
-  }
-}
+void ObjectStore::Unaccount(Entry& entry) { ledger_.Remove(&entry.ledger); }
 
 void ObjectStore::Account(const ObjectId& id, Entry& entry) {
-  Category category = CategoryOf(entry);
-  entry.accounted = category;
-  bytes_[category] += category == kSpilledOut
-                          ? entry.data_size + entry.metadata_size
-                          : entry.block_size;
-  ++count_[category];
+  ObjectLedger::Category category = CategoryOf(entry);
+  uint64_t bytes = category == ObjectLedger::kSpilledOut
+                       ? entry.data_size + entry.metadata_size
+                       : entry.block_size;
   // A deleted object at zero pins is erased right after; never evictable.
-  if (category == kEvictable && !entry.deleted) {
-    std::list<ObjectId>& lru =
-        entry.copy == CopyKind::kSecondary ? lru_secondary_ : lru_primary_;
-    entry.lru_it = lru.insert(lru.end(), id);
-    entry.in_lru = true;
-    if (entry.copy == CopyKind::kPrimary) {
-      evictable_primary_bytes_ += entry.block_size;
-    }
-  }
+  ledger_.Add(id, category, bytes, entry.copy == CopyKind::kPrimary,
+              /*queue=*/!entry.deleted, &entry.ledger);
 }
 
 absl::StatusOr<ObjectLocation> ObjectStore::Create(
@@ -357,17 +363,18 @@ ObjectStoreStats ObjectStore::Stats() const {
   FragmentationStats fragmentation = allocator_.fragmentation_stats();
   stats.capacity = allocator_.capacity();
   stats.used_bytes = allocator_.used_bytes();
-  stats.pinned_bytes = bytes_[kPinned];
-  stats.creating_bytes = bytes_[kCreating];
-  stats.evictable_bytes = bytes_[kEvictable];
+  stats.pinned_bytes = ledger_.bytes(ObjectLedger::kPinned);
+  stats.creating_bytes = ledger_.bytes(ObjectLedger::kCreating);
+  stats.evictable_bytes = ledger_.bytes(ObjectLedger::kEvictable);
   stats.largest_free = fragmentation.largest_free;
   stats.fragmentation = fragmentation.fragmentation;
   stats.num_objects = entries_.size();
-  stats.num_created = count_[kCreating];
-  stats.num_sealed = count_[kPinned] + count_[kEvictable];
-  stats.num_pinned = count_[kPinned];
-  stats.num_spilled = count_[kSpilledOut];
-  stats.spilled_bytes = bytes_[kSpilledOut];
+  stats.num_created = ledger_.count(ObjectLedger::kCreating);
+  stats.num_sealed = ledger_.count(ObjectLedger::kPinned) +
+                     ledger_.count(ObjectLedger::kEvictable);
+  stats.num_pinned = ledger_.count(ObjectLedger::kPinned);
+  stats.num_spilled = ledger_.count(ObjectLedger::kSpilledOut);
+  stats.spilled_bytes = ledger_.bytes(ObjectLedger::kSpilledOut);
   return stats;
 }
 
@@ -379,19 +386,20 @@ absl::StatusOr<uint64_t> ObjectStore::AllocateMakingRoom(
     return *offset;
   }
   // Do not throw away copies when even that would not make room.
-  uint64_t reclaimable = bytes_[kEvictable];
-  if (spill_ == nullptr) reclaimable -= evictable_primary_bytes_;
+  uint64_t reclaimable = ledger_.bytes(ObjectLedger::kEvictable);
+  if (spill_ == nullptr) reclaimable -= ledger_.evictable_primary_bytes();
   uint64_t block = *ArenaAllocator::BlockSize(size);
   if (allocator_.free_bytes() + reclaimable < block) {
-    return absl::ResourceExhaustedError(
-        FullMessage(size, what, absl::OkStatus()));
+    return absl::ResourceExhaustedError(FullMessage(
+        ledger_, allocator_, spill_.get(), size, what, absl::OkStatus()));
   }
   absl::Status spill_error;
   while (true) {
-    if (!lru_secondary_.empty()) {
-      Evict(entries_.find(lru_secondary_.front()));
-    } else if (spill_ != nullptr && !lru_primary_.empty()) {
-      spill_error = Spill(entries_.find(lru_primary_.front()));
+    if (const ObjectId* oldest = ledger_.OldestSecondary()) {
+      Evict(entries_.find(*oldest));
+    } else if (const ObjectId* oldest = ledger_.OldestPrimary();
+               spill_ != nullptr && oldest != nullptr) {
+      spill_error = Spill(entries_.find(*oldest));
       if (!spill_error.ok()) break;
     } else {
       break;
@@ -400,29 +408,8 @@ absl::StatusOr<uint64_t> ObjectStore::AllocateMakingRoom(
       return *offset;
     }
   }
-  return absl::ResourceExhaustedError(FullMessage(size, what, spill_error));
-}
-
-std::string ObjectStore::FullMessage(uint64_t size, const std::string& what,
-                                     const absl::Status& spill_error) const {
-  std::string message = absl::StrCat(
-      "object store is full: cannot ", what, " of ", FormatBytes(size),
-      " (store capacity ", FormatBytes(capacity()), "; ",
-      FormatBytes(bytes_[kPinned]), " pinned by ", count_[kPinned],
-      " objects in use; ", FormatBytes(bytes_[kCreating]), " being created by ",
-      count_[kCreating], " objects; largest free block ",
-      FormatBytes(allocator_.largest_free()));
-  if (spill_ == nullptr && evictable_primary_bytes_ > 0) {
-    absl::StrAppend(&message, "; ", FormatBytes(evictable_primary_bytes_),
-                    " of unpinned objects cannot be spilled: spilling is "
-                    "disabled");
-  }
-  if (!spill_error.ok()) {
-    absl::StrAppend(&message, "; spilling to ", spill_->Describe(),
-                    " failed: ", spill_error.message());
-  }
-  absl::StrAppend(&message, "). ", kFix);
-  return message;
+  return absl::ResourceExhaustedError(
+      FullMessage(ledger_, allocator_, spill_.get(), size, what, spill_error));
 }
 
 void ObjectStore::Evict(Entries::iterator it) {

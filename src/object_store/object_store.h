@@ -25,7 +25,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "object_store/arena_allocator.h"
+#include "object_store/object_ledger.h"
 #include "object_store/shm_arena.h"
 #include "object_store/spill_storage.h"
 
@@ -183,7 +183,6 @@ class ObjectStore {
   const ShmArena& arena() const { return *arena_; }
 
  private:
-  enum Category { kCreating, kPinned, kEvictable, kSpilledOut, kNumCategories };
   struct Entry {
     ObjectState state = ObjectState::kCreated;
     CopyKind copy = CopyKind::kPrimary;
@@ -197,18 +196,14 @@ class ObjectStore {
     int64_t total_pins = 0;
     bool deleted = false;
     std::string spill_location;
-    // Set by Account: what the counters hold for this entry.
-    Category accounted = kCreating;
-    bool in_lru = false;
-    std::list<ObjectId>::iterator lru_it;
+    ObjectLedger::Record ledger;  // Set by Account.
   };
   using Entries = std::unordered_map<ObjectId, Entry>;
 
-  static absl::Status CheckId(const ObjectId& id);
-  static Category CategoryOf(const Entry& entry);
+  static ObjectLedger::Category CategoryOf(const Entry& entry);
   static ObjectInfo InfoOf(const Entry& entry);
   // Every change to an entry's state, pins or memory happens between
-  // Unaccount and Account, which keep the counters and LRU lists right.
+  // Unaccount and Account, which keep the ledger right.
   void Unaccount(Entry& entry);
   void Account(const ObjectId& id, Entry& entry);
 
@@ -216,8 +211,6 @@ class ObjectStore {
   // `what` names the request in the error ("create object x").
   absl::StatusOr<uint64_t> AllocateMakingRoom(uint64_t size,
                                               const std::string& what);
-  std::string FullMessage(uint64_t size, const std::string& what,
-                          const absl::Status& spill_error) const;
   void Evict(Entries::iterator it);
   absl::Status Spill(Entries::iterator it);
   // Frees the entry's memory and spill copy and forgets it.
@@ -229,13 +222,7 @@ class ObjectStore {
   ObjectStoreOptions options_;
   ArenaAllocator allocator_;
   Entries entries_;
-  // Evictable objects, least recently used first.
-  std::list<ObjectId> lru_secondary_;
-  std::list<ObjectId> lru_primary_;
-
-  uint64_t bytes_[kNumCategories] = {};
-  uint64_t count_[kNumCategories] = {};
-  uint64_t evictable_primary_bytes_ = 0;
+  ObjectLedger ledger_;
   ObjectStoreStats totals_;  // Only the "since start" fields are used.
 };
 
