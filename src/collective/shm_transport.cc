@@ -1,61 +1,32 @@
 #include "collective/shm_transport.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "collective/reduce.h"
+#include "collective/shm_rendezvous.h"
 #include "collective/shm_segment.h"
 
 namespace shoal::collective::internal {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using shm::Counter;
-using shm::CpuRelax;
-using shm::EnvSize;
-using shm::FutexWait;
 using shm::FutexWakeAll;
 using shm::Header;
-using shm::kMaxAbortRanks;
 using shm::kPipelineDepth;
-using shm::OpDescriptor;
 using shm::OpKind;
 using shm::RankControl;
-using shm::Reached;
+using shm::Rendezvous;
 using shm::RoundUp;
 using shm::Segment;
-using std::chrono::milliseconds;
 
 constexpr size_t kSmallBytes = 64 << 10;
 constexpr size_t kReduceBlockBytes = 8 << 10;
-constexpr milliseconds kLivenessPeriod{100};
-constexpr int kDefaultSpins = 128;
-
-// A process that exists and is not a zombie (a rank that exited while its
-// parent has not reaped it yet is dead to us).
-bool ProcessRunning(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat) return true;  // another pid namespace or no /proc: trust kill
-  std::string line;
-  std::getline(stat, line);
-  size_t paren = line.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
-  char state = line[paren + 2];
-  return state != 'Z' && state != 'X';
-}
-
 // Where a step's elements go: a chunk of `len` elements split into `size`
 // shares aligned to 64 bytes.
 struct Shares {
@@ -76,14 +47,13 @@ class ShmTransport final : public SharedMemoryTransport {
       : options_(options),
         size_(options.size),
         rank_(options.rank),
-        timeout_(options.timeout),
-        segment_(std::move(segment)),
-        spins_(static_cast<int>(EnvSize("SHOAL_SHM_SPINS", kDefaultSpins))) {
+        segment_(std::move(segment)) {
     if (segment_.mapped()) {
       header_ = segment_.header();
       control_ = segment_.control();
       data_ = segment_.data();
       slot_bytes_ = segment_.slot_bytes();
+      sync_.emplace(options_, header_, control_);
     }
   }
 
@@ -118,7 +88,7 @@ class ShmTransport final : public SharedMemoryTransport {
     char* own = out + rank_ * count * elem;
     if (own != in && count > 0) std::memmove(own, in, count * elem);
     if (size_ == 1) return absl::OkStatus();
-    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    if (absl::Status s = sync_->CheckAborted(); !s.ok()) return s;
     const size_t chunk = std::max<size_t>(1, slot_bytes_ / elem);
     size_t off = 0;
     do {
@@ -126,18 +96,20 @@ class ShmTransport final : public SharedMemoryTransport {
       const uint32_t k = step_;
       if (absl::Status s = Acquire(k); !s.ok()) return s;
       if (len > 0) std::memcpy(Slot(k, rank_), in + off * elem, len * elem);
-      Describe(k, off == 0, OpKind::kAllGather, type, ReduceOp::kSum, -1,
-               count);
-      Publish(&control_[rank_].in, k + 1);
-      Deadline deadline = StartWait();
+      if (off == 0) {
+        sync_->Describe(k, OpKind::kAllGather, type, ReduceOp::kSum, -1, count);
+      }
+      Rendezvous::Publish(&control_[rank_].in, k + 1);
+      Rendezvous::Deadline deadline = sync_->StartWait();
       for (int j = 0; j < size_; ++j) {
         if (j == rank_) continue;
-        if (absl::Status s = WaitOne(&control_[j].in, j, k + 1, &deadline);
+        if (absl::Status s =
+                sync_->WaitOne(&control_[j].in, j, k + 1, &deadline);
             !s.ok()) {
           return s;
         }
         if (off == 0) {
-          if (absl::Status s = CheckDescriptor(k, j); !s.ok()) return s;
+          if (absl::Status s = sync_->CheckDescriptor(k, j); !s.ok()) return s;
         }
         if (len > 0) {
           std::memcpy(out + (j * count + off) * elem, Slot(k, j), len * elem);
@@ -159,7 +131,7 @@ class ShmTransport final : public SharedMemoryTransport {
       if (out != in && count > 0) std::memmove(out, in, count * elem);
       return absl::OkStatus();
     }
-    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    if (absl::Status s = sync_->CheckAborted(); !s.ok()) return s;
     // A step takes `per_block` elements of every rank's block; the slot
     // holds them at block * per_block.
     const size_t align = std::max<size_t>(1, 64 / elem);
@@ -177,9 +149,12 @@ class ShmTransport final : public SharedMemoryTransport {
         std::memcpy(mine + s * per_block * elem, in + (s * count + off) * elem,
                     len * elem);
       }
-      Describe(k, off == 0, OpKind::kReduceScatter, type, op, -1, count);
-      Publish(&control_[rank_].in, k + 1);
-      if (absl::Status s = WaitAll(&RankControl::in, k + 1, off == 0 ? k : -1);
+      if (off == 0) {
+        sync_->Describe(k, OpKind::kReduceScatter, type, op, -1, count);
+      }
+      Rendezvous::Publish(&control_[rank_].in, k + 1);
+      if (absl::Status s =
+              sync_->WaitAll(&RankControl::in, k + 1, off == 0 ? k : -1);
           !s.ok()) {
         return s;
       }
@@ -198,7 +173,7 @@ class ShmTransport final : public SharedMemoryTransport {
                          uint32_t tag) override {
     if (root < 0 || root >= size_) return BadRoot(root);
     if (size_ == 1) return absl::OkStatus();
-    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    if (absl::Status s = sync_->CheckAborted(); !s.ok()) return s;
     const size_t elem = SizeOf(type);
     char* buf = static_cast<char*>(data);
     // Only the root writes: a step may use the whole buffer (every slot).
@@ -211,18 +186,21 @@ class ShmTransport final : public SharedMemoryTransport {
       if (rank_ == root && len > 0) {
         std::memcpy(Slot(k, 0), buf + off * elem, len * elem);
       }
-      Describe(k, off == 0, OpKind::kBroadcast, type, ReduceOp::kSum, root,
-               count);
-      Publish(&control_[rank_].in, k + 1);
+      if (off == 0) {
+        sync_->Describe(k, OpKind::kBroadcast, type, ReduceOp::kSum, root,
+                        count);
+      }
+      Rendezvous::Publish(&control_[rank_].in, k + 1);
       if (rank_ != root) {
-        Deadline deadline = StartWait();
+        Rendezvous::Deadline deadline = sync_->StartWait();
         if (absl::Status s =
-                WaitOne(&control_[root].in, root, k + 1, &deadline);
+                sync_->WaitOne(&control_[root].in, root, k + 1, &deadline);
             !s.ok()) {
           return s;
         }
         if (off == 0) {
-          if (absl::Status s = CheckDescriptor(k, root); !s.ok()) return s;
+          if (absl::Status s = sync_->CheckDescriptor(k, root); !s.ok())
+            return s;
         }
         if (len > 0) std::memcpy(buf + off * elem, Slot(k, 0), len * elem);
       }
@@ -234,13 +212,13 @@ class ShmTransport final : public SharedMemoryTransport {
 
   absl::Status Barrier(uint32_t tag) override {
     if (size_ == 1) return absl::OkStatus();
-    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    if (absl::Status s = sync_->CheckAborted(); !s.ok()) return s;
     const uint32_t k = step_;
     if (absl::Status s = Acquire(k); !s.ok()) return s;
-    Describe(k, true, OpKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, -1,
-             0);
-    Publish(&control_[rank_].in, k + 1);
-    if (absl::Status s = WaitAll(&RankControl::in, k + 1, k); !s.ok()) {
+    sync_->Describe(k, OpKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, -1,
+                    0);
+    Rendezvous::Publish(&control_[rank_].in, k + 1);
+    if (absl::Status s = sync_->WaitAll(&RankControl::in, k + 1, k); !s.ok()) {
       return s;
     }
     Finish(k);
@@ -248,35 +226,10 @@ class ShmTransport final : public SharedMemoryTransport {
   }
 
   void Abort(const absl::Status& status) override {
-    if (header_ == nullptr) return;
-    uint32_t expected = 0;
-    if (header_->abort_state.compare_exchange_strong(expected, 1)) {
-      header_->abort_code = static_cast<int32_t>(status.code());
-      std::vector<int> ranks = FailedGroupRanks(status, options_.group_ranks);
-      header_->num_abort_ranks =
-          static_cast<uint32_t>(std::min(ranks.size(), kMaxAbortRanks));
-      for (uint32_t i = 0; i < header_->num_abort_ranks; ++i) {
-        header_->abort_ranks[i] = ranks[i];
-      }
-      std::string message(status.message());
-      size_t n = std::min(message.size(), sizeof(header_->abort_message) - 1);
-      std::memcpy(header_->abort_message, message.data(), n);
-      header_->abort_message[n] = '\0';
-      header_->abort_state.store(2, std::memory_order_release);
-    }
-    for (int j = 0; j < size_; ++j) {
-      FutexWakeAll(&control_[j].in.value);
-      FutexWakeAll(&control_[j].reduced.value);
-      FutexWakeAll(&control_[j].done.value);
-    }
+    if (header_ != nullptr) sync_->Abort(status);
   }
 
  private:
-  struct Deadline {
-    Clock::time_point end;
-    Clock::time_point next_liveness_check;
-  };
-
   char* Slot(uint32_t step, int rank) const {
     return data_ +
            ((step % kPipelineDepth) * size_ + static_cast<size_t>(rank)) *
@@ -288,184 +241,16 @@ class ShmTransport final : public SharedMemoryTransport {
         absl::StrCat("root ", root, " is out of range for ", size_, " ranks"));
   }
 
-  Deadline StartWait() const {
-    Clock::time_point now = Clock::now();
-    return {now + timeout_, now + kLivenessPeriod};
-  }
-
-  void Publish(Counter* counter, uint32_t value) {
-    counter->value.store(value, std::memory_order_seq_cst);
-    if (counter->waiters.load(std::memory_order_seq_cst) != 0) {
-      FutexWakeAll(&counter->value);
-    }
-  }
-
   // The step is over for this rank: it read everything it needed.
   void Finish(uint32_t step) {
-    Publish(&control_[rank_].reduced, step + 1);
-    Publish(&control_[rank_].done, step + 1);
+    Rendezvous::Publish(&control_[rank_].reduced, step + 1);
+    Rendezvous::Publish(&control_[rank_].done, step + 1);
     ++step_;
-  }
-
-  void Describe(uint32_t step, bool first, OpKind kind, DataType type,
-                ReduceOp op, int root, size_t count) {
-    if (!first) return;
-    control_[rank_].ops[step % kPipelineDepth] = {step,
-                                                  static_cast<uint32_t>(kind),
-                                                  static_cast<uint32_t>(type),
-                                                  static_cast<uint32_t>(op),
-                                                  root,
-                                                  static_cast<uint64_t>(count)};
-  }
-
-  // REQUIRES: peer has published `in` for `step`.
-  absl::Status CheckDescriptor(uint32_t step, int peer) {
-    const OpDescriptor& mine = control_[rank_].ops[step % kPipelineDepth];
-    const OpDescriptor& theirs = control_[peer].ops[step % kPipelineDepth];
-    if (mine == theirs) return absl::OkStatus();
-    return Fail(GroupRankFailure(
-        absl::StatusCode::kInvalidArgument,
-        absl::StrCat("the ranks called different operations: ",
-                     DescribeRank(options_, peer), " called ",
-                     theirs.ToString(), " while ",
-                     DescribeRank(options_, rank_), " called ", mine.ToString(),
-                     "; every rank must make the same calls in the same "
-                     "order with the same counts, types and roots"),
-        {GroupRank(options_, peer)}));
-  }
-
-  absl::Status CheckAborted() {
-    if (header_->abort_state.load(std::memory_order_acquire) == 0) {
-      return absl::OkStatus();
-    }
-    return AbortedStatus();
-  }
-
-  absl::Status AbortedStatus() {
-    while (header_->abort_state.load(std::memory_order_acquire) != 2) {
-      CpuRelax();
-    }
-    std::vector<int> ranks(header_->abort_ranks,
-                           header_->abort_ranks + header_->num_abort_ranks);
-    return GroupRankFailure(static_cast<absl::StatusCode>(header_->abort_code),
-                            header_->abort_message, ranks);
-  }
-
-  absl::Status Fail(const absl::Status& status) {
-    Abort(status);
-    return AbortedStatus();
-  }
-
-  // Fails naming the peers that died.
-  absl::Status CheckPeers() {
-    std::vector<int> dead;
-    const pid_t self = getpid();
-    for (int j = 0; j < size_; ++j) {
-      pid_t pid = control_[j].pid.load(std::memory_order_relaxed);
-      if (j == rank_ || pid <= 0 || pid == self) continue;
-      if (!ProcessRunning(pid)) dead.push_back(j);
-    }
-    if (dead.empty()) return absl::OkStatus();
-    return Fail(
-        GroupRankFailure(absl::StatusCode::kUnavailable,
-                         absl::StrCat(DescribeRanks(options_, dead), " died"),
-                         GroupRanks(options_, dead)));
-  }
-
-  // Waits until peer's counter reaches target.
-  absl::Status WaitOne(Counter* counter, int peer, uint32_t target,
-                       Deadline* deadline) {
-    for (int i = 0; i < spins_; ++i) {
-      if (Reached(counter->value.load(std::memory_order_acquire), target)) {
-        return absl::OkStatus();
-      }
-      CpuRelax();
-    }
-    while (true) {
-      if (Reached(counter->value.load(std::memory_order_acquire), target)) {
-        return absl::OkStatus();
-      }
-      if (header_->abort_state.load(std::memory_order_acquire) != 0) {
-        return AbortedStatus();
-      }
-      if (control_[peer].left.load(std::memory_order_acquire) != 0) {
-        // It may have published, finished and left since the check above:
-        // what it wrote before leaving is visible now.
-        if (Reached(counter->value.load(std::memory_order_acquire), target)) {
-          return absl::OkStatus();
-        }
-        return Fail(GroupRankFailure(
-            absl::StatusCode::kUnavailable,
-            absl::StrCat(DescribeRank(options_, peer),
-                         " left the group (destroyed it, or its thread "
-                         "ended) in the middle of an operation"),
-            {GroupRank(options_, peer)}));
-      }
-      Clock::time_point now = Clock::now();
-      if (now >= deadline->next_liveness_check) {
-        if (absl::Status s = CheckPeers(); !s.ok()) return s;
-        deadline->next_liveness_check = now + kLivenessPeriod;
-      }
-      if (now >= deadline->end) return TimedOut(counter, target);
-      auto wait =
-          std::min(kLivenessPeriod,
-                   std::chrono::ceil<milliseconds>(deadline->end - now));
-      counter->waiters.fetch_add(1, std::memory_order_seq_cst);
-      uint32_t seen = counter->value.load(std::memory_order_seq_cst);
-      if (!Reached(seen, target) &&
-          header_->abort_state.load(std::memory_order_seq_cst) == 0) {
-        FutexWait(&counter->value, seen, std::max(wait, milliseconds(1)));
-      }
-      counter->waiters.fetch_sub(1, std::memory_order_seq_cst);
-    }
-  }
-
-  // Names every rank behind on the counter that timed out.
-  absl::Status TimedOut(Counter* counter, uint32_t target) {
-    size_t field =
-        reinterpret_cast<char*>(counter) - reinterpret_cast<char*>(control_);
-    field %= sizeof(RankControl);
-    std::vector<int> behind;
-    for (int j = 0; j < size_; ++j) {
-      auto* c = reinterpret_cast<Counter*>(
-          reinterpret_cast<char*>(&control_[j]) + field);
-      if (!Reached(c->value.load(std::memory_order_acquire), target)) {
-        behind.push_back(j);
-      }
-    }
-    return Fail(GroupRankFailure(
-        absl::StatusCode::kDeadlineExceeded,
-        absl::StrCat(DescribeRanks(options_, behind), " did not answer within ",
-                     timeout_.count(),
-                     " ms (stuck, or not making the same calls)"),
-        GroupRanks(options_, behind)));
-  }
-
-  // Waits for every peer; checks their descriptors of `describe_step` when
-  // it is >= 0.
-  absl::Status WaitAll(Counter RankControl::*which, uint32_t target,
-                       int64_t describe_step) {
-    Deadline deadline = StartWait();
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      if (absl::Status s = WaitOne(&(control_[j].*which), j, target, &deadline);
-          !s.ok()) {
-        return s;
-      }
-      if (describe_step >= 0) {
-        if (absl::Status s =
-                CheckDescriptor(static_cast<uint32_t>(describe_step), j);
-            !s.ok()) {
-          return s;
-        }
-      }
-    }
-    return absl::OkStatus();
   }
 
   // Buffer step % depth is free: every rank finished step - depth.
   absl::Status Acquire(uint32_t step) {
-    return WaitAll(&RankControl::done, step + 1 - kPipelineDepth, -1);
+    return sync_->WaitAll(&RankControl::done, step + 1 - kPipelineDepth, -1);
   }
 
   // dst = own op (the peers' slots of step k at slot_offset, in rank
@@ -498,7 +283,7 @@ class ShmTransport final : public SharedMemoryTransport {
   absl::Status ReduceImpl(OpKind kind, char* buf, size_t count, DataType type,
                           ReduceOp op, int root) {
     if (size_ == 1) return absl::OkStatus();
-    if (absl::Status s = CheckAborted(); !s.ok()) return s;
+    if (absl::Status s = sync_->CheckAborted(); !s.ok()) return s;
     const size_t elem = SizeOf(type);
     const size_t bytes = count * elem;
     if (bytes <= kSmallBytes && bytes <= slot_bytes_) {
@@ -531,10 +316,10 @@ class ShmTransport final : public SharedMemoryTransport {
       std::memcpy(mine + shares.Begin(s) * elem, buf + shares.Begin(s) * elem,
                   (shares.End(s) - shares.Begin(s)) * elem);
     }
-    Describe(k, first, kind, type, op, root, count);
-    Publish(&control_[rank_].in, k + 1);
-    if (absl::Status s = WaitAll(&RankControl::in, k + 1,
-                                 first ? static_cast<int64_t>(k) : -1);
+    if (first) sync_->Describe(k, kind, type, op, root, count);
+    Rendezvous::Publish(&control_[rank_].in, k + 1);
+    if (absl::Status s = sync_->WaitAll(&RankControl::in, k + 1,
+                                        first ? static_cast<int64_t>(k) : -1);
         !s.ok()) {
       return s;
     }
@@ -549,12 +334,13 @@ class ShmTransport final : public SharedMemoryTransport {
       ReduceShare(type, op, dst, buf + at, k, at, n,
                   wants_result && root < 0 ? mine + at : nullptr);
     }
-    Publish(&control_[rank_].reduced, k + 1);
+    Rendezvous::Publish(&control_[rank_].reduced, k + 1);
     if (wants_result) {
-      Deadline deadline = StartWait();
+      Rendezvous::Deadline deadline = sync_->StartWait();
       for (int j = 0; j < size_; ++j) {
         if (j == rank_) continue;
-        if (absl::Status s = WaitOne(&control_[j].reduced, j, k + 1, &deadline);
+        if (absl::Status s =
+                sync_->WaitOne(&control_[j].reduced, j, k + 1, &deadline);
             !s.ok()) {
           return s;
         }
@@ -565,7 +351,7 @@ class ShmTransport final : public SharedMemoryTransport {
         }
       }
     }
-    Publish(&control_[rank_].done, k + 1);
+    Rendezvous::Publish(&control_[rank_].done, k + 1);
     ++step_;
     return absl::OkStatus();
   }
@@ -578,9 +364,9 @@ class ShmTransport final : public SharedMemoryTransport {
     const uint32_t k = step_;
     if (absl::Status s = Acquire(k); !s.ok()) return s;
     if (count > 0) std::memcpy(Slot(k, rank_), buf, count * elem);
-    Describe(k, true, kind, type, op, root, count);
-    Publish(&control_[rank_].in, k + 1);
-    if (absl::Status s = WaitAll(&RankControl::in, k + 1, k); !s.ok()) {
+    sync_->Describe(k, kind, type, op, root, count);
+    Rendezvous::Publish(&control_[rank_].in, k + 1);
+    if (absl::Status s = sync_->WaitAll(&RankControl::in, k + 1, k); !s.ok()) {
       return s;
     }
     if (count > 0 && (root < 0 || root == rank_)) {
@@ -596,14 +382,13 @@ class ShmTransport final : public SharedMemoryTransport {
   const TransportOptions options_;
   const int size_;
   const int rank_;
-  const milliseconds timeout_;
   const Segment segment_;  // unmapped when size_ == 1
-  const int spins_;
   Header* header_ = nullptr;
   RankControl* control_ = nullptr;
   char* data_ = nullptr;
   size_t slot_bytes_ = 0;
-  uint32_t step_ = 0;  // the same on every rank between operations
+  std::optional<Rendezvous> sync_;  // when mapped
+  uint32_t step_ = 0;               // the same on every rank between operations
 };
 
 }  // namespace
