@@ -73,11 +73,11 @@ absl::Status RunToEnd(const std::vector<std::string>& argv) {
                    printed.empty() ? "" : ": ", printed));
 }
 
-absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
-  if (options.argv.empty()) {
-    return absl::InvalidArgumentError("nothing to run");
-  }
-  // Everything the child needs is built before fork().
+namespace {
+
+// This process's environment with `options`' changes.
+std::map<std::string, std::string> ChildEnvironment(
+    const SpawnOptions& options) {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const char* eq = strchr(*e, '=');
@@ -86,40 +86,78 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
   }
   for (const auto& name : options.unset_env) env.erase(name);
   for (const auto& [k, v] : options.env) env[k] = v;
+  return env;
+}
+
+// Where `program` is: as given when it names a path, else looked up on the
+// child's PATH, as a shell would ("python3", "torchrun").
+absl::StatusOr<std::string> FindProgram(
+    const std::string& program, const std::map<std::string, std::string>& env) {
+  if (program.find('/') != std::string::npos) return program;
+  auto path = env.find("PATH");
+  std::string dirs =
+      path != env.end() ? path->second : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t begin = 0; begin <= dirs.size();) {
+    size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(begin, end - begin);
+    std::string candidate =
+        (dir.empty() ? std::string(".") : dir) + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    begin = end + 1;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "cannot run ", program, ": no such program on PATH (", dirs, ")"));
+}
+
+// What the child does between fork() and exec: only async-signal-safe
+// calls. Writes exec's errno to `status_fd` when exec fails.
+[[noreturn]] void ExecChild(const SpawnOptions& options, pid_t parent,
+                            int child_umask, int log_fd, int status_fd,
+                            const std::string& exec_path, char** argv,
+                            char** envp) {
+  if (options.die_with_parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+  }
+  if (options.new_session) setsid();
+  if (child_umask >= 0) umask(static_cast<mode_t>(child_umask));
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, 0);
+  if (log_fd >= 0) {
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+  } else if (options.output_fd >= 0) {
+    dup2(options.output_fd, 1);
+    dup2(options.output_fd, 2);
+  }
+  execve(exec_path.c_str(), argv, envp);
+  int err = errno;
+  ssize_t n = write(status_fd, &err, sizeof(err));
+  (void)n;
+  _exit(127);
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
+  if (options.argv.empty()) {
+    return absl::InvalidArgumentError("nothing to run");
+  }
+  // Everything the child needs is built before fork().
+  std::map<std::string, std::string> env = ChildEnvironment(options);
   std::vector<std::string> env_strings;
   env_strings.reserve(env.size());
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
+  absl::StatusOr<std::string> exec_path = FindProgram(options.argv[0], env);
+  if (!exec_path.ok()) return exec_path.status();
   std::vector<std::string> argv_strings = options.argv;
-  std::string exec_path = argv_strings[0];
-  // A bare name ("python3", "torchrun") is looked up on the child's PATH,
-  // as a shell would.
-  if (argv_strings[0].find('/') == std::string::npos) {
-    auto path = env.find("PATH");
-    std::string dirs =
-        path != env.end() ? path->second : "/usr/local/bin:/usr/bin:/bin";
-    std::string found;
-    for (size_t begin = 0; begin <= dirs.size();) {
-      size_t end = dirs.find(':', begin);
-      if (end == std::string::npos) end = dirs.size();
-      std::string dir = dirs.substr(begin, end - begin);
-      std::string candidate =
-          (dir.empty() ? std::string(".") : dir) + "/" + argv_strings[0];
-      if (access(candidate.c_str(), X_OK) == 0) {
-        found = candidate;
-        break;
-      }
-      begin = end + 1;
-    }
-    if (found.empty()) {
-      return absl::NotFoundError(absl::StrCat("cannot run ", argv_strings[0],
-                                              ": no such program on PATH (",
-                                              dirs, ")"));
-    }
-    exec_path = found;
-  }
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -152,29 +190,8 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(err)));
   }
   if (pid == 0) {
-    if (options.die_with_parent) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-    }
-    if (options.new_session) setsid();
-    if (child_umask >= 0) umask(static_cast<mode_t>(child_umask));
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
-    if (log_fd >= 0) {
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-    } else if (options.output_fd >= 0) {
-      dup2(options.output_fd, 1);
-      dup2(options.output_fd, 2);
-    }
-    execve(exec_path.c_str(), argv.data(), envp.data());
-    int err = errno;
-    ssize_t n = write(status_pipe[1], &err, sizeof(err));
-    (void)n;
-    _exit(127);
+    ExecChild(options, parent, child_umask, log_fd, status_pipe[1], *exec_path,
+              argv.data(), envp.data());
   }
   close(status_pipe[1]);
   if (log_fd >= 0) close(log_fd);
