@@ -280,10 +280,8 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(
   return absl::InternalError("no backend chosen");
 }
 
-}  // namespace
-
-std::unique_ptr<Group> Group::Create(const std::string& name, int world_size,
-                                     int rank, GroupOptions options) {
+void CheckGroupArguments(const std::string& name, int world_size, int rank,
+                         const GroupOptions& options) {
   if (name.empty()) {
     throw CollectiveError("a collective group needs a name", {});
   }
@@ -303,6 +301,66 @@ std::unique_ptr<Group> Group::Create(const std::string& name, int world_size,
     throw CollectiveError(
         absl::StrCat("group '", name, "': the timeout must be positive"), {});
   }
+}
+
+// Each rank's host, hosts numbered by their smallest rank; sets the group's
+// host count and this rank's place on its host.
+std::vector<int> NumberHosts(Group::Impl& impl) {
+  std::map<std::string, int> host_index;
+  std::vector<int> host_of_rank(impl.world_size);
+  std::vector<int> host_size;
+  for (int r = 0; r < impl.world_size; ++r) {
+    auto [it, added] = host_index.emplace(impl.ranks[r].host_id,
+                                          static_cast<int>(host_size.size()));
+    if (added) host_size.push_back(0);
+    host_of_rank[r] = it->second;
+    ++host_size[it->second];
+  }
+  for (int r = 0; r < impl.rank; ++r) {
+    if (host_of_rank[r] == host_of_rank[impl.rank]) ++impl.local_rank;
+  }
+  impl.num_hosts = static_cast<int>(host_size.size());
+  impl.local_size = host_size[host_of_rank[impl.rank]];
+  return host_of_rank;
+}
+
+// The backend `requested`, or for kAuto the best for where the ranks are.
+Backend ChooseBackend(const Group::Impl& impl, Backend requested,
+                      const std::vector<int>& host_of_rank) {
+  Backend backend = requested;
+  if (backend == Backend::kAuto) {
+    std::vector<int> host_size(impl.num_hosts);
+    for (int h : host_of_rank) ++host_size[h];
+    bool all_shared = std::all_of(host_size.begin(), host_size.end(),
+                                  [](int n) { return n > 1; });
+    backend = impl.num_hosts == 1 ? Backend::kSharedMemory
+              : all_shared        ? Backend::kHierarchical
+                                  : Backend::kGloo;
+  }
+  if (backend == Backend::kSharedMemory && impl.num_hosts > 1) {
+    int other = static_cast<int>(
+        std::find_if(host_of_rank.begin(), host_of_rank.end(),
+                     [&](int h) { return h != host_of_rank[0]; }) -
+        host_of_rank.begin());
+    throw CollectiveError(
+        absl::StrCat("group '", impl.name,
+                     "': the shared-memory backend needs every rank on one "
+                     "host, but ",
+                     impl.Describe(0), " and ", impl.Describe(other),
+                     " are on different hosts (host ids '",
+                     impl.ranks[0].host_id, "' and '",
+                     impl.ranks[other].host_id,
+                     "'); use Backend::kAuto or kHierarchical"),
+        {});
+  }
+  return backend;
+}
+
+}  // namespace
+
+std::unique_ptr<Group> Group::Create(const std::string& name, int world_size,
+                                     int rank, GroupOptions options) {
+  CheckGroupArguments(name, world_size, rank, options);
   auto impl = std::make_unique<Impl>();
   impl->name = name;
   impl->rank = rank;
@@ -323,47 +381,9 @@ std::unique_ptr<Group> Group::Create(const std::string& name, int world_size,
                            options.timeout);
 
   // Hosts are numbered by their smallest rank.
-  std::map<std::string, int> host_index;
-  std::vector<int> host_of_rank(world_size);
-  std::vector<int> host_size;
-  for (int r = 0; r < world_size; ++r) {
-    auto [it, added] = host_index.emplace(impl->ranks[r].host_id,
-                                          static_cast<int>(host_size.size()));
-    if (added) host_size.push_back(0);
-    host_of_rank[r] = it->second;
-    ++host_size[it->second];
-  }
-  for (int r = 0; r < rank; ++r) {
-    if (host_of_rank[r] == host_of_rank[rank]) ++impl->local_rank;
-  }
-  impl->num_hosts = static_cast<int>(host_size.size());
-  impl->local_size = host_size[host_of_rank[rank]];
-
-  Backend backend = options.backend;
-  if (backend == Backend::kAuto) {
-    bool all_shared = std::all_of(host_size.begin(), host_size.end(),
-                                  [](int n) { return n > 1; });
-    backend = impl->num_hosts == 1 ? Backend::kSharedMemory
-              : all_shared         ? Backend::kHierarchical
-                                   : Backend::kGloo;
-  }
-  if (backend == Backend::kSharedMemory && impl->num_hosts > 1) {
-    int other = static_cast<int>(
-        std::find_if(host_of_rank.begin(), host_of_rank.end(),
-                     [&](int h) { return h != host_of_rank[0]; }) -
-        host_of_rank.begin());
-    throw CollectiveError(
-        absl::StrCat("group '", name,
-                     "': the shared-memory backend needs every rank on one "
-                     "host, but ",
-                     impl->Describe(0), " and ", impl->Describe(other),
-                     " are on different hosts (host ids '",
-                     impl->ranks[0].host_id, "' and '",
-                     impl->ranks[other].host_id,
-                     "'); use Backend::kAuto or kHierarchical"),
-        {});
-  }
-  impl->backend = backend;
+  std::vector<int> host_of_rank = NumberHosts(*impl);
+  impl->backend = ChooseBackend(*impl, options.backend, host_of_rank);
+  Backend backend = impl->backend;
 
   TransportOptions transport_options;
   transport_options.key_prefix =

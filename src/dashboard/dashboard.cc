@@ -233,89 +233,33 @@ class DashboardImpl : public Dashboard {
   }
 
   void Routes() {
-    server_->Get("/", [this](const httplib::Request& req, auto& res) {
-      if (req.has_param("token")) {
-        if (!SameToken(req.get_param_value("token"), options_.token)) {
-          res.status = 401;
-          SetPagePolicy(res, LoginPagePolicy());
-          res.set_content(LoginPage(/*wrong_token=*/true), "text/html");
-          return;
-        }
-        res.set_header("Set-Cookie",
-                       absl::StrCat(kTokenCookie, "=", options_.token,
-                                    "; Path=/; HttpOnly; SameSite=Strict"));
-        res.set_redirect("/");
-        return;
-      }
-      if (!SameToken(CookieToken(req), options_.token)) {
-        SetPagePolicy(res, LoginPagePolicy());
-        res.set_content(LoginPage(/*wrong_token=*/false), "text/html");
-        return;
-      }
-      SetPagePolicy(res, DashboardPagePolicy());
-      res.set_content(kDashboardPage, "text/html");
-    });
+    server_->Get("/", [this](const httplib::Request& req,
+                             httplib::Response& res) { ServeIndex(req, res); });
     server_->Get("/api/cluster_status", [this](const auto& req, auto& res) {
       auto status = head_->ClusterStatus(5000);
       if (!status.ok()) return SendStatus(res, status.status());
       SendJson(res, 200, internal::FormatStatusJson(*status));
     });
-    server_->Get("/metrics", [this](const auto& req, auto& res) {
-      auto status = head_->ClusterStatus(5000);
-      if (!status.ok()) return SendStatus(res, status.status());
-      auto jobs = head_->ListJobs();
-      if (!jobs.ok()) return SendStatus(res, jobs.status());
-      proto::ListTasksRequest counts;
-      counts.set_counts_only(true);
-      auto tasks = head_->ListTasks(counts);
-      if (!tasks.ok()) return SendStatus(res, tasks.status());
-      auto gangs = head_->ListGangs();
-      if (!gangs.ok()) return SendStatus(res, gangs.status());
-      auto rpc = head_->ServerStats();
-      if (!rpc.ok()) return SendStatus(res, rpc.status());
-      res.set_content(ClusterMetrics({.status = &*status,
-                                      .jobs = &*jobs,
-                                      .tasks = &*tasks,
-                                      .gangs = &*gangs,
-                                      .rpc = &*rpc}),
-                      "text/plain; version=0.0.4");
-    });
+    server_->Get("/metrics",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   ServeMetrics(req, res);
+                 });
     // What the page shows beside the cluster status.
     server_->Get("/api/gangs", [this](const auto& req, auto& res) {
       auto gangs = head_->ListGangs();
       if (!gangs.ok()) return SendStatus(res, gangs.status());
       SendJson(res, 200, ProtoJson(*gangs));
     });
-    server_->Get("/api/tasks", [this](const auto& req, auto& res) {
-      proto::ListTasksRequest list;
-      for (size_t i = 0; i < req.get_param_value_count("filter"); ++i) {
-        list.add_filters(req.get_param_value("filter", i));
-      }
-      list.set_summary(req.has_param("summary"));
-      if (req.has_param("limit")) {
-        list.set_limit(std::atoi(req.get_param_value("limit").c_str()));
-      }
-      auto tasks = head_->ListTasks(list);
-      if (!tasks.ok()) return SendStatus(res, tasks.status());
-      SendJson(res, 200, ProtoJson(*tasks));
-    });
+    server_->Get("/api/tasks",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   ServeTasks(req, res);
+                 });
     // GET /api/logs?node_id=N&name=NAME[&offset=O]: a log of a node (a
     // negative offset: that many bytes before its end).
-    server_->Get("/api/logs", [this](const auto& req, auto& res) {
-      proto::ReadLogRequest read;
-      read.set_node_id(req.get_param_value("node_id"));
-      read.set_name(req.get_param_value("name"));
-      if (req.has_param("offset")) {
-        read.set_offset(std::atoll(req.get_param_value("offset").c_str()));
-      }
-      auto chunk = head_->ReadLog(read);
-      if (!chunk.ok()) return SendStatus(res, chunk.status());
-      SendJson(res, 200,
-               JsonText({{"data", chunk->data()},
-                         {"next_offset", chunk->next_offset()},
-                         {"size", chunk->size()}}) +
-                   "\n");
-    });
+    server_->Get("/api/logs",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   ServeLogs(req, res);
+                 });
     // The Jobs REST API, with Ray's paths (the list with or without its
     // trailing slash).
     server_->Get("/api/jobs/?", [this](const auto& req, auto& res) {
@@ -351,6 +295,80 @@ class DashboardImpl : public Dashboard {
       if (!deleted.ok()) return SendStatus(res, deleted);
       SendJson(res, 200, nlohmann::json{{"deleted", true}}.dump() + "\n");
     });
+  }
+
+  void ServeIndex(const httplib::Request& req, httplib::Response& res) {
+    if (req.has_param("token")) {
+      if (!SameToken(req.get_param_value("token"), options_.token)) {
+        res.status = 401;
+        SetPagePolicy(res, LoginPagePolicy());
+        res.set_content(LoginPage(/*wrong_token=*/true), "text/html");
+        return;
+      }
+      res.set_header("Set-Cookie",
+                     absl::StrCat(kTokenCookie, "=", options_.token,
+                                  "; Path=/; HttpOnly; SameSite=Strict"));
+      res.set_redirect("/");
+      return;
+    }
+    if (!SameToken(CookieToken(req), options_.token)) {
+      SetPagePolicy(res, LoginPagePolicy());
+      res.set_content(LoginPage(/*wrong_token=*/false), "text/html");
+      return;
+    }
+    SetPagePolicy(res, DashboardPagePolicy());
+    res.set_content(kDashboardPage, "text/html");
+  }
+
+  void ServeMetrics(const httplib::Request& req, httplib::Response& res) {
+    auto status = head_->ClusterStatus(5000);
+    if (!status.ok()) return SendStatus(res, status.status());
+    auto jobs = head_->ListJobs();
+    if (!jobs.ok()) return SendStatus(res, jobs.status());
+    proto::ListTasksRequest counts;
+    counts.set_counts_only(true);
+    auto tasks = head_->ListTasks(counts);
+    if (!tasks.ok()) return SendStatus(res, tasks.status());
+    auto gangs = head_->ListGangs();
+    if (!gangs.ok()) return SendStatus(res, gangs.status());
+    auto rpc = head_->ServerStats();
+    if (!rpc.ok()) return SendStatus(res, rpc.status());
+    res.set_content(ClusterMetrics({.status = &*status,
+                                    .jobs = &*jobs,
+                                    .tasks = &*tasks,
+                                    .gangs = &*gangs,
+                                    .rpc = &*rpc}),
+                    "text/plain; version=0.0.4");
+  }
+
+  void ServeTasks(const httplib::Request& req, httplib::Response& res) {
+    proto::ListTasksRequest list;
+    for (size_t i = 0; i < req.get_param_value_count("filter"); ++i) {
+      list.add_filters(req.get_param_value("filter", i));
+    }
+    list.set_summary(req.has_param("summary"));
+    if (req.has_param("limit")) {
+      list.set_limit(std::atoi(req.get_param_value("limit").c_str()));
+    }
+    auto tasks = head_->ListTasks(list);
+    if (!tasks.ok()) return SendStatus(res, tasks.status());
+    SendJson(res, 200, ProtoJson(*tasks));
+  }
+
+  void ServeLogs(const httplib::Request& req, httplib::Response& res) {
+    proto::ReadLogRequest read;
+    read.set_node_id(req.get_param_value("node_id"));
+    read.set_name(req.get_param_value("name"));
+    if (req.has_param("offset")) {
+      read.set_offset(std::atoll(req.get_param_value("offset").c_str()));
+    }
+    auto chunk = head_->ReadLog(read);
+    if (!chunk.ok()) return SendStatus(res, chunk.status());
+    SendJson(res, 200,
+             JsonText({{"data", chunk->data()},
+                       {"next_offset", chunk->next_offset()},
+                       {"size", chunk->size()}}) +
+                 "\n");
   }
 
   static proto::JobRef Ref(const httplib::Request& req) {

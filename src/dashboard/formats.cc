@@ -260,98 +260,70 @@ std::string JobListJson(const proto::JobList& jobs) {
   return JsonText(out, 2) + "\n";
 }
 
-absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
-                                std::string* working_dir) {
-  const bool blank = body.find_first_not_of(" \t\r\n") == body.npos;
-  nlohmann::json j = blank ? nlohmann::json::object()
-                           : nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(
-        "the body must be a JSON object, e.g. {\"entrypoint\": \"python3 "
-        "train.py\"} (Ray's JobSubmitRequest)");
+namespace {
+
+// Ray takes null as "not given" for every optional field.
+bool Given(const nlohmann::json& j, const char* field) {
+  return j.contains(field) && !j[field].is_null();
+}
+
+absl::Status ParseMetadata(const nlohmann::json& metadata,
+                           proto::JobSpec* spec) {
+  if (!metadata.is_object()) {
+    return FieldError("metadata", "an object of strings", metadata);
   }
-  static const std::set<std::string>* const kFields = new std::set<std::string>{
-      "entrypoint",          "submission_id",     "job_id",
-      "runtime_env",         "metadata",          "entrypoint_num_cpus",
-      "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources"};
-  for (const auto& [key, value] : j.items()) {
-    if (kFields->count(key) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown field \"", key,
-          "\": a job takes entrypoint, submission_id, runtime_env, metadata, "
-          "entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_memory and "
-          "entrypoint_resources"));
+  for (const auto& [key, value] : metadata.items()) {
+    if (!value.is_string()) {
+      return FieldError(absl::StrCat("metadata.", key),
+                        "a string (metadata values are strings: quote it)",
+                        value);
     }
+    (*spec->mutable_metadata())[key] = value.get<std::string>();
   }
-  // Ray takes null as "not given" for every optional field.
-  auto given = [&](const char* field) {
-    return j.contains(field) && !j[field].is_null();
-  };
-  if (!given("entrypoint")) {
-    return absl::InvalidArgumentError(
-        "\"entrypoint\" is required: the command line to run, e.g. "
-        "{\"entrypoint\": \"python3 train.py\"}");
-  }
-  if (!j["entrypoint"].is_string() ||
-      j["entrypoint"].get<std::string>().empty()) {
-    return FieldError("entrypoint", "a command line (a non-empty string)",
-                      j["entrypoint"]);
-  }
-  spec->set_entrypoint(j["entrypoint"].get<std::string>());
-  for (const char* field : {"job_id", "submission_id"}) {  // the newer wins
-    if (!given(field)) continue;
-    if (!j[field].is_string()) return FieldError(field, "a string", j[field]);
-    spec->set_submission_id(j[field].get<std::string>());
-  }
-  if (given("metadata")) {
-    const nlohmann::json& metadata = j["metadata"];
-    if (!metadata.is_object()) {
-      return FieldError("metadata", "an object of strings", metadata);
-    }
-    for (const auto& [key, value] : metadata.items()) {
-      if (!value.is_string()) {
-        return FieldError(absl::StrCat("metadata.", key),
-                          "a string (metadata values are strings: quote it)",
+  return absl::OkStatus();
+}
+
+absl::Status ParseRuntimeEnv(const nlohmann::json& env, proto::JobSpec* spec,
+                             std::string* working_dir) {
+  if (!env.is_object()) return FieldError("runtime_env", "an object", env);
+  for (const auto& [key, value] : env.items()) {
+    if (key == "env_vars") {
+      if (!value.is_object()) {
+        return FieldError("runtime_env.env_vars", "an object of strings",
                           value);
       }
-      (*spec->mutable_metadata())[key] = value.get<std::string>();
-    }
-  }
-  if (given("runtime_env")) {
-    const nlohmann::json& env = j["runtime_env"];
-    if (!env.is_object()) return FieldError("runtime_env", "an object", env);
-    for (const auto& [key, value] : env.items()) {
-      if (key == "env_vars") {
-        if (!value.is_object()) {
-          return FieldError("runtime_env.env_vars", "an object of strings",
-                            value);
+      for (const auto& [name, v] : value.items()) {
+        if (!v.is_string()) {
+          return FieldError(absl::StrCat("runtime_env.env_vars.", name),
+                            "a string (environment values are strings: "
+                            "quote it)",
+                            v);
         }
-        for (const auto& [name, v] : value.items()) {
-          if (!v.is_string()) {
-            return FieldError(absl::StrCat("runtime_env.env_vars.", name),
-                              "a string (environment values are strings: "
-                              "quote it)",
-                              v);
-          }
-          (*spec->mutable_env())[name] = v.get<std::string>();
-        }
-      } else if (key == "working_dir") {
-        if (!value.is_string()) {
-          return FieldError("runtime_env.working_dir",
-                            "a folder on the head's host (a string)", value);
-        }
-        *working_dir = value.get<std::string>();
-      } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat("runtime_env field \"", key,
-                         "\" is not supported (env_vars and working_dir, a "
-                         "folder on the head's host, are)"));
+        (*spec->mutable_env())[name] = v.get<std::string>();
       }
+    } else if (key == "working_dir") {
+      if (!value.is_string()) {
+        return FieldError("runtime_env.working_dir",
+                          "a folder on the head's host (a string)", value);
+      }
+      *working_dir = value.get<std::string>();
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("runtime_env field \"", key,
+                       "\" is not supported (env_vars and working_dir, a "
+                       "folder on the head's host, are)"));
     }
-    spec->set_runtime_env_json(JsonText(env));
   }
+  spec->set_runtime_env_json(JsonText(env));
+  return absl::OkStatus();
+}
+
+// The entrypoint's resources (entrypoint_num_cpus, _num_gpus, _memory and
+// _resources) into `spec`.
+absl::Status ParseEntrypointResources(const nlohmann::json& j,
+                                      proto::JobSpec* spec) {
   std::map<std::string, double> need;
-  if (given("entrypoint_resources")) {
+  if (Given(j, "entrypoint_resources")) {
     const nlohmann::json& resources = j["entrypoint_resources"];
     if (!resources.is_object()) {
       return FieldError("entrypoint_resources", "an object of numbers",
@@ -375,7 +347,7 @@ absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
   }
   for (const auto& [field, resource] : std::map<std::string, std::string>{
            {"entrypoint_num_cpus", "CPU"}, {"entrypoint_num_gpus", "GPU"}}) {
-    if (!given(field.c_str())) continue;
+    if (!Given(j, field.c_str())) continue;
     double amount = 0;
     absl::Status ok = NonNegative(field, j[field], &amount);
     if (!ok.ok()) return ok;
@@ -386,7 +358,7 @@ absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
     }
     if (amount > 0) need[resource] = amount;
   }
-  if (given("entrypoint_memory")) {
+  if (Given(j, "entrypoint_memory")) {
     const nlohmann::json& memory = j["entrypoint_memory"];
     if (!memory.is_number_integer() || memory.get<int64_t>() < 0) {
       return FieldError("entrypoint_memory", "a whole number of bytes", memory);
@@ -400,6 +372,57 @@ absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
   if (!shape.ok()) return shape.status();
   shape->ToProto(spec->mutable_entrypoint_resources());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseJobSubmission(std::string_view body, proto::JobSpec* spec,
+                                std::string* working_dir) {
+  const bool blank = body.find_first_not_of(" \t\r\n") == body.npos;
+  nlohmann::json j = blank ? nlohmann::json::object()
+                           : nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(
+        "the body must be a JSON object, e.g. {\"entrypoint\": \"python3 "
+        "train.py\"} (Ray's JobSubmitRequest)");
+  }
+  static const std::set<std::string>* const kFields = new std::set<std::string>{
+      "entrypoint",          "submission_id",     "job_id",
+      "runtime_env",         "metadata",          "entrypoint_num_cpus",
+      "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources"};
+  for (const auto& [key, value] : j.items()) {
+    if (kFields->count(key) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown field \"", key,
+          "\": a job takes entrypoint, submission_id, runtime_env, metadata, "
+          "entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_memory and "
+          "entrypoint_resources"));
+    }
+  }
+  if (!Given(j, "entrypoint")) {
+    return absl::InvalidArgumentError(
+        "\"entrypoint\" is required: the command line to run, e.g. "
+        "{\"entrypoint\": \"python3 train.py\"}");
+  }
+  if (!j["entrypoint"].is_string() ||
+      j["entrypoint"].get<std::string>().empty()) {
+    return FieldError("entrypoint", "a command line (a non-empty string)",
+                      j["entrypoint"]);
+  }
+  spec->set_entrypoint(j["entrypoint"].get<std::string>());
+  for (const char* field : {"job_id", "submission_id"}) {  // the newer wins
+    if (!Given(j, field)) continue;
+    if (!j[field].is_string()) return FieldError(field, "a string", j[field]);
+    spec->set_submission_id(j[field].get<std::string>());
+  }
+  if (Given(j, "metadata")) {
+    if (absl::Status s = ParseMetadata(j["metadata"], spec); !s.ok()) return s;
+  }
+  if (Given(j, "runtime_env")) {
+    absl::Status s = ParseRuntimeEnv(j["runtime_env"], spec, working_dir);
+    if (!s.ok()) return s;
+  }
+  return ParseEntrypointResources(j, spec);
 }
 
 absl::StatusOr<JobLogQuery> ParseJobLogQuery(
@@ -468,9 +491,10 @@ std::string ClusterMetrics(const proto::ClusterStatus& status,
   return ClusterMetrics({.status = &status, .jobs = &jobs});
 }
 
-std::string ClusterMetrics(const ClusterMetricsInput& in) {
-  const proto::ClusterStatus& status = *in.status;
-  const proto::JobList& jobs = *in.jobs;
+namespace {
+
+// Nodes by state, and each alive node's heartbeat age, resources and leases.
+void AppendNodeMetrics(const proto::ClusterStatus& status, std::string* out) {
   Family nodes("shoal_nodes", "gauge", "Nodes of the cluster, by state.");
   Family total("shoal_node_resource_capacity", "gauge",
                "Resources of each alive node (bytes for memory and "
@@ -480,13 +504,6 @@ std::string ClusterMetrics(const ClusterMetricsInput& in) {
               "object_store_memory).");
   Family leases("shoal_node_leases", "gauge",
                 "Worker leases held on each alive node.");
-  Family actors("shoal_actors", "gauge", "Actors, by state.");
-  Family groups("shoal_placement_groups", "gauge",
-                "Placement groups, by state.");
-  Family job_states("shoal_jobs", "gauge", "Submitted jobs, by status.");
-  Family demands("shoal_pending_demands", "gauge",
-                 "Resource shapes waiting for a node (tasks and actors), "
-                 "by whether any node can ever hold them.");
   Family heartbeat("shoal_node_heartbeat_age_seconds", "gauge",
                    "Time since the head last heard from each alive node.");
 
@@ -511,6 +528,21 @@ std::string ClusterMetrics(const ClusterMetricsInput& in) {
   for (const auto& [node, count] : lease_counts) {
     leases.Add({{"node_id", node}}, count);
   }
+  for (const Family* f : {&nodes, &heartbeat, &total, &used, &leases}) {
+    f->AppendTo(out);
+  }
+}
+
+// Actors, placement groups and jobs by state, and pending demands.
+void AppendStateMetrics(const proto::ClusterStatus& status,
+                        const proto::JobList& jobs, std::string* out) {
+  Family actors("shoal_actors", "gauge", "Actors, by state.");
+  Family groups("shoal_placement_groups", "gauge",
+                "Placement groups, by state.");
+  Family job_states("shoal_jobs", "gauge", "Submitted jobs, by status.");
+  Family demands("shoal_pending_demands", "gauge",
+                 "Resource shapes waiting for a node (tasks and actors), "
+                 "by whether any node can ever hold them.");
   std::map<std::string, int> actor_counts =
       ZeroCounts(proto::ActorInfo::State_descriptor());
   for (const auto& a : status.actors()) {
@@ -536,45 +568,55 @@ std::string ClusterMetrics(const ClusterMetricsInput& in) {
   demands.Add({{"infeasible", "false"}}, static_cast<double>(feasible));
   demands.Add({{"infeasible", "true"}}, static_cast<double>(infeasible));
 
+  for (const Family* f : {&actors, &groups, &job_states, &demands}) {
+    f->AppendTo(out);
+  }
+}
+
+void AppendTaskMetrics(const proto::TaskList& tasks, std::string* out) {
+  Family live("shoal_tasks", "gauge",
+              "Tasks waiting or running now, by state (from task events).");
+  Family ended("shoal_tasks_ended_total", "counter",
+               "Tasks that finished or failed since the head started.");
+  for (const auto& [state, count] : tasks.state_counts()) {
+    const bool end = state == "FINISHED" || state == "FAILED";
+    (end ? ended : live).Add({{"state", state}}, static_cast<double>(count));
+  }
+  Family dropped("shoal_task_records_dropped_total", "counter",
+                 "Task records the head no longer keeps (it keeps the last "
+                 "ones of each job), and events reporters dropped.");
+  dropped.Add({{"where", "head"}}, static_cast<double>(tasks.dropped()));
+  dropped.Add({{"where", "reporter"}},
+              static_cast<double>(tasks.reporter_dropped()));
+  for (const Family* f : {&live, &ended, &dropped}) f->AppendTo(out);
+}
+
+void AppendGangMetrics(const proto::GangList& list, std::string* out) {
+  Family gangs("shoal_launch_gangs", "gauge",
+               "Launch gangs the head keeps, by state.");
+  std::map<std::string, int> gang_counts =
+      ZeroCounts(proto::GangInfo::State_descriptor());
+  for (const auto& g : list.gangs()) {
+    ++gang_counts[proto::GangInfo::State_Name(g.state())];
+  }
+  AddCounts(gangs, "state", gang_counts);
+  Family started("shoal_launch_gangs_started_total", "counter",
+                 "Launch gangs started since the head started.");
+  started.Add({}, static_cast<double>(list.started_total()));
+  Family restarts("shoal_launch_gang_restarts_total", "counter",
+                  "Restarts of launch gangs since the head started.");
+  restarts.Add({}, static_cast<double>(list.restarts_total()));
+  for (const Family* f : {&gangs, &started, &restarts}) f->AppendTo(out);
+}
+
+}  // namespace
+
+std::string ClusterMetrics(const ClusterMetricsInput& in) {
   std::string out;
-  for (const Family* f : {&nodes, &heartbeat, &total, &used, &leases, &actors,
-                          &groups, &job_states, &demands}) {
-    f->AppendTo(&out);
-  }
-  if (in.tasks != nullptr) {
-    Family live("shoal_tasks", "gauge",
-                "Tasks waiting or running now, by state (from task events).");
-    Family ended("shoal_tasks_ended_total", "counter",
-                 "Tasks that finished or failed since the head started.");
-    for (const auto& [state, count] : in.tasks->state_counts()) {
-      const bool end = state == "FINISHED" || state == "FAILED";
-      (end ? ended : live).Add({{"state", state}}, static_cast<double>(count));
-    }
-    Family dropped("shoal_task_records_dropped_total", "counter",
-                   "Task records the head no longer keeps (it keeps the last "
-                   "ones of each job), and events reporters dropped.");
-    dropped.Add({{"where", "head"}}, static_cast<double>(in.tasks->dropped()));
-    dropped.Add({{"where", "reporter"}},
-                static_cast<double>(in.tasks->reporter_dropped()));
-    for (const Family* f : {&live, &ended, &dropped}) f->AppendTo(&out);
-  }
-  if (in.gangs != nullptr) {
-    Family gangs("shoal_launch_gangs", "gauge",
-                 "Launch gangs the head keeps, by state.");
-    std::map<std::string, int> gang_counts =
-        ZeroCounts(proto::GangInfo::State_descriptor());
-    for (const auto& g : in.gangs->gangs()) {
-      ++gang_counts[proto::GangInfo::State_Name(g.state())];
-    }
-    AddCounts(gangs, "state", gang_counts);
-    Family started("shoal_launch_gangs_started_total", "counter",
-                   "Launch gangs started since the head started.");
-    started.Add({}, static_cast<double>(in.gangs->started_total()));
-    Family restarts("shoal_launch_gang_restarts_total", "counter",
-                    "Restarts of launch gangs since the head started.");
-    restarts.Add({}, static_cast<double>(in.gangs->restarts_total()));
-    for (const Family* f : {&gangs, &started, &restarts}) f->AppendTo(&out);
-  }
+  AppendNodeMetrics(*in.status, &out);
+  AppendStateMetrics(*in.status, *in.jobs, &out);
+  if (in.tasks != nullptr) AppendTaskMetrics(*in.tasks, &out);
+  if (in.gangs != nullptr) AppendGangMetrics(*in.gangs, &out);
   if (in.rpc != nullptr) AppendRpcMetrics(*in.rpc, {{"server", "head"}}, &out);
   return out;
 }

@@ -1,11 +1,13 @@
 #include "dashboard/formats.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduling/resource_set.h"
@@ -284,6 +286,44 @@ TEST(ClusterMetricsTest, CountsEveryStateAndEscapesLabels) {
   EXPECT_THAT(text, HasSubstr("shoal_jobs{status=\"FAILED\"} 0\n"));
   EXPECT_THAT(text,
               HasSubstr("shoal_pending_demands{infeasible=\"true\"} 5\n"));
+}
+
+TEST(ClusterMetricsTest, FamiliesComeInAFixedOrderWithTasksAndGangs) {
+  proto::ClusterStatus status;
+  proto::NodeInfo* node = status.add_nodes();
+  node->set_node_id("n1");
+  node->set_alive(true);
+  proto::JobList jobs;
+  proto::TaskList tasks;
+  (*tasks.mutable_state_counts())["RUNNING"] = 2;
+  (*tasks.mutable_state_counts())["FINISHED"] = 7;
+  tasks.set_reporter_dropped(3);
+  proto::GangList gangs;
+  gangs.add_gangs()->set_state(proto::GangInfo::State(1));
+  gangs.set_started_total(4);
+  std::string text = ClusterMetrics(
+      {.status = &status, .jobs = &jobs, .tasks = &tasks, .gangs = &gangs});
+  std::vector<size_t> at;
+  for (const char* family :
+       {"shoal_nodes", "shoal_node_heartbeat_age_seconds",
+        "shoal_node_resource_capacity", "shoal_node_resource_used",
+        "shoal_node_leases", "shoal_actors", "shoal_placement_groups",
+        "shoal_jobs", "shoal_pending_demands", "shoal_tasks",
+        "shoal_tasks_ended_total", "shoal_task_records_dropped_total",
+        "shoal_launch_gangs", "shoal_launch_gangs_started_total",
+        "shoal_launch_gang_restarts_total"}) {
+    size_t pos = text.find(absl::StrCat("# TYPE ", family, " "));
+    ASSERT_NE(pos, std::string::npos) << family;
+    at.push_back(pos);
+  }
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end()));
+  EXPECT_THAT(text, HasSubstr("shoal_tasks{state=\"RUNNING\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("shoal_tasks_ended_total{state=\"FINISHED\"} 7\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("shoal_task_records_dropped_total{where=\"reporter\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("shoal_launch_gangs_started_total 4\n"));
 }
 
 TEST(AgentMetricsTest, NamesTheNodeAndCountsEvictionsAsACounter) {
