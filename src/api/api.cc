@@ -11,14 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <typeinfo>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "api/cluster_status.h"
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
@@ -34,13 +35,14 @@
 namespace shoal {
 namespace {
 
-std::mutex g_mu;
-std::shared_ptr<internal::CoreRuntime> g_runtime;
-std::unique_ptr<internal::LocalClusterProcesses> g_local_cluster;
-bool g_atexit_registered = false;
+absl::Mutex g_mu(absl::kConstInit);
+std::shared_ptr<internal::CoreRuntime> g_runtime ABSL_GUARDED_BY(g_mu);
+std::unique_ptr<internal::LocalClusterProcesses> g_local_cluster
+    ABSL_GUARDED_BY(g_mu);
+bool g_atexit_registered ABSL_GUARDED_BY(g_mu) = false;
 
 std::shared_ptr<internal::CoreRuntime> Runtime() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   return g_runtime;
 }
 
@@ -130,7 +132,7 @@ void Init(const InitOptions& options) {
 
 void internal::InitDriver(const InitOptions& options,
                           const DriverProgram& program) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   if (g_runtime != nullptr) return;
   internal::RuntimeOptions rt;
   rt.head_address = options.address;
@@ -197,7 +199,7 @@ void Shutdown() {
   std::shared_ptr<internal::CoreRuntime> rt;
   std::unique_ptr<internal::LocalClusterProcesses> cluster;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    absl::MutexLock lock(&g_mu);
     rt = std::move(g_runtime);
     cluster = std::move(g_local_cluster);
   }

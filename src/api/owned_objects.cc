@@ -1,8 +1,9 @@
 #include "api/owned_objects.h"
 
-#include <chrono>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "api/task_error.h"
 
 namespace shoal::internal {
@@ -11,12 +12,12 @@ OwnedObjects::OwnedObjects(ForgetFn on_forget)
     : on_forget_(std::move(on_forget)) {}
 
 void OwnedObjects::SetLocalNode(const std::string& node_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   local_node_ = node_id;
 }
 
 void OwnedObjects::AddPending(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   objects_[id];
 }
 
@@ -25,7 +26,7 @@ void OwnedObjects::AddValue(const std::string& id,
   Entry e;
   e.state = State::kReady;
   e.value = std::move(value);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   objects_[id] = std::move(e);
 }
 
@@ -38,20 +39,20 @@ void OwnedObjects::AddStored(const std::string& id,
     e.copy_nodes.insert(source.node_id());
   }
   e.stored_object = std::move(object);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   objects_[id] = std::move(e);
 }
 
 std::shared_ptr<RefHandle> OwnedObjects::NewHandle(const std::string& id) {
   auto handle = std::make_shared<RefHandle>(id);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   handles_[id] = handle;
   return handle;
 }
 
 absl::StatusOr<std::shared_ptr<RefHandle>> OwnedObjects::HandleFor(
     const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = handles_.find(id);
   std::shared_ptr<RefHandle> handle =
       it == handles_.end() ? nullptr : it->second.lock();
@@ -69,7 +70,7 @@ absl::StatusOr<std::shared_ptr<RefHandle>> OwnedObjects::HandleFor(
 void OwnedObjects::Release(const std::string& id) {
   std::vector<Forgotten> forgotten;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     handles_.erase(id);
     auto it = objects_.find(id);
     if (it == objects_.end()) return;
@@ -95,56 +96,75 @@ OwnedObjects::Ready OwnedObjects::ReadyOf(const Entry& e) const {
   return ready;
 }
 
+bool OwnedObjects::SettledLocked(const std::string& id) const {
+  auto it = objects_.find(id);
+  return it == objects_.end() || it->second.state != State::kPending;
+}
+
 absl::StatusOr<OwnedObjects::Ready> OwnedObjects::WaitReady(
     const std::string& id, int64_t timeout_ms, const BlockedFn& blocked) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto it = objects_.find(id);
-  if (it == objects_.end()) {
+  mu_.Lock();
+  if (objects_.find(id) == objects_.end()) {
+    mu_.Unlock();
     return TaskError(ErrorKind::kOther,
                      absl::StrCat("object ", id,
                                   " is not known to this process (it was made "
                                   "by another driver or before a Shutdown)"));
   }
-  auto done = [&] {
-    it = objects_.find(id);
-    return it == objects_.end() || it->second.state != State::kPending;
-  };
-  if (!done()) {
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  if (!SettledLocked(id)) {
+    const absl::Time deadline =
+        timeout_ms < 0 ? absl::InfiniteFuture()
+                       : absl::Now() + absl::Milliseconds(timeout_ms);
     // Told outside the lock: it may send a message.
-    lock.unlock();
+    mu_.Unlock();
     if (blocked) blocked(true);
-    lock.lock();
+    mu_.Lock();
     ++waiters_;
     bool in_time = true;
-    if (timeout_ms < 0) {
-      cv_.wait(lock, done);
-    } else {
-      in_time = cv_.wait_until(lock, deadline, done);
+    while (!SettledLocked(id)) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) {
+        in_time = SettledLocked(id);
+        break;
+      }
     }
     --waiters_;
-    lock.unlock();
+    mu_.Unlock();
     if (blocked) blocked(false);
-    lock.lock();
+    mu_.Lock();
     // Looked up again: the table may have changed while unlocked.
-    if (!done() && !in_time) {
+    if (!SettledLocked(id) && !in_time) {
+      mu_.Unlock();
       return TaskError(ErrorKind::kTimeout,
                        absl::StrCat("object ", id, " was not ready within ",
                                     timeout_ms, " ms"));
     }
-    if (!done()) {  // made pending again (a rebuild) while unlocked
-      lock.unlock();
+    if (!SettledLocked(id)) {  // made pending again (a rebuild) while unlocked
+      mu_.Unlock();
       return WaitReady(id, timeout_ms, blocked);
     }
   }
+  absl::StatusOr<Ready> result;
+  auto it = objects_.find(id);
   if (it == objects_.end()) {
-    return TaskError(
-        ErrorKind::kOther,
-        absl::StrCat("object ", id, " was released while waiting"));
+    result =
+        TaskError(ErrorKind::kOther,
+                  absl::StrCat("object ", id, " was released while waiting"));
+  } else if (it->second.state == State::kFailed) {
+    result = it->second.error;
+  } else {
+    result = ReadyOf(it->second);
   }
-  if (it->second.state == State::kFailed) return it->second.error;
-  return ReadyOf(it->second);
+  mu_.Unlock();
+  return result;
+}
+
+size_t OwnedObjects::CountSettledLocked(const std::vector<std::string>& ids,
+                                        std::vector<size_t>* ready) const {
+  ready->clear();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (SettledLocked(ids[i])) ready->push_back(i);
+  }
+  return ready->size();
 }
 
 std::vector<size_t> OwnedObjects::WaitAny(const std::vector<std::string>& ids,
@@ -152,37 +172,30 @@ std::vector<size_t> OwnedObjects::WaitAny(const std::vector<std::string>& ids,
                                           const BlockedFn& blocked) {
   num_ready = std::min(num_ready, ids.size());
   std::vector<size_t> ready;
-  auto check = [&] {
-    ready.clear();
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto it = objects_.find(ids[i]);
-      if (it == objects_.end() || it->second.state != State::kPending) {
-        ready.push_back(i);
-      }
-    }
-    return ready.size() >= num_ready;
-  };
-  std::unique_lock<std::mutex> lock(mu_);
-  if (check()) return ready;
-  lock.unlock();
-  if (blocked) blocked(true);
-  lock.lock();
-  ++waiters_;
-  if (timeout_ms < 0) {
-    cv_.wait(lock, check);
-  } else {
-    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), check);
+  {
+    absl::MutexLock lock(&mu_);
+    if (CountSettledLocked(ids, &ready) >= num_ready) return ready;
   }
-  --waiters_;
-  check();
-  lock.unlock();
+  if (blocked) blocked(true);
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline =
+        timeout_ms < 0 ? absl::InfiniteFuture()
+                       : absl::Now() + absl::Milliseconds(timeout_ms);
+    ++waiters_;
+    while (CountSettledLocked(ids, &ready) < num_ready &&
+           !cv_.WaitWithDeadline(&mu_, deadline)) {
+    }
+    --waiters_;
+    CountSettledLocked(ids, &ready);
+  }
   if (blocked) blocked(false);
   return ready;
 }
 
 OwnedObjects::State OwnedObjects::Peek(const std::string& id, Ready* ready,
                                        absl::Status* error) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return State::kUnknown;
   const Entry& e = it->second;
@@ -192,7 +205,7 @@ OwnedObjects::State OwnedObjects::Peek(const std::string& id, Ready* ready,
 }
 
 bool OwnedObjects::Complete(const std::string& id, proto::TaskResult* result) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   Entry& e = it->second;
@@ -213,7 +226,7 @@ bool OwnedObjects::Complete(const std::string& id, proto::TaskResult* result) {
 }
 
 void OwnedObjects::Fail(const std::string& id, absl::Status error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return;
   it->second.state = State::kFailed;
@@ -224,7 +237,7 @@ void OwnedObjects::Fail(const std::string& id, absl::Status error) {
 void OwnedObjects::ForgetIfReleased(const std::string& id) {
   std::vector<Forgotten> forgotten;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = objects_.find(id);
     if (it == objects_.end() || !it->second.released ||
         it->second.state == State::kPending) {
@@ -238,7 +251,7 @@ void OwnedObjects::ForgetIfReleased(const std::string& id) {
 void OwnedObjects::AddCopy(const std::string& id, const std::string& node,
                            const std::string& transfer_address) {
   if (node.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return;
   it->second.copy_nodes.insert(node);
@@ -254,7 +267,7 @@ void OwnedObjects::AddCopy(const std::string& id, const std::string& node,
 
 OwnedObjects::Rebuild OwnedObjects::NeedsRebuild(
     const std::string& id, const proto::StoredObject& failed) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return Rebuild::kGone;
   const Entry& e = it->second;
@@ -267,7 +280,7 @@ OwnedObjects::Rebuild OwnedObjects::NeedsRebuild(
 }
 
 void OwnedObjects::MarkPending(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Entry& e = objects_[id];
   e.state = State::kPending;
   e.stored = false;
@@ -277,7 +290,7 @@ void OwnedObjects::MarkPending(const std::string& id) {
 }
 
 proto::StoredObject OwnedObjects::StoredObjectOf(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end() || !it->second.stored) return {};
   return it->second.stored_object;
@@ -286,7 +299,7 @@ proto::StoredObject OwnedObjects::StoredObjectOf(const std::string& id) const {
 std::vector<std::pair<std::string, std::set<std::string>>>
 OwnedObjects::StoredCopies() const {
   std::vector<std::pair<std::string, std::set<std::string>>> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [id, e] : objects_) {
     if (e.stored) out.emplace_back(id, e.copy_nodes);
   }
@@ -296,14 +309,14 @@ OwnedObjects::StoredCopies() const {
 void OwnedObjects::Clear() {
   Table objects;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     objects.swap(objects_);
     Notify();
   }
 }
 
 size_t OwnedObjects::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return objects_.size();
 }
 
@@ -317,7 +330,7 @@ OwnedObjects::Forgotten OwnedObjects::EraseLocked(Table::iterator it) {
 }
 
 void OwnedObjects::Notify() {
-  if (waiters_ > 0) cv_.notify_all();
+  if (waiters_ > 0) cv_.SignalAll();
 }
 
 void OwnedObjects::Told(std::vector<Forgotten> forgotten) {

@@ -8,11 +8,9 @@
 #ifndef SHOAL_API_OWNED_OBJECTS_H_
 #define SHOAL_API_OWNED_OBJECTS_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -22,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "shoal/internal/runtime.h"
 #include "shoal/shoal.pb.h"
 
@@ -129,6 +128,13 @@ class OwnedObjects {
   using Table = std::unordered_map<std::string, Entry>;
 
   Ready ReadyOf(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ready, failed or released: no longer pending.
+  bool SettledLocked(const std::string& id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets `ready` to the indexes of the settled `ids`; returns their count.
+  size_t CountSettledLocked(const std::vector<std::string>& ids,
+                            std::vector<size_t>* ready) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Erases `it`; the caller tells on_forget_ once the lock is dropped.
   struct Forgotten {
     std::string id;
@@ -140,14 +146,14 @@ class OwnedObjects {
   void Told(std::vector<Forgotten> forgotten);
 
   const ForgetFn on_forget_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
   Table objects_ ABSL_GUARDED_BY(mu_);
   // Every live handle, for refs unpacked from values.
   std::unordered_map<std::string, std::weak_ptr<RefHandle>> handles_
       ABSL_GUARDED_BY(mu_);
   std::string local_node_ ABSL_GUARDED_BY(mu_);
-  int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // threads in cv_.wait
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // threads in cv_.Wait
 };
 
 }  // namespace shoal::internal

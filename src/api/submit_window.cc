@@ -14,14 +14,14 @@ SubmitWindow::SubmitWindow(int64_t limit)
     : limit_(std::max<int64_t>(0, limit)) {}
 
 absl::Status SubmitWindow::Acquire(bool may_block) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (limit_ > 0 && in_flight_ >= limit_ && may_block && !closed_) {
     if (waits_++ == 0) {
       SHOAL_LOG(INFO) << "submitting waits: " << in_flight_
                       << " tasks are in flight, the most this process keeps "
                          "(SHOAL_MAX_PENDING_TASKS); it goes on as they end";
     }
-    released_.wait(lock, [&] { return closed_ || in_flight_ < limit_; });
+    while (!closed_ && in_flight_ >= limit_) released_.Wait(&mu_);
   }
   if (closed_) {
     return absl::FailedPreconditionError(
@@ -33,29 +33,29 @@ absl::Status SubmitWindow::Acquire(bool may_block) {
 }
 
 void SubmitWindow::Release() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (in_flight_ > 0) --in_flight_;
-  if (limit_ > 0 && in_flight_ < limit_) released_.notify_one();
+  if (limit_ > 0 && in_flight_ < limit_) released_.Signal();
 }
 
 void SubmitWindow::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   closed_ = true;
-  released_.notify_all();
+  released_.SignalAll();
 }
 
 int64_t SubmitWindow::in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return in_flight_;
 }
 
 int64_t SubmitWindow::waits() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return waits_;
 }
 
 int64_t SubmitWindow::peak() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return peak_;
 }
 

@@ -11,11 +11,11 @@
 #ifndef SHOAL_API_SUBMIT_WINDOW_H_
 #define SHOAL_API_SUBMIT_WINDOW_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 
 namespace shoal::internal {
 
@@ -42,12 +42,12 @@ class SubmitWindow {
 
  private:
   const int64_t limit_;
-  mutable std::mutex mu_;
-  std::condition_variable released_;
-  int64_t in_flight_ = 0;  // guarded by mu_
-  int64_t waits_ = 0;      // guarded by mu_
-  int64_t peak_ = 0;       // guarded by mu_
-  bool closed_ = false;    // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar released_;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t waits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // SHOAL_MAX_PENDING_TASKS, or 100,000.

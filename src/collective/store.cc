@@ -3,16 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/session.h"
 #include "rpc/event_loop.h"
 #include "rpc/head_client.h"
@@ -44,10 +44,17 @@ class HeadConnection {
     return *connection;
   }
 
-  // Throws shoal::Error when no cluster can be reached.
-  void EnsureConnected() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (head_ != nullptr) return;
+  // The head's client. Throws shoal::Error when no cluster can be reached.
+  rpc::HeadClient& head() {
+    absl::MutexLock lock(&mu_);
+    if (head_ == nullptr) Connect();
+    return *head_;
+  }
+
+ private:
+  HeadConnection() = default;
+
+  void Connect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::string address;
     std::string token;
     absl::Status resolved =
@@ -66,17 +73,10 @@ class HeadConnection {
                                               "collective");
   }
 
-  // The head's client. Throws shoal::Error when no cluster can be reached.
-  rpc::HeadClient& head() {
-    EnsureConnected();
-    return *head_;
-  }
-
- private:
-  HeadConnection() = default;
-  std::mutex mu_;
-  std::unique_ptr<rpc::EventLoop> loop_;
-  std::unique_ptr<rpc::HeadClient> head_;
+  absl::Mutex mu_;
+  std::unique_ptr<rpc::EventLoop> loop_ ABSL_GUARDED_BY(mu_);
+  // Made once, never replaced: the reference head() returns stays valid.
+  std::unique_ptr<rpc::HeadClient> head_ ABSL_GUARDED_BY(mu_);
 };
 
 class ClusterKvStore : public Store {
@@ -130,31 +130,35 @@ class InProcessMapStore : public Store {
  public:
   void Set(const std::string& key, const std::string& value) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       values_[key] = value;
     }
-    changed_.notify_all();
+    changed_.SignalAll();
   }
 
   std::string Get(const std::string& key,
                   std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    bool found = changed_.wait_for(lock, timeout,
-                                   [&] { return values_.count(key) > 0; });
-    if (!found) throw CollectiveError(WaitedTooLong(key, timeout), {});
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+    while (values_.count(key) == 0) {
+      if (changed_.WaitWithDeadline(&mu_, deadline) &&
+          values_.count(key) == 0) {
+        throw CollectiveError(WaitedTooLong(key, timeout), {});
+      }
+    }
     return values_[key];
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable changed_;
+  absl::Mutex mu_;
+  absl::CondVar changed_;
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
 std::shared_ptr<Store> ClusterStore() {
-  HeadConnection::Get().EnsureConnected();
+  HeadConnection::Get().head();
   return std::make_shared<ClusterKvStore>();
 }
 

@@ -10,12 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -24,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "dashboard/http_connection.h"
 
@@ -75,7 +74,7 @@ class HttpServer::Core {
 
   void Start() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (running_) return;
       running_ = true;
       stopping_ = false;
@@ -93,19 +92,19 @@ class HttpServer::Core {
   // handler returns (its reads and writes fail at once).
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!running_) return;
       stopping_ = true;
     }
     uint64_t one = 1;
     (void)::write(stop_fd_, &one, sizeof(one));
-    work_ready_.notify_all();
+    work_ready_.SignalAll();
     if (gate_.joinable()) gate_.join();
     for (std::thread& worker : workers_) worker.join();
     workers_.clear();
     std::deque<std::unique_ptr<Connection>> left;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       left.swap(work_);
       for (auto& c : incoming_) left.push_back(std::move(c));
       incoming_.clear();
@@ -120,7 +119,7 @@ class HttpServer::Core {
     std::string peer = PeerAddress(fd, /*remote=*/true, nullptr);
     std::string refusal;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       int& mine = per_peer_[peer];
       if (mine >= limits_.max_connections_per_peer) {
         refusal = absl::StrCat("too many connections from ", peer,
@@ -156,7 +155,7 @@ class HttpServer::Core {
  private:
   void ToGate(std::unique_ptr<Connection> c) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       incoming_.push_back(std::move(c));
     }
     uint64_t one = 1;
@@ -165,15 +164,15 @@ class HttpServer::Core {
 
   void ToWorkers(std::unique_ptr<Connection> c) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       work_.push_back(std::move(c));
     }
-    work_ready_.notify_one();
+    work_ready_.Signal();
   }
 
   void Close(std::unique_ptr<Connection> c) {
     close(c->fd);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     --open_;
     auto it = per_peer_.find(c->peer);
     if (it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
@@ -182,7 +181,7 @@ class HttpServer::Core {
   // At most one line every 10 s, with how many were refused meanwhile: a
   // flood must not flood the log too.
   void NoteRefusal(const std::string& peer, const char* why) {
-    std::lock_guard<std::mutex> lock(log_mu_);
+    absl::MutexLock lock(&log_mu_);
     ++refused_since_log_;
     Clock::time_point now = Clock::now();
     if (now - last_log_ < std::chrono::seconds(10)) return;
@@ -253,7 +252,7 @@ class HttpServer::Core {
     std::vector<pollfd> fds;
     while (true) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         if (stopping_) break;
         for (auto& c : incoming_) waiting.push_back(std::move(c));
         incoming_.clear();
@@ -296,8 +295,8 @@ class HttpServer::Core {
     while (true) {
       std::unique_ptr<Connection> c;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        work_ready_.wait(lock, [&] { return stopping_ || !work_.empty(); });
+        absl::MutexLock lock(&mu_);
+        while (!stopping_ && work_.empty()) work_ready_.Wait(&mu_);
         if (stopping_) return;
         c = std::move(work_.front());
         work_.pop_front();
@@ -341,8 +340,8 @@ class HttpServer::Core {
   const int stop_fd_;  // readable once stopping (never drained until Start)
   const int wake_fd_;  // new connections for the gate
 
-  std::mutex mu_;
-  std::condition_variable work_ready_;
+  absl::Mutex mu_;
+  absl::CondVar work_ready_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int open_ ABSL_GUARDED_BY(mu_) = 0;
@@ -350,7 +349,7 @@ class HttpServer::Core {
   std::vector<std::unique_ptr<Connection>> incoming_ ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<Connection>> work_ ABSL_GUARDED_BY(mu_);
 
-  std::mutex log_mu_;
+  absl::Mutex log_mu_;
   Clock::time_point last_log_ ABSL_GUARDED_BY(log_mu_);
   int refused_since_log_ ABSL_GUARDED_BY(log_mu_) = 0;
 

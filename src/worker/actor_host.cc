@@ -29,10 +29,10 @@ ActorHost::ActorHost(std::string actor_id, ActorInstance instance,
 
 ActorHost::~ActorHost() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : threads_) t.join();
 }
 
@@ -45,18 +45,18 @@ void ActorHost::Install(std::unique_ptr<ActorHost> host) {
 
 void ActorHost::Run(std::function<void()> call) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(call));
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void ActorHost::Loop() {
   while (true) {
     std::function<void()> call;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       if (stopping_ && queue_.empty()) return;
       call = std::move(queue_.front());
       queue_.pop_front();

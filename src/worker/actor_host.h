@@ -7,15 +7,15 @@
 #ifndef SHOAL_WORKER_ACTOR_HOST_H_
 #define SHOAL_WORKER_ACTOR_HOST_H_
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "shoal/internal/actor_invoke.h"
 
 namespace shoal::internal {
@@ -52,10 +52,10 @@ class ActorHost {
   const std::string actor_id_;
   const ActorInstance instance_;
   const bool restarted_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

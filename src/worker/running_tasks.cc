@@ -1,8 +1,8 @@
 #include "worker/running_tasks.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/task_events.h"
 #include "common/util.h"
@@ -17,10 +17,10 @@ RunningTasks::RunningTasks(Options options) : options_(std::move(options)) {
 
 RunningTasks::~RunningTasks() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
   if (loop_ != nullptr) {
     loop_->RunSync([&] { head_->Close(); });
@@ -29,12 +29,12 @@ RunningTasks::~RunningTasks() {
 }
 
 void RunningTasks::Begin(const proto::TaskSpec* spec, int64_t start_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   running_.push_back({spec, start_ms, false});
 }
 
 void RunningTasks::End(const proto::TaskSpec* spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = std::find_if(running_.begin(), running_.end(),
                          [&](const Running& r) { return r.spec == spec; });
   if (it == running_.end()) return;
@@ -43,9 +43,9 @@ void RunningTasks::End(const proto::TaskSpec* spec) {
 }
 
 void RunningTasks::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms));
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(options_.interval_ms));
     if (stop_) break;
     proto::TaskEventBatch batch;
     const int64_t now = NowMs();
@@ -65,10 +65,11 @@ void RunningTasks::Loop() {
     }
     if (batch.events().empty()) continue;
     batch.set_job_id(options_.job_id);
-    lock.unlock();
+    mu_.Unlock();
     Send(batch);
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 void RunningTasks::Send(const proto::TaskEventBatch& batch) {

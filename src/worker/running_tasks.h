@@ -6,14 +6,14 @@
 #ifndef SHOAL_WORKER_RUNNING_TASKS_H_
 #define SHOAL_WORKER_RUNNING_TASKS_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
@@ -53,11 +53,11 @@ class RunningTasks {
   void Send(const proto::TaskEventBatch& batch);
 
   const Options options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::vector<Running> running_;
-  // Made on the first report.
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Running> running_ ABSL_GUARDED_BY(mu_);
+  // Made on the first report; used by the reporting thread only.
   std::unique_ptr<rpc::EventLoop> loop_;
   std::unique_ptr<rpc::HeadClient> head_;
   std::thread thread_;
