@@ -53,7 +53,13 @@ class HeadImpl : public Head {
   ~HeadImpl() override { Stop(); }
 
   absl::Status Start() {
-    ASSIGN_OR_RETURN(storage_, OpenHeadStorage(options_));
+    StorageOptions storage;
+    storage.storage = options_.storage;
+    storage.session_dir = options_.session_dir;
+    storage.token = options_.token;
+    storage.sync = options_.storage_sync;
+    storage.discard_wal = options_.discard_wal;
+    ASSIGN_OR_RETURN(storage_, OpenHeadStorage(storage));
     gangs_ = std::make_unique<GangTable>(/*max_gangs=*/100, storage_.get());
     absl::Status status;
     loop_->RunSync([&] {
