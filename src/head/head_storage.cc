@@ -74,12 +74,11 @@ absl::StatusOr<std::unique_ptr<TableStorage>> OpenHeadStorage(
     if (options.discard_wal) {
       RETURN_IF_ERROR(DiscardDamagedWal(where, options.session_dir));
     }
-    ASSIGN_OR_RETURN(storage,
-                     OpenSqliteTableStorage(where, options.sync));
+    ASSIGN_OR_RETURN(storage, OpenSqliteTableStorage(where, options.sync));
   }
   SHOAL_LOG(INFO) << "the cluster's state is kept in " << where
-                  << " (--storage-sync "
-                  << StorageSyncName(options.sync) << ")";
+                  << " (--storage-sync " << StorageSyncName(options.sync)
+                  << ")";
   if (options.token.empty()) return storage;
   const std::string mine = Sha256Hex(options.token);
   std::optional<std::string> kept = storage->Get(kMetaTable, kTokenKey);
