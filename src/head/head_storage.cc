@@ -58,7 +58,7 @@ absl::Status DiscardDamagedWal(const std::string& db_path,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TableStorage>> OpenHeadStorage(
-    const HeadOptions& options) {
+    const StorageOptions& options) {
   if (options.storage == "memory") return NewInMemoryTableStorage();
   std::unique_ptr<TableStorage> storage;
   std::string where;
@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<TableStorage>> OpenHeadStorage(
     ASSIGN_OR_RETURN(RedisAddress address, ParseRedisUrl(options.storage));
     where = address.Display();
     RedisStorageOptions redis;
-    redis.sync = options.storage_sync;
+    redis.sync = options.sync;
     ASSIGN_OR_RETURN(storage, OpenRedisTableStorage(options.storage, redis));
   } else {
     where = options.storage.empty() ? options.session_dir + "/head.db"
@@ -74,12 +74,11 @@ absl::StatusOr<std::unique_ptr<TableStorage>> OpenHeadStorage(
     if (options.discard_wal) {
       RETURN_IF_ERROR(DiscardDamagedWal(where, options.session_dir));
     }
-    ASSIGN_OR_RETURN(storage,
-                     OpenSqliteTableStorage(where, options.storage_sync));
+    ASSIGN_OR_RETURN(storage, OpenSqliteTableStorage(where, options.sync));
   }
   SHOAL_LOG(INFO) << "the cluster's state is kept in " << where
-                  << " (--storage-sync "
-                  << StorageSyncName(options.storage_sync) << ")";
+                  << " (--storage-sync " << StorageSyncName(options.sync)
+                  << ")";
   if (options.token.empty()) return storage;
   const std::string mine = Sha256Hex(options.token);
   std::optional<std::string> kept = storage->Get(kMetaTable, kTokenKey);

@@ -5,14 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
-#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/utf8.h"
 #include "common/util.h"
+#include "head/table_storage.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal {
@@ -20,8 +18,7 @@ namespace {
 
 constexpr int64_t kMaxLogChunk = 1 << 20;  // bytes per GET_JOB_LOGS answer
 constexpr int64_t kMaxLogWaitMs = 30000;
-// How often a job that waits for its entrypoint's resources looks again.
-constexpr int64_t kPlaceRetryMs = 500;
+constexpr int64_t kAgentCallTimeoutMs = 10000;
 constexpr char kSubmittedJobsTable[] = "submitted_jobs";
 // Rows "<submission id>/<offset, 20 digits>": a job's output in order.
 constexpr char kJobOutputTable[] = "job_output";
@@ -35,33 +32,33 @@ const std::string& StateName(proto::JobInfo::State state) {
   return proto::JobInfo::State_Name(state);
 }
 
-bool Finished(const proto::JobInfo& info) {
-  return info.state() == proto::JobInfo::SUCCEEDED ||
-         info.state() == proto::JobInfo::FAILED ||
-         info.state() == proto::JobInfo::STOPPED;
-}
-
-// Submission ids name log files: letters, digits, '-', '_' and '.'.
-bool ValidId(const std::string& id) {
-  if (id.empty() || id.size() > 128 || id[0] == '.') return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-           c == '.';
-  });
+absl::Status NoSuchJob(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("no job ", id, " on this cluster"));
 }
 
 }  // namespace
 
-JobManager::JobManager(rpc::EventLoop* loop, JobManagerOptions options)
-    : loop_(loop), options_(std::move(options)) {}
+JobManager::JobManager(JobManagerOptions options)
+    : options_(std::move(options)) {}
 
 JobManager::~JobManager() { *alive_ = false; }
 
-absl::Status JobManager::Persist(const Entry& e) {
+void JobManager::After(int64_t ms, std::function<void()> fn) {
+  std::weak_ptr<bool> alive = alive_;
+  options_.run_after(ms, [alive, fn = std::move(fn)] {
+    if (!alive.expired() && *alive.lock()) fn();
+  });
+}
+
+std::string JobManager::LogPath(const std::string& id) const {
+  return absl::StrCat(options_.log_dir, "/job-", id, ".log");
+}
+
+absl::Status JobManager::Persist(const JobTable::Job& job) {
   if (options_.storage == nullptr) return absl::OkStatus();
-  absl::Status st =
-      options_.storage->Put(kSubmittedJobsTable, e.info.spec().submission_id(),
-                            e.info.SerializeAsString());
+  absl::Status st = options_.storage->Put(kSubmittedJobsTable,
+                                          job.info.spec().submission_id(),
+                                          job.info.SerializeAsString());
   if (!st.ok()) SHOAL_LOG(ERROR) << "cannot store a job's record: " << st;
   return st;
 }
@@ -75,275 +72,160 @@ void JobManager::Restore() {
       OutputInStorage() ? options_.storage->Scan(kJobOutputTable)
                         : std::map<std::string, std::string>();
   for (const auto& [id, bytes] : options_.storage->Scan(kSubmittedJobsTable)) {
-    Entry& e = jobs_[id];
-    if (!e.info.ParseFromString(bytes)) {
-      jobs_.erase(id);
-      continue;
-    }
-    e.log_path = absl::StrCat(options_.log_dir, "/job-", id, ".log");
+    if (!table_.Restore(id, bytes)) continue;
+    JobTable::Job& job = *table_.Find(id);
     struct stat st;
-    if (stat(e.log_path.c_str(), &st) == 0) e.info.set_log_bytes(st.st_size);
-    if (OutputInStorage()) RestoreLog(e, output);
-    if (!Finished(e.info) && e.info.node_id().empty()) {
-      std::weak_ptr<bool> alive = alive_;
-      loop_->RunAfter(kPlaceRetryMs, [this, alive, id = id] {
-        if (!alive.expired() && *alive.lock()) Place(id);
-      });
+    if (stat(LogPath(id).c_str(), &st) == 0) job.info.set_log_bytes(st.st_size);
+    if (OutputInStorage()) RestoreLog(job, output);
+    if (!JobTable::Finished(job.info) && job.info.node_id().empty()) {
+      PlaceLater(id);
     }
   }
 }
 
-void JobManager::RegisterHandlers(rpc::Server* s) {
-  rpc::RegisterProto<proto::JobSpec>(
-      s, proto::SUBMIT_JOB,
-      [this](const auto& r, rpc::Responder resp) { Submit(r, resp); });
-  rpc::RegisterProto<proto::JobRef>(
-      s, proto::GET_JOB, [this](const auto& r, rpc::Responder resp) {
-        Entry* e = Find(r.submission_id());
-        if (e == nullptr) {
-          return resp.Error(absl::NotFoundError(
-              absl::StrCat("no job ", r.submission_id(),
-                           " on this cluster (shoal job list shows them)")));
-        }
-        resp.Reply(e->info);
-      });
-  rpc::RegisterProto<proto::Empty>(
-      s, proto::LIST_JOBS, [this](const auto&, rpc::Responder resp) {
-        proto::JobList list;
-        for (const auto& [id, e] : jobs_) *list.add_jobs() = e.info;
-        std::sort(list.mutable_jobs()->begin(), list.mutable_jobs()->end(),
-                  [](const proto::JobInfo& a, const proto::JobInfo& b) {
-                    return a.start_time_ms() < b.start_time_ms();
-                  });
-        resp.Reply(list);
-      });
-  rpc::RegisterProto<proto::JobRef>(s, proto::STOP_JOB,
-                                    [this](const auto& r, rpc::Responder resp) {
-                                      Stop(r.submission_id(), resp);
-                                    });
-  rpc::RegisterProto<proto::JobRef>(
-      s, proto::DELETE_JOB, [this](const auto& r, rpc::Responder resp) {
-        Entry* e = Find(r.submission_id());
-        if (e == nullptr) {
-          return resp.Error(absl::NotFoundError(
-              absl::StrCat("no job ", r.submission_id(), " on this cluster")));
-        }
-        if (!Finished(e->info)) {
-          return resp.Error(absl::FailedPreconditionError(absl::StrCat(
-              "job ", r.submission_id(), " is ", StateName(e->info.state()),
-              ": stop it first (shoal job stop)")));
-        }
-        unlink(e->log_path.c_str());
-        if (options_.storage != nullptr) {
-          options_.storage->Delete(kSubmittedJobsTable, r.submission_id())
-              .IgnoreError();
-          if (OutputInStorage()) ForgetOutput(r.submission_id());
-        }
-        jobs_.erase(r.submission_id());
-        resp.Reply(proto::Empty());
-      });
-  rpc::RegisterProto<proto::JobLogsRequest>(
-      s, proto::GET_JOB_LOGS,
-      [this](const auto& r, rpc::Responder resp) { Logs(r, resp); });
-  rpc::RegisterProto<proto::JobEvent>(
-      s, proto::JOB_EVENT, [this](const auto& r, rpc::Responder resp) {
-        absl::Status kept = Event(r);
-        if (!kept.ok()) return resp.Error(kept);
-        resp.Reply(proto::Empty());
-      });
-}
-
-JobManager::Entry* JobManager::Find(const std::string& id) {
-  auto it = jobs_.find(id);
-  return it == jobs_.end() ? nullptr : &it->second;
-}
-
-void JobManager::Submit(const proto::JobSpec& request,
-                        const rpc::Responder& responder) {
-  proto::JobSpec spec = request;
-  if (spec.entrypoint().empty()) {
-    return responder.Error(absl::InvalidArgumentError(
-        "a job needs an entrypoint: shoal job submit -- CMD ARGS"));
-  }
-  // A shell reads a command only up to its first NUL: the job would run
-  // less than it says it runs.
-  if (spec.entrypoint().find('\0') != std::string::npos) {
-    return responder.Error(absl::InvalidArgumentError(
-        "the entrypoint holds a NUL byte, which no command line can: remove "
-        "it"));
-  }
-  for (const auto& [name, value] : spec.env()) {
-    if (value.find('\0') != std::string::npos) {
-      return responder.Error(absl::InvalidArgumentError(absl::StrCat(
-          "the value of env var ", name,
-          " holds a NUL byte, which no environment can: remove it")));
-    }
-  }
-  if (spec.submission_id().empty()) {
-    do {
-      spec.set_submission_id("job_" + RandomHex(8));
-    } while (jobs_.count(spec.submission_id()));
-  }
-  const std::string id = spec.submission_id();
-  if (!ValidId(id)) {
-    return responder.Error(absl::InvalidArgumentError(absl::StrCat(
-        "submission id \"", id,
-        "\" is not allowed: use letters, digits, '-', '_' and '.'")));
-  }
-  if (const Entry* e = Find(id)) {
-    return responder.Error(absl::AlreadyExistsError(absl::StrCat(
-        "job ", id, " exists already (", StateName(e->info.state()),
-        "): give another --submission-id")));
-  }
-  spec.set_head_address(options_.head_address);
-  Entry& e = jobs_[id];
-  *e.info.mutable_spec() = spec;
-  e.info.set_state(proto::JobInfo::PENDING);
-  e.info.set_start_time_ms(NowMs());
-  e.log_path = absl::StrCat(options_.log_dir, "/job-", id, ".log");
+absl::StatusOr<proto::JobInfo> JobManager::Submit(const proto::JobSpec& spec) {
+  absl::StatusOr<JobTable::Job*> submitted =
+      table_.Submit(spec, options_.head_address, NowMs());
+  if (!submitted.ok()) return submitted.status();
+  JobTable::Job& job = **submitted;
+  const std::string id = job.info.spec().submission_id();
   // Kept before it is acknowledged.
-  if (absl::Status kept = Persist(e); !kept.ok()) {
-    jobs_.erase(id);
-    return responder.Error(kept);
+  if (absl::Status kept = Persist(job); !kept.ok()) {
+    table_.Erase(id);
+    return kept;
   }
-  absl::Status log = WriteFile(e.log_path, "");
+  absl::Status log = WriteFile(LogPath(id), "");
   if (!log.ok()) {
-    Finish(e, proto::JobInfo::FAILED, -1,
+    Finish(job, proto::JobInfo::FAILED, -1,
            absl::StrCat("cannot make its log: ", log.message()));
-    return responder.Reply(e.info);
+    return job.info;
   }
-
   Place(id);
-  responder.Reply(e.info);
+  return table_.Find(id)->info;
+}
+
+absl::StatusOr<proto::JobInfo> JobManager::Get(const std::string& id) {
+  const JobTable::Job* job = table_.Find(id);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "no job ", id, " on this cluster (shoal job list shows them)"));
+  }
+  return job->info;
+}
+
+absl::Status JobManager::Delete(const std::string& id) {
+  if (absl::Status st = table_.CheckDeletable(id); !st.ok()) return st;
+  unlink(LogPath(id).c_str());
+  if (options_.storage != nullptr) {
+    options_.storage->Delete(kSubmittedJobsTable, id).IgnoreError();
+    if (OutputInStorage()) ForgetOutput(id);
+  }
+  table_.Erase(id);
+  readers_.erase(id);
+  return absl::OkStatus();
+}
+
+void JobManager::PlaceLater(const std::string& id) {
+  After(options_.place_retry_ms, [this, id] { Place(id); });
 }
 
 void JobManager::Place(const std::string& id) {
-  Entry* e = Find(id);
-  if (e == nullptr || Finished(e->info) || !e->info.node_id().empty()) return;
-  if (e->stop_requested) {
-    Finish(*e, proto::JobInfo::STOPPED, -1,
+  JobTable::Job* job = table_.Find(id);
+  if (job == nullptr || JobTable::Finished(job->info) ||
+      !job->info.node_id().empty()) {
+    return;
+  }
+  if (job->stop_requested) {
+    Finish(*job, proto::JobInfo::STOPPED, -1,
            "stopped by shoal job stop before it started");
     return;
   }
-  const proto::JobSpec& spec = e->info.spec();
-  // The head's own node first (as Ray runs entrypoints), else the first
-  // node that has the entrypoint's resources free.
-  ResourceSet need = ResourceSet::FromProto(spec.entrypoint_resources());
+  const proto::JobSpec& spec = job->info.spec();
   std::vector<JobNode> nodes = options_.alive_nodes();
-  std::stable_sort(nodes.begin(), nodes.end(),
-                   [](const JobNode& a, const JobNode& b) {
-                     return a.is_head_node && !b.is_head_node;
-                   });
-  const JobNode* chosen = nullptr;
-  bool fits = false;
-  for (const JobNode& n : nodes) {
-    if (!ResourceSet::FromProto(n.total).Contains(need)) continue;
-    fits = true;
-    if (ResourceSet::FromProto(n.available).Contains(need)) {
-      chosen = &n;
-      break;
-    }
-  }
-  if (!fits) {
-    Finish(*e, proto::JobInfo::FAILED, -1,
-           absl::StrCat("no alive node has the entrypoint's resources (",
-                        need.DebugString(),
+  const JobNodeChoice choice =
+      ChooseJobNode(spec.entrypoint_resources(), nodes);
+  const std::string need =
+      ResourceSet::FromProto(spec.entrypoint_resources()).DebugString();
+  if (!choice.fits) {
+    Finish(*job, proto::JobInfo::FAILED, -1,
+           absl::StrCat("no alive node has the entrypoint's resources (", need,
                         "): start a node that has them, or ask for less"));
     return;
   }
-  if (chosen == nullptr) {
+  if (choice.node == nullptr) {
     // Held by tasks or other jobs: it waits its turn.
-    e->info.set_message(absl::StrCat("waiting for the entrypoint's resources (",
-                                     need.DebugString(),
-                                     ") to be free on a node"));
-    std::weak_ptr<bool> alive = alive_;
-    loop_->RunAfter(kPlaceRetryMs, [this, alive, id] {
-      if (!alive.expired() && *alive.lock()) Place(id);
-    });
+    job->info.set_message(
+        absl::StrCat("waiting for the entrypoint's resources (", need,
+                     ") to be free on a node"));
+    PlaceLater(id);
     return;
   }
-  e->info.clear_message();
-  e->info.set_node_id(chosen->node_id);
-  node_addresses_[chosen->node_id] = chosen->address;
-  Persist(*e).IgnoreError();
-  SHOAL_LOG(INFO) << "job " << id << ": starting on node " << chosen->node_id
-                  << ": " << spec.entrypoint();
-  AgentCall(chosen->node_id, proto::START_JOB, spec,
+  job->info.clear_message();
+  job->info.set_node_id(choice.node->node_id);
+  node_addresses_[choice.node->node_id] = choice.node->address;
+  Persist(*job).IgnoreError();
+  SHOAL_LOG(INFO) << "job " << id << ": starting on node "
+                  << choice.node->node_id << ": " << spec.entrypoint();
+  AgentCall(choice.node->node_id, proto::START_JOB, spec,
             [this, id](absl::StatusOr<proto::Empty> r) { Started(id, r); });
 }
 
 void JobManager::Started(const std::string& id,
                          absl::StatusOr<proto::Empty> reply) {
-  Entry* e = Find(id);
-  if (e == nullptr || reply.ok() || Finished(e->info)) return;
+  JobTable::Job* job = table_.Find(id);
+  if (job == nullptr || reply.ok() || JobTable::Finished(job->info)) return;
   if (reply.status().code() == absl::StatusCode::kResourceExhausted) {
     // The node's resources were taken before the job came: another turn.
-    e->info.clear_node_id();
-    e->info.set_message(std::string(reply.status().message()));
-    std::weak_ptr<bool> alive = alive_;
-    loop_->RunAfter(kPlaceRetryMs, [this, alive, id] {
-      if (!alive.expired() && *alive.lock()) Place(id);
-    });
+    job->info.clear_node_id();
+    job->info.set_message(std::string(reply.status().message()));
+    PlaceLater(id);
     return;
   }
-  Finish(*e, proto::JobInfo::FAILED, -1,
-         absl::StrCat("node ", e->info.node_id(),
+  Finish(*job, proto::JobInfo::FAILED, -1,
+         absl::StrCat("node ", job->info.node_id(),
                       " could not start it: ", reply.status().message()));
 }
 
 absl::Status JobManager::Event(const proto::JobEvent& event) {
-  Entry* e = Find(event.submission_id());
-  if (e == nullptr) return absl::OkStatus();
-  // What the log has already of a report sent again (the head restarted
-  // before it answered) is not written twice.
-  std::string_view output = event.output();
-  const int64_t have = e->info.log_bytes() - event.output_offset();
-  output.remove_prefix(static_cast<size_t>(
-      std::clamp<int64_t>(have, 0, static_cast<int64_t>(output.size()))));
+  JobTable::Job* job = table_.Find(event.submission_id());
+  if (job == nullptr) return absl::OkStatus();
+  const std::string_view output = JobTable::NewOutput(*job, event);
   if (!output.empty()) {
     if (OutputInStorage()) {
-      absl::Status kept = KeepOutput(*e, output);
+      absl::Status kept = KeepOutput(*job, output);
       if (!kept.ok()) return kept;
     }
-    int fd = open(e->log_path.c_str(),
-                  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      size_t done = 0;
-      while (done < output.size()) {
-        ssize_t n = write(fd, output.data() + done, output.size() - done);
-        if (n <= 0) break;
-        done += static_cast<size_t>(n);
-      }
-      close(fd);
-    }
-    e->info.set_log_bytes(e->info.log_bytes() +
-                          static_cast<int64_t>(output.size()));
+    AppendLog(*job, output);
   }
-  if (event.started() && e->info.state() == proto::JobInfo::PENDING) {
-    e->info.set_state(proto::JobInfo::RUNNING);
-    e->info.set_pid(event.pid());
+  const bool was_finished = JobTable::Finished(job->info);
+  table_.Apply(*job, event, NowMs());
+  if (!event.error().empty() ||
+      (!was_finished && JobTable::Finished(job->info))) {
+    SayEnded(*job);
   }
-  if (!event.error().empty()) {
-    Finish(*e, proto::JobInfo::FAILED, -1, event.error());
-  } else if (event.exited() && !Finished(e->info)) {
-    if (e->stop_requested) {
-      Finish(*e, proto::JobInfo::STOPPED, event.exit_code(),
-             absl::StrCat("stopped by shoal job stop (the entrypoint ",
-                          event.description(), ")"));
-    } else if (event.exit_code() == 0) {
-      Finish(*e, proto::JobInfo::SUCCEEDED, 0, "the entrypoint exited with 0");
-    } else {
-      Finish(*e, proto::JobInfo::FAILED, event.exit_code(),
-             absl::StrCat("the entrypoint ", event.description()));
-    }
-  }
-  WakeLogReaders(*e);
+  WakeLogReaders(event.submission_id());
   // A report that changes the job's state is taken once that state is kept:
   // the agent sends one that was not taken again, and it is kept then.
   if (event.started() || event.exited() || !event.error().empty()) {
-    return Persist(*e);
+    return Persist(*job);
   }
   return absl::OkStatus();
+}
+
+void JobManager::AppendLog(JobTable::Job& job, std::string_view output) {
+  int fd = open(LogPath(job.info.spec().submission_id()).c_str(),
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    size_t done = 0;
+    while (done < output.size()) {
+      ssize_t n = write(fd, output.data() + done, output.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    close(fd);
+  }
+  job.info.set_log_bytes(job.info.log_bytes() +
+                         static_cast<int64_t>(output.size()));
 }
 
 bool JobManager::OutputInStorage() const {
@@ -351,35 +233,36 @@ bool JobManager::OutputInStorage() const {
          options_.storage->OutlivesSessionFolder();
 }
 
-absl::Status JobManager::KeepOutput(const Entry& e, std::string_view output) {
+absl::Status JobManager::KeepOutput(const JobTable::Job& job,
+                                    std::string_view output) {
   absl::Status st = options_.storage->Put(
       kJobOutputTable,
-      OutputKey(e.info.spec().submission_id(), e.info.log_bytes()),
+      OutputKey(job.info.spec().submission_id(), job.info.log_bytes()),
       std::string(output));
   if (!st.ok()) {
     SHOAL_LOG(ERROR) << "cannot store the output of job "
-                     << e.info.spec().submission_id() << ": " << st;
+                     << job.info.spec().submission_id() << ": " << st;
   }
   return st;
 }
 
-void JobManager::RestoreLog(Entry& e,
+void JobManager::RestoreLog(JobTable::Job& job,
                             const std::map<std::string, std::string>& output) {
-  const std::string prefix = e.info.spec().submission_id() + "/";
+  const std::string& id = job.info.spec().submission_id();
+  const std::string prefix = id + "/";
   std::string log;
   for (auto it = output.lower_bound(prefix);
        it != output.end() && it->first.compare(0, prefix.size(), prefix) == 0;
        ++it) {
     log += it->second;
   }
-  if (static_cast<int64_t>(log.size()) <= e.info.log_bytes()) return;
-  absl::Status written = WriteFile(e.log_path, log);
+  if (static_cast<int64_t>(log.size()) <= job.info.log_bytes()) return;
+  absl::Status written = WriteFile(LogPath(id), log);
   if (!written.ok()) {
-    SHOAL_LOG(ERROR) << "cannot write the log of job "
-                     << e.info.spec().submission_id() << ": " << written;
+    SHOAL_LOG(ERROR) << "cannot write the log of job " << id << ": " << written;
     return;
   }
-  e.info.set_log_bytes(static_cast<int64_t>(log.size()));
+  job.info.set_log_bytes(static_cast<int64_t>(log.size()));
 }
 
 void JobManager::ForgetOutput(const std::string& id) {
@@ -391,81 +274,78 @@ void JobManager::ForgetOutput(const std::string& id) {
   }
 }
 
-void JobManager::Finish(Entry& e, proto::JobInfo::State state, int exit_code,
-                        const std::string& message) {
-  e.info.set_state(state);
-  e.info.set_exit_code(exit_code);
-  e.info.set_message(ToValidUtf8(message));
-  e.info.set_end_time_ms(NowMs());
-  Persist(e).IgnoreError();
-  SHOAL_LOG(INFO) << "job " << e.info.spec().submission_id() << ": "
-                  << StateName(state) << ": " << message;
-  WakeLogReaders(e);
+void JobManager::Finish(JobTable::Job& job, proto::JobInfo::State state,
+                        int exit_code, const std::string& message) {
+  table_.Finish(job, state, exit_code, message, NowMs());
+  Persist(job).IgnoreError();
+  SayEnded(job);
+  WakeLogReaders(job.info.spec().submission_id());
 }
 
-void JobManager::Stop(const std::string& id, const rpc::Responder& responder) {
-  Entry* e = Find(id);
-  if (e == nullptr) {
-    return responder.Error(
-        absl::NotFoundError(absl::StrCat("no job ", id, " on this cluster")));
-  }
-  if (Finished(e->info)) return responder.Reply(e->info);
-  e->stop_requested = true;
-  if (e->info.node_id().empty()) {
+void JobManager::SayEnded(const JobTable::Job& job) {
+  SHOAL_LOG(INFO) << "job " << job.info.spec().submission_id() << ": "
+                  << StateName(job.info.state()) << ": " << job.info.message();
+}
+
+absl::StatusOr<proto::JobInfo> JobManager::Stop(const std::string& id) {
+  JobTable::Job* job = table_.Find(id);
+  if (job == nullptr) return NoSuchJob(id);
+  if (JobTable::Finished(job->info)) return job->info;
+  job->stop_requested = true;
+  if (job->info.node_id().empty()) {
     // Still waiting for a node: it never starts.
     Place(id);
-    return responder.Reply(e->info);
+    return job->info;
   }
   proto::JobRef ref;
   ref.set_submission_id(id);
-  AgentCall(e->info.node_id(), proto::SIGNAL_JOB, ref,
+  AgentCall(job->info.node_id(), proto::SIGNAL_JOB, ref,
             [this, id](absl::StatusOr<proto::Empty> r) {
-              Entry* e = Find(id);
-              if (e == nullptr || r.ok() || Finished(e->info)) return;
-              Finish(*e, proto::JobInfo::STOPPED, -1,
+              JobTable::Job* job = table_.Find(id);
+              if (job == nullptr || r.ok() || JobTable::Finished(job->info)) {
+                return;
+              }
+              Finish(*job, proto::JobInfo::STOPPED, -1,
                      absl::StrCat("stopped; its node did not answer: ",
                                   r.status().message()));
             });
-  responder.Reply(e->info);
+  return job->info;
 }
 
-void JobManager::Logs(const proto::JobLogsRequest& request,
-                      const rpc::Responder& responder) {
-  Entry* e = Find(request.submission_id());
-  if (e == nullptr) {
-    return responder.Error(absl::NotFoundError(
-        absl::StrCat("no job ", request.submission_id(), " on this cluster")));
-  }
-  if (AnswerLogs(*e, request, responder, request.wait_ms() <= 0)) return;
+void JobManager::Logs(const proto::JobLogsRequest& request, LogsDone done) {
+  const std::string id = request.submission_id();
+  const JobTable::Job* job = table_.Find(id);
+  if (job == nullptr) return done(NoSuchJob(id));
+  if (AnswerLogs(*job, request, done, request.wait_ms() <= 0)) return;
   // Nothing new yet: answered when output comes, the job ends, or the wait
   // is over.
-  uint64_t ticket = ++next_ticket_;
-  e->waiting.push_back({ticket, request, responder});
-  std::weak_ptr<bool> alive = alive_;
-  std::string id = request.submission_id();
-  loop_->RunAfter(
-      std::min(request.wait_ms(), kMaxLogWaitMs), [this, alive, id, ticket] {
-        if (alive.expired() || !*alive.lock()) return;
-        Entry* e = Find(id);
-        if (e == nullptr) return;
-        for (auto it = e->waiting.begin(); it != e->waiting.end(); ++it) {
-          if (it->ticket != ticket) continue;
-          AnswerLogs(*e, it->request, it->responder, true);
-          e->waiting.erase(it);
-          return;
-        }
-      });
+  const uint64_t ticket = ++next_ticket_;
+  readers_[id].push_back({ticket, request, std::move(done)});
+  After(std::min(request.wait_ms(), kMaxLogWaitMs), [this, id, ticket] {
+    const JobTable::Job* job = table_.Find(id);
+    auto waiting = readers_.find(id);
+    if (job == nullptr || waiting == readers_.end()) return;
+    auto& readers = waiting->second;
+    for (auto it = readers.begin(); it != readers.end(); ++it) {
+      if (it->ticket != ticket) continue;
+      AnswerLogs(*job, it->request, it->done, true);
+      readers.erase(it);
+      return;
+    }
+  });
 }
 
-bool JobManager::AnswerLogs(Entry& e, const proto::JobLogsRequest& request,
-                            const rpc::Responder& responder, bool must_answer) {
+bool JobManager::AnswerLogs(const JobTable::Job& job,
+                            const proto::JobLogsRequest& request,
+                            const LogsDone& done, bool must_answer) {
   int64_t offset = std::max<int64_t>(0, request.offset());
   proto::JobLogs logs;
-  if (offset < e.info.log_bytes()) {
-    int fd = open(e.log_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (offset < job.info.log_bytes()) {
+    int fd = open(LogPath(job.info.spec().submission_id()).c_str(),
+                  O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
-      std::string data(static_cast<size_t>(
-                           std::min(kMaxLogChunk, e.info.log_bytes() - offset)),
+      std::string data(static_cast<size_t>(std::min(
+                           kMaxLogChunk, job.info.log_bytes() - offset)),
                        '\0');
       ssize_t n = pread(fd, data.data(), data.size(), offset);
       close(fd);
@@ -477,32 +357,37 @@ bool JobManager::AnswerLogs(Entry& e, const proto::JobLogsRequest& request,
     }
   }
   logs.set_next_offset(offset);
-  logs.set_finished(Finished(e.info) && offset >= e.info.log_bytes());
+  logs.set_finished(JobTable::Finished(job.info) &&
+                    offset >= job.info.log_bytes());
   if (logs.data().empty() && !logs.finished() && !must_answer) return false;
-  responder.Reply(logs);
+  done(std::move(logs));
   return true;
 }
 
-void JobManager::WakeLogReaders(Entry& e) {
-  std::vector<Entry::Reader> waiting;
-  waiting.swap(e.waiting);
-  for (Entry::Reader& reader : waiting) {
-    if (!AnswerLogs(e, reader.request, reader.responder, false)) {
-      e.waiting.push_back(std::move(reader));
+void JobManager::WakeLogReaders(const std::string& id) {
+  auto it = readers_.find(id);
+  const JobTable::Job* job = table_.Find(id);
+  if (it == readers_.end() || job == nullptr) return;
+  std::vector<Reader> waiting;
+  waiting.swap(it->second);
+  for (Reader& reader : waiting) {
+    if (!AnswerLogs(*job, reader.request, reader.done, false)) {
+      it->second.push_back(std::move(reader));
     }
   }
 }
 
 void JobManager::NodeDied(const std::string& node_id, const std::string& why) {
-  for (auto& [id, e] : jobs_) {
-    if (e.info.node_id() != node_id || Finished(e.info)) continue;
-    Finish(e, proto::JobInfo::FAILED, -1,
-           absl::StrCat("its node ", node_id, " died: ", why));
+  for (const std::string& id : table_.NodeDied(node_id, why, NowMs())) {
+    const JobTable::Job& job = *table_.Find(id);
+    Persist(job).IgnoreError();
+    SayEnded(job);
+    WakeLogReaders(id);
   }
 }
 
 void JobManager::AgentCall(
-    const std::string& node_id, proto::Method method,
+    const std::string& node_id, int method,
     const google::protobuf::MessageLite& request,
     std::function<void(absl::StatusOr<proto::Empty>)> done) {
   auto it = node_addresses_.find(node_id);
@@ -510,13 +395,13 @@ void JobManager::AgentCall(
     return done(absl::UnavailableError("its node is not known"));
   }
   std::weak_ptr<bool> alive = alive_;
-  rpc::CallProto<proto::Empty>(
-      options_.agent_channel(it->second), method, request,
+  CallAgent<proto::Empty>(
+      options_.call_agent, it->second, method, request,
       [alive, done = std::move(done)](absl::StatusOr<proto::Empty> r) {
         if (alive.expired() || !*alive.lock()) return;
         done(std::move(r));
       },
-      10000);
+      kAgentCallTimeoutMs);
 }
 
 }  // namespace shoal

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "head/wal_check.h"
 
 namespace shoal {
@@ -112,6 +113,25 @@ class SqliteTableStorage : public TableStorage {
                                                  ": ", wal.status().message()));
     }
     if (wal->damaged()) return DamagedLog(wal_path, wal->damage);
+    absl::Status st = OpenAndCheck();
+    if (st.ok()) st = MakeSchema();
+    if (st.ok() && sync_ != StorageSync::kFull) st = StartCheckpointer();
+    if (st.ok()) st = PrepareStatements();
+    if (!st.ok()) return st;
+    // With kNormal no checkpoint at close either: what a crash of the host
+    // may lose anyway are the fsyncs of making the file (a dozen, seconds
+    // on a slow disk, at every start of a new cluster) and of the
+    // checkpoint at close (the next head replays the write-ahead log
+    // instead).
+    if (sync_ == StorageSync::kFull) {
+      sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
+    }
+    return absl::OkStatus();
+  }
+
+  // Opens the file and runs SQLite's integrity check: a damaged file must
+  // not be half-loaded.
+  absl::Status OpenAndCheck() {
     int rc = sqlite3_open_v2(
         path_.c_str(), &db_,
         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -121,13 +141,17 @@ class SqliteTableStorage : public TableStorage {
     // Until the file has passed its checks, closing the connection must not
     // checkpoint: a refused file and its log stay as they were found.
     sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-    // The integrity check first: a damaged file must not be half-loaded.
     std::string check;
-    absl::Status st = Query("PRAGMA quick_check", &check);
-    if (!st.ok()) return st;
+    RETURN_IF_ERROR(Query("PRAGMA quick_check", &check));
     if (check != "ok") {
       return Corrupt(absl::StrCat("SQLite's integrity check says: ", check));
     }
+    return absl::OkStatus();
+  }
+
+  // The tables, and the schema version a new file gets and an old one must
+  // have.
+  absl::Status MakeSchema() {
     const bool full = sync_ == StorageSync::kFull;
     for (const char* sql : {
              full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF",
@@ -143,9 +167,8 @@ class SqliteTableStorage : public TableStorage {
       }
     }
     std::string version;
-    st = Query("SELECT value FROM shoal_meta WHERE key = 'schema_version'",
-               &version);
-    if (!st.ok()) return st;
+    RETURN_IF_ERROR(Query(
+        "SELECT value FROM shoal_meta WHERE key = 'schema_version'", &version));
     if (version.empty()) {
       std::string sql =
           absl::StrCat("INSERT INTO shoal_meta VALUES ('schema_version', '",
@@ -159,25 +182,32 @@ class SqliteTableStorage : public TableStorage {
                                   ", and this head reads version ",
                                   kSchemaVersion));
     }
-    if (!full && sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr,
-                              nullptr, nullptr) != SQLITE_OK) {
+    return absl::OkStatus();
+  }
+
+  // kNormal: checkpoints are made on a thread of their own (Checkpointer).
+  absl::Status StartCheckpointer() {
+    if (sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr,
+                     nullptr) != SQLITE_OK) {
       return Fail("cannot set synchronous=NORMAL");
     }
-    if (!full) {
-      sqlite3* ckpt = nullptr;
-      if (sqlite3_open_v2(path_.c_str(), &ckpt,
-                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                          nullptr) != SQLITE_OK ||
-          sqlite3_exec(ckpt, "PRAGMA synchronous=NORMAL", nullptr, nullptr,
-                       nullptr) != SQLITE_OK ||
-          sqlite3_exec(db_, "PRAGMA wal_autocheckpoint=0", nullptr, nullptr,
-                       nullptr) != SQLITE_OK) {
-        sqlite3_close_v2(ckpt);
-        return Fail("cannot open its checkpointing connection");
-      }
-      sqlite3_busy_timeout(ckpt, 5000);
-      checkpointer_ = std::make_unique<Checkpointer>(ckpt, &writes_);
+    sqlite3* ckpt = nullptr;
+    if (sqlite3_open_v2(path_.c_str(), &ckpt,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK ||
+        sqlite3_exec(ckpt, "PRAGMA synchronous=NORMAL", nullptr, nullptr,
+                     nullptr) != SQLITE_OK ||
+        sqlite3_exec(db_, "PRAGMA wal_autocheckpoint=0", nullptr, nullptr,
+                     nullptr) != SQLITE_OK) {
+      sqlite3_close_v2(ckpt);
+      return Fail("cannot open its checkpointing connection");
     }
+    sqlite3_busy_timeout(ckpt, 5000);
+    checkpointer_ = std::make_unique<Checkpointer>(ckpt, &writes_);
+    return absl::OkStatus();
+  }
+
+  absl::Status PrepareStatements() {
     for (auto [stmt, sql] : {
              std::pair{&put_,
                        "INSERT OR REPLACE INTO shoal_rows VALUES (?1, ?2, ?3)"},
@@ -193,14 +223,6 @@ class SqliteTableStorage : public TableStorage {
       if (sqlite3_prepare_v2(db_, sql, -1, stmt->out(), nullptr) != SQLITE_OK) {
         return Fail("cannot prepare its statements");
       }
-    }
-    // With kNormal no checkpoint at close either: what a crash of the host
-    // may lose anyway are the fsyncs of making the file (a dozen, seconds
-    // on a slow disk, at every start of a new cluster) and of the
-    // checkpoint at close (the next head replays the write-ahead log
-    // instead).
-    if (full) {
-      sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
     }
     return absl::OkStatus();
   }

@@ -87,75 +87,51 @@ class Fd {
 
 }  // namespace
 
-absl::StatusOr<WalCheck> CheckWal(const std::string& wal_path) {
-  WalCheck check;
-  Fd fd(open(wal_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) return check;
-    return absl::UnavailableError(
-        absl::StrCat("cannot read ", wal_path, ": ", strerror(errno)));
-  }
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot read ", wal_path, ": ", strerror(errno)));
-  }
-  const int64_t size = st.st_size;
-  uint8_t header[kHeaderSize];
-  absl::StatusOr<bool> read =
-      ReadAt(fd.get(), wal_path, 0, header, kHeaderSize);
-  if (!read.ok()) return read.status();
-  // Shorter than its header: SQLite writes the header before any frame,
-  // so nothing in it was ever committed.
-  if (!*read) return check;
+namespace {
 
-  const uint32_t magic = BigEndian32(header);
-  const uint32_t version = BigEndian32(header + 4);
-  const uint32_t page_size = BigEndian32(header + 8);
-  const bool big_endian = (magic & 1) != 0;
-  const int64_t frame_size = kFrameHeaderSize + page_size;
-  if ((magic & ~uint32_t{1}) != kMagic || !ValidPageSize(page_size)) {
-    // SQLite takes such a file for an empty log.
-    if (size > kHeaderSize) {
-      check.damage = absl::StrCat(
-          "its header is damaged (",
-          (magic & ~uint32_t{1}) != kMagic
-              ? absl::StrCat("no log magic number: 0x", absl::Hex(magic))
-              : absl::StrCat("page size ", page_size),
-          "); SQLite would ignore all ", size - kHeaderSize, " bytes after it");
-    }
-    return check;
-  }
-  check.frames = (size - kHeaderSize) / frame_size;
+// A log's header as CheckWal reads it.
+struct WalHeader {
+  uint8_t bytes[kHeaderSize];
+  uint32_t version = 0;
+  uint32_t page_size = 0;
+  bool big_endian = false;
+  // Its checksum, the seed of the first frame's.
   uint32_t sum[2] = {0, 0};
-  Checksum(big_endian, header, 24, sum);
-  const bool header_sum_ok =
-      sum[0] == BigEndian32(header + 24) && sum[1] == BigEndian32(header + 28);
-  if (version != kFormatVersion && check.frames > 0) {
-    check.damage =
-        absl::StrCat("its header gives format version ", version, ", not ",
-                     kFormatVersion, " (SQLite would refuse to open it)");
-    return check;
-  }
+  bool sum_ok = false;
+};
 
-  std::vector<uint8_t> frame(frame_size);
-  int64_t first_bad = 0;           // 1-based; 0: every frame so far counts
+// Where the frames stop counting: the first bad one, if any.
+struct FrameScan {
+  int64_t first_bad = 0;           // 1-based; 0: every frame counts
   bool bad_frame_commits = false;  // the first bad frame ends a transaction
   const char* why = "";
+};
+
+// Reads the frames of the log at `fd` after `header`, counting into
+// `check` its frames, committed transactions and those past the first
+// bad frame.
+absl::StatusOr<FrameScan> ScanFrames(int fd, const std::string& wal_path,
+                                     const WalHeader& header, WalCheck& check) {
+  const int64_t frame_size = kFrameHeaderSize + header.page_size;
+  std::vector<uint8_t> frame(frame_size);
+  uint32_t sum[2] = {header.sum[0], header.sum[1]};
+  FrameScan scan;
   for (int64_t i = 1; i <= check.frames; ++i) {
-    read = ReadAt(fd.get(), wal_path, kHeaderSize + (i - 1) * frame_size,
-                  frame.data(), frame_size);
+    absl::StatusOr<bool> read =
+        ReadAt(fd, wal_path, kHeaderSize + (i - 1) * frame_size, frame.data(),
+               frame_size);
     if (!read.ok()) return read.status();
     if (!*read) {  // shrank while being read
       check.frames = i - 1;
       break;
     }
-    const bool current = memcmp(frame.data() + 8, header + 16, 8) == 0;
+    const bool current = memcmp(frame.data() + 8, header.bytes + 16, 8) == 0;
     const bool commit = BigEndian32(frame.data() + 4) != 0;
-    if (first_bad == 0 && header_sum_ok) {
+    if (scan.first_bad == 0 && header.sum_ok) {
       uint32_t next[2] = {sum[0], sum[1]};
-      Checksum(big_endian, frame.data(), 8, next);
-      Checksum(big_endian, frame.data() + kFrameHeaderSize, page_size, next);
+      Checksum(header.big_endian, frame.data(), 8, next);
+      Checksum(header.big_endian, frame.data() + kFrameHeaderSize,
+               header.page_size, next);
       const bool sum_ok = next[0] == BigEndian32(frame.data() + 16) &&
                           next[1] == BigEndian32(frame.data() + 20);
       const uint32_t page = BigEndian32(frame.data());
@@ -167,18 +143,24 @@ absl::StatusOr<WalCheck> CheckWal(const std::string& wal_path) {
       }
       // (Its own transaction is lost whatever its salts say: if frames of
       // this generation follow it, it was one of them.)
-      first_bad = i;
-      bad_frame_commits = commit;
-      why = !current    ? "carries another generation's salts"
-            : page == 0 ? "has page number 0"
-                        : "fails its checksum";
+      scan.first_bad = i;
+      scan.bad_frame_commits = commit;
+      scan.why = !current    ? "carries another generation's salts"
+                 : page == 0 ? "has page number 0"
+                             : "fails its checksum";
       if (commit) ++check.lost_transactions;
       continue;
     }
     if (current && commit) ++check.lost_transactions;
   }
+  return scan;
+}
 
-  if (!header_sum_ok) {
+// Says in `check` whether what ScanFrames found is damage SQLite would
+// silently drop committed transactions for.
+void JudgeFrames(const WalHeader& header, const FrameScan& scan,
+                 WalCheck& check) {
+  if (!header.sum_ok) {
     if (check.frames > 0) {
       check.damage = absl::StrCat(
           "its header fails its checksum; SQLite would ignore all ",
@@ -193,20 +175,76 @@ absl::StatusOr<WalCheck> CheckWal(const std::string& wal_path) {
     } else {
       check.lost_transactions = 0;
     }
-    return check;
+    return;
   }
   // A bad frame is the torn end of the log unless a transaction of the
   // same generation was committed after it: a crash cuts the last
   // transaction short, it does not reach back into committed ones.
-  if (check.lost_transactions > (bad_frame_commits ? 1 : 0)) {
-    check.damage =
-        absl::StrCat("frame ", first_bad, " of ", check.frames, " ", why, "; ",
-                     Plural(check.lost_transactions, "committed transaction",
-                            "committed transactions"),
-                     " from it on would be lost");
+  if (check.lost_transactions > (scan.bad_frame_commits ? 1 : 0)) {
+    check.damage = absl::StrCat(
+        "frame ", scan.first_bad, " of ", check.frames, " ", scan.why, "; ",
+        Plural(check.lost_transactions, "committed transaction",
+               "committed transactions"),
+        " from it on would be lost");
   } else {
     check.lost_transactions = 0;
   }
+}
+
+}  // namespace
+
+absl::StatusOr<WalCheck> CheckWal(const std::string& wal_path) {
+  WalCheck check;
+  Fd fd(open(wal_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return check;
+    return absl::UnavailableError(
+        absl::StrCat("cannot read ", wal_path, ": ", strerror(errno)));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot read ", wal_path, ": ", strerror(errno)));
+  }
+  const int64_t size = st.st_size;
+  WalHeader header;
+  absl::StatusOr<bool> read =
+      ReadAt(fd.get(), wal_path, 0, header.bytes, kHeaderSize);
+  if (!read.ok()) return read.status();
+  // Shorter than its header: SQLite writes the header before any frame,
+  // so nothing in it was ever committed.
+  if (!*read) return check;
+
+  const uint32_t magic = BigEndian32(header.bytes);
+  header.version = BigEndian32(header.bytes + 4);
+  header.page_size = BigEndian32(header.bytes + 8);
+  header.big_endian = (magic & 1) != 0;
+  if ((magic & ~uint32_t{1}) != kMagic || !ValidPageSize(header.page_size)) {
+    // SQLite takes such a file for an empty log.
+    if (size > kHeaderSize) {
+      check.damage = absl::StrCat(
+          "its header is damaged (",
+          (magic & ~uint32_t{1}) != kMagic
+              ? absl::StrCat("no log magic number: 0x", absl::Hex(magic))
+              : absl::StrCat("page size ", header.page_size),
+          "); SQLite would ignore all ", size - kHeaderSize, " bytes after it");
+    }
+    return check;
+  }
+  check.frames = (size - kHeaderSize) / (kFrameHeaderSize + header.page_size);
+  Checksum(header.big_endian, header.bytes, 24, header.sum);
+  header.sum_ok = header.sum[0] == BigEndian32(header.bytes + 24) &&
+                  header.sum[1] == BigEndian32(header.bytes + 28);
+  if (header.version != kFormatVersion && check.frames > 0) {
+    check.damage = absl::StrCat("its header gives format version ",
+                                header.version, ", not ", kFormatVersion,
+                                " (SQLite would refuse to open it)");
+    return check;
+  }
+  absl::StatusOr<FrameScan> scan =
+      ScanFrames(fd.get(), wal_path, header, check);
+  if (!scan.ok()) return scan.status();
+  JudgeFrames(header, *scan, check);
   return check;
 }
 
