@@ -194,3 +194,49 @@ TEST(GangPlanTest, GangOfCarriesTheHostsModeAndRestart) {
 
 }  // namespace
 }  // namespace shoal::launch
+
+namespace shoal::launch {
+namespace {
+
+TEST(GangPlanTest, EachRunnerIsToldItsHostAndTheWholeGang) {
+  LaunchOptions options;
+  options.argv = {"python", "train.py"};
+  options.per_host = true;
+  std::vector<proto::LaunchHost> hosts =
+      HostsOf({"c1", "c2"}, MixedCluster(), 1);
+  std::vector<proto::LaunchHostSpec> specs =
+      RunnerSpecs(options, hosts, "ab-2", "10.0.0.5:4000", 2, "tok");
+  ASSERT_EQ(specs.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const proto::LaunchHostSpec& s = specs[i];
+    EXPECT_EQ(s.host_index(), i);
+    EXPECT_EQ(s.launch_id(), "ab-2");
+    EXPECT_EQ(s.launcher_address(), "10.0.0.5:4000");
+    EXPECT_THAT(s.argv(), ElementsAre("python", "train.py"));
+    ASSERT_EQ(s.hosts_size(), 2);
+    EXPECT_EQ(s.hosts(1).node_id(), "c2");
+    EXPECT_TRUE(s.per_host());
+    EXPECT_EQ(s.restart_count(), 2);
+    EXPECT_EQ(s.token(), "tok");
+  }
+}
+
+TEST(GangPlanTest, ARunnerHoldsItsHostsDevicesWhenItsBundleHasThem) {
+  proto::LaunchHost gpu = DescribeHost(MixedCluster()[3], 1);
+  proto::LaunchHost cpu = DescribeHost(MixedCluster()[0], 1);
+  std::map<std::string, double> cpu_only = {{"CPU", 1}};
+  std::map<std::string, double> with_gpus = {{"CPU", 1}, {"GPU", 2}};
+  EXPECT_EQ(RunnerDevices(gpu, false, with_gpus),
+            (std::pair<std::string, int>("GPU", 2)));
+  EXPECT_EQ(RunnerDevices(gpu, false, cpu_only),
+            (std::pair<std::string, int>("", 0)));
+  EXPECT_EQ(RunnerDevices(cpu, false, with_gpus),
+            (std::pair<std::string, int>("", 0)));
+  // A slice's bundles hold whole hosts.
+  proto::LaunchHost tpu = DescribeHost(TpuNode("t0", "a:1", 0), 1);
+  EXPECT_EQ(RunnerDevices(tpu, true, {}),
+            (std::pair<std::string, int>("TPU", 4)));
+}
+
+}  // namespace
+}  // namespace shoal::launch
