@@ -8,6 +8,12 @@
 // rules: the first process that fails stops the whole gang; with
 // max_restarts the gang restarts as a whole; exit codes in no_restart_on
 // fail at once.
+//
+// A launch runs in phases, each its own unit: ResolveGang (gang_plan.h:
+// which hosts, the ranks on each), Reserve (gang_reservation.h), StartRanks
+// (cluster_gang.h on the launcher, host_runner.h on each host), Supervise
+// (launch_supervisor.h: the restart rules) and Report (the supervisor's
+// outcome, gang_record.h for the head).
 #ifndef SHOAL_LAUNCH_LAUNCHER_H_
 #define SHOAL_LAUNCH_LAUNCHER_H_
 

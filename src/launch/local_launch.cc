@@ -80,52 +80,52 @@ absl::StatusOr<std::pair<launch::LaunchSpec, int>> DescribeGang() {
   return std::make_pair(spec, 0);
 }
 
-}  // namespace
-
-std::vector<std::string> LaunchPerDevice(const std::string& function_name,
-                                         const std::vector<std::string>& args) {
-  auto gang = DescribeGang();
-  if (!gang.ok()) throw Error(std::string(gang.status().message()));
-  auto& [spec, my_host] = *gang;
-  auto envs = launch::ComputeLaunchEnvironments(spec);
-  if (!envs.ok()) {
-    throw Error(absl::StrCat("cannot launch one process per device: ",
-                             envs.status().message()));
+// A temp folder that is removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/shoal-launch-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) throw Error("cannot make a temp dir");
+    path_ = tmpl;
   }
-  char tmpl[] = "/tmp/shoal-launch-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) throw Error("cannot make a temp dir");
-  std::string dir = tmpl;
-  struct DirGuard {
-    std::string dir;
-    ~DirGuard() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } guard{dir};
-  proto::TaskSpec task;
-  task.set_function_name(function_name);
-  for (const auto& a : args) task.add_args(a);
-  std::string spec_path = dir + "/spec";
-  if (!WriteFile(spec_path, task.SerializeAsString(), 0600).ok()) {
-    throw Error("cannot write " + spec_path);
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
 
-  struct Child {
-    pid_t pid = 0;
-    int local_rank = 0;
-    int rank = 0;
-    std::string result_path;
-  };
+ private:
+  std::string path_;
+};
+
+// One child of the launch: a local rank, running until it exits.
+struct Child {
+  pid_t pid = 0;  // 0 once it was waited for
+  int local_rank = 0;
+  int rank = 0;
+  std::string result_path;
+};
+
+void StopAll(std::vector<Child>& children) {
+  for (const Child& c : children) {
+    if (c.pid > 0) kill(c.pid, SIGKILL);
+  }
+  for (Child& c : children) {
+    if (c.pid > 0) waitpid(c.pid, nullptr, 0);
+    c.pid = 0;
+  }
+}
+
+// Starts a child per local rank of host `my_host`, each re-executing this
+// binary to run the task in `spec_path`. Throws (with every child started
+// so far stopped) when one cannot start.
+std::vector<Child> StartChildren(
+    const std::vector<launch::ProcessEnvironment>& envs, int my_host,
+    const std::string& dir, const std::string& spec_path) {
   std::vector<Child> children;
-  auto stop_all = [&] {
-    for (const Child& c : children) {
-      if (c.pid > 0) kill(c.pid, SIGKILL);
-    }
-    for (const Child& c : children) {
-      if (c.pid > 0) waitpid(c.pid, nullptr, 0);
-    }
-  };
-  for (const launch::ProcessEnvironment& p : *envs) {
+  for (const launch::ProcessEnvironment& p : envs) {
     if (p.node_rank != my_host) continue;
     Child child;
     child.local_rank = p.local_rank;
@@ -141,19 +141,22 @@ std::vector<std::string> LaunchPerDevice(const std::string& function_name,
     s.env["SHOAL_LAUNCH_LOCAL_INDEX"] = std::to_string(p.local_rank);
     auto pid = Spawn(s);
     if (!pid.ok()) {
-      stop_all();
+      StopAll(children);
       throw Error(absl::StrCat("cannot start local rank ", p.local_rank, ": ",
                                pid.status().message()));
     }
     child.pid = *pid;
     children.push_back(child);
   }
-  // Wait for all; the first failure stops the rest (torchrun's rule). Only
-  // our own children are waited for: a driver may have others (its local
-  // cluster).
-  std::string failure;
+  return children;
+}
+
+// Waits for every child; the first failure stops the rest (torchrun's rule)
+// and is returned, naming the rank; "" when all exited 0. Only our own
+// children are waited for: a driver may have others (its local cluster).
+std::string WaitForChildren(std::vector<Child>& children) {
   size_t running = children.size();
-  while (running > 0 && failure.empty()) {
+  while (running > 0) {
     bool progressed = false;
     for (Child& c : children) {
       if (c.pid == 0) continue;
@@ -169,14 +172,39 @@ std::vector<std::string> LaunchPerDevice(const std::string& function_name,
           text.ok() && result.ParseFromString(*text) && !result.error().empty()
               ? result.error()
               : DescribeWaitStatus(status);
-      failure = absl::StrCat("rank ", c.rank, " (local rank ", c.local_rank,
-                             ") of the launch failed: ", why,
-                             "; the other ranks were stopped");
-      stop_all();
-      break;
+      StopAll(children);
+      return absl::StrCat("rank ", c.rank, " (local rank ", c.local_rank,
+                          ") of the launch failed: ", why,
+                          "; the other ranks were stopped");
     }
     if (!progressed) usleep(2000);
   }
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> LaunchPerDevice(const std::string& function_name,
+                                         const std::vector<std::string>& args) {
+  auto gang = DescribeGang();
+  if (!gang.ok()) throw Error(std::string(gang.status().message()));
+  auto& [spec, my_host] = *gang;
+  auto envs = launch::ComputeLaunchEnvironments(spec);
+  if (!envs.ok()) {
+    throw Error(absl::StrCat("cannot launch one process per device: ",
+                             envs.status().message()));
+  }
+  TempDir dir;
+  proto::TaskSpec task;
+  task.set_function_name(function_name);
+  for (const auto& a : args) task.add_args(a);
+  std::string spec_path = dir.path() + "/spec";
+  if (!WriteFile(spec_path, task.SerializeAsString(), 0600).ok()) {
+    throw Error("cannot write " + spec_path);
+  }
+  std::vector<Child> children =
+      StartChildren(*envs, my_host, dir.path(), spec_path);
+  std::string failure = WaitForChildren(children);
   if (!failure.empty()) throw Error(failure);
   std::vector<std::string> out;
   for (const Child& c : children) {
