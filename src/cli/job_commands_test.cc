@@ -1,5 +1,6 @@
 #include "cli/job_commands.h"
 
+#include <map>
 #include <string>
 
 #include "cli/cli_fakes.h"
@@ -62,9 +63,10 @@ TEST_F(JobTest, SubmitSendsTheEntrypointQuotedWithItsEnvAndResources) {
   EXPECT_EQ(spec.env().at("B"), "x=y");
   EXPECT_EQ(spec.submission_id(), "job-1");
   EXPECT_EQ(spec.entrypoint_num_cpus(), 2);
-  ResourceSet need = ResourceSet::FromProto(spec.entrypoint_resources());
-  EXPECT_EQ(need.Get("CPU"), 2);
-  EXPECT_EQ(need.Get("disk"), 1);
+  std::map<std::string, double> need =
+      ResourceSet::FromProto(spec.entrypoint_resources()).ToDoubles();
+  EXPECT_EQ(need["CPU"], 2);
+  EXPECT_EQ(need["disk"], 1);
   // --no-wait: the id on stdout, the rest for a person.
   EXPECT_EQ(ran.out, "job-1\n");
   EXPECT_THAT(ran.err, HasSubstr("Job job-1 submitted (node n1)."));

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/cli_fakes.h"
+#include "cli/exit_status.h"
 #include "cli/logs_command.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
