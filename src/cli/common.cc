@@ -2,23 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
+#include <ostream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/util.h"
 
 namespace shoal::cli {
-
-int Fail(const std::string& message) {
-  std::cerr << "shoal: " << message << "\n";
-  return 1;
-}
-
-int UsageFail(const std::string& message) {
-  std::cerr << "shoal: " << message << "\n";
-  return kUsageError;
-}
 
 const char* JobStateName(proto::JobInfo::State state) {
   return proto::JobInfo::State_Name(state).c_str();
@@ -38,7 +28,7 @@ std::string JobDuration(const proto::JobInfo& info) {
   return d.empty() ? "0.0s" : d;
 }
 
-void PrintTable(const std::vector<Row>& rows) {
+void PrintTable(const std::vector<Row>& rows, std::ostream& out) {
   if (rows.empty()) return;
   constexpr size_t kMaxCell = 60;
   std::vector<size_t> width(rows.front().size(), 0);
@@ -56,7 +46,7 @@ void PrintTable(const std::vector<Row>& rows) {
           &line, c ? "  " : "", cell,
           c + 1 < cells.size() ? std::string(width[c] - cell.size(), ' ') : "");
     }
-    std::cout << line << "\n";
+    out << line << "\n";
   };
   std::vector<std::string> header;
   for (const auto& c : rows.front()) {

@@ -1,8 +1,8 @@
-// What the `shoal` subcommands share: how they fail, and how they print
-// jobs and tables.
+// What the `shoal` subcommands share: how they print jobs and tables.
 #ifndef SHOAL_CLI_COMMON_H_
 #define SHOAL_CLI_COMMON_H_
 
+#include <iosfwd>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,14 +11,6 @@
 #include "shoal/shoal.pb.h"
 
 namespace shoal::cli {
-
-// Exit status of a command line that is wrong (a misspelled command, a bad
-// flag value), as for most Unix tools; 1 is for a command that failed.
-inline constexpr int kUsageError = 2;
-
-// Prints "shoal: <message>" to stderr; returns 1 (Fail) or kUsageError.
-int Fail(const std::string& message);
-int UsageFail(const std::string& message);
 
 const char* JobStateName(proto::JobInfo::State state);
 // "12.3s": how long the job ran, or has run so far.
@@ -31,7 +23,7 @@ std::string Duration(int64_t start_ms, int64_t end_ms);
 using Row = std::vector<std::pair<std::string, std::string>>;
 // Prints rows as a table under upper-cased column names, cells cut at 60
 // characters.
-void PrintTable(const std::vector<Row>& rows);
+void PrintTable(const std::vector<Row>& rows, std::ostream& out);
 
 }  // namespace shoal::cli
 

@@ -1,9 +1,9 @@
 #include "cli/state_commands.h"
 
 #include <algorithm>
-#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -13,7 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "accel/accelerator_manager.h"
+#include "cli/cluster_api.h"
 #include "cli/common.h"
+#include "cli/exit_status.h"
 #include "common/status_macros.h"
 #include "common/task_events.h"
 #include "common/util.h"
@@ -67,7 +69,7 @@ struct Listing {
   std::vector<std::string> notes;  // printed after the table
 };
 
-absl::StatusOr<Listing> ListTasks(rpc::HeadClient& head, const StateQuery& q) {
+absl::StatusOr<Listing> ListTasks(ClusterApi& head, const StateQuery& q) {
   proto::ListTasksRequest req;
   for (const auto& f : q.filters) req.add_filters(f);
   req.set_limit(q.limit);
@@ -116,8 +118,7 @@ absl::StatusOr<Listing> ListTasks(rpc::HeadClient& head, const StateQuery& q) {
   return out;
 }
 
-absl::StatusOr<Listing> ListObjects(rpc::HeadClient& head,
-                                    const StateQuery& q) {
+absl::StatusOr<Listing> ListObjects(ClusterApi& head, const StateQuery& q) {
   proto::ListObjectsRequest req;
   // Filters apply here, after each node's limit: ask for more then.
   req.set_limit(q.filters.empty() ? q.limit : std::max(q.limit, 100000));
@@ -141,7 +142,7 @@ absl::StatusOr<Listing> ListObjects(rpc::HeadClient& head,
   return out;
 }
 
-absl::StatusOr<Listing> ListGangs(rpc::HeadClient& head) {
+absl::StatusOr<Listing> ListGangs(ClusterApi& head) {
   ASSIGN_OR_RETURN(proto::GangList list, head.ListGangs());
   Listing out;
   out.json_only = {"message", "placement_group_id", "launcher"};
@@ -165,7 +166,7 @@ absl::StatusOr<Listing> ListGangs(rpc::HeadClient& head) {
   return out;
 }
 
-absl::StatusOr<Listing> ListFromStatus(rpc::HeadClient& head,
+absl::StatusOr<Listing> ListFromStatus(ClusterApi& head,
                                        const std::string& what) {
   Listing out;
   if (what == "jobs") {
@@ -229,7 +230,7 @@ absl::StatusOr<Listing> ListFromStatus(rpc::HeadClient& head,
   return out;
 }
 
-absl::StatusOr<Listing> ListRows(rpc::HeadClient& head, const std::string& what,
+absl::StatusOr<Listing> ListRows(ClusterApi& head, const std::string& what,
                                  const StateQuery& q) {
   if (what == "tasks") return ListTasks(head, q);
   if (what == "objects") return ListObjects(head, q);
@@ -282,116 +283,38 @@ absl::Status FilterRows(const std::string& what, const StateQuery& q,
   return absl::OkStatus();
 }
 
-int StateError(const std::string& what, const absl::Status& status) {
-  if (status.code() == absl::StatusCode::kInvalidArgument) {
-    return UsageFail(std::string(status.message()));
-  }
-  return Fail(absl::StrCat("cannot ", what, ": ", status.message()));
-}
-
-// ---- logs ----
-
-// Reads log `name` of node `node` (the head's: "") and prints it: the
-// last `tail` lines (all: -1), then, following, what is added to it.
-int PrintLog(rpc::HeadClient& head, const std::string& node,
-             const std::string& name, int tail, bool follow) {
-  proto::ReadLogRequest req;
-  req.set_node_id(node);
-  req.set_name(name);
-  if (tail >= 0) req.set_offset(-std::max<int64_t>(64 << 10, tail * 512LL));
-  bool first = true;
-  while (true) {
-    auto chunk = head.ReadLog(req);
-    if (!chunk.ok()) return StateError("read the log", chunk.status());
-    std::string data = chunk->data();
-    if (first && tail >= 0) {
-      // The last `tail` lines of what was read.
-      size_t pos = data.size();
-      if (pos > 0 && data[pos - 1] == '\n') --pos;
-      for (int n = 0; n < tail && pos != std::string::npos && pos > 0; ++n) {
-        pos = data.rfind('\n', pos - 1);
-      }
-      if (pos != std::string::npos && pos > 0) data.erase(0, pos + 1);
-      if (tail == 0) data.clear();
-    }
-    first = false;
-    std::cout << data << std::flush;
-    req.set_offset(chunk->next_offset());
-    if (chunk->next_offset() >= chunk->size()) {
-      if (!follow) return 0;
-      req.set_wait_ms(5000);
-    }
-  }
-}
-
-// The node that has log `name` (`node` when set).
-absl::StatusOr<std::string> FindLog(rpc::HeadClient& head,
-                                    const std::string& node,
-                                    const std::string& name) {
-  proto::ListLogsRequest req;
-  req.set_node_id(node);
-  ASSIGN_OR_RETURN(proto::LogList list, head.ListLogs(req));
-  std::vector<std::string> nodes;
-  for (const proto::LogFile& f : list.files()) {
-    if (f.name() == name) nodes.push_back(f.node_id());
-  }
-  if (nodes.size() == 1) return nodes[0];
-  if (nodes.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "no node has a log named ", name,
-        list.errors().empty()
-            ? ""
-            : absl::StrCat(" (", absl::StrJoin(list.errors(), "; "), ")"),
-        "; `shoal logs` lists them"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(name, " is on nodes ",
-                                                 absl::StrJoin(nodes, ", "),
-                                                 ": say which with --node-id"));
-}
-
-int ListLogs(rpc::HeadClient& head, const std::string& node) {
-  proto::ListLogsRequest req;
-  req.set_node_id(node);
-  auto list = head.ListLogs(req);
-  if (!list.ok()) return StateError("list the logs", list.status());
-  std::vector<Row> rows;
-  for (const proto::LogFile& f : list->files()) {
-    rows.push_back({{"node_id", f.node_id()},
-                    {"name", f.name()},
-                    {"size", absl::StrCat(f.size())}});
-  }
-  PrintTable(rows);
-  for (const std::string& e : list->errors()) std::cerr << "(" << e << ")\n";
-  std::cout << "(shoal logs NAME [--node-id N] prints one; shoal logs head | "
-               "agent [NODE] | worker ID | task ID | actor ID | gang ID [RANK] "
-               "| job ID find it by id)\n";
-  return 0;
-}
-
 }  // namespace
 
-int ListState(rpc::HeadClient& head, const std::string& what,
-              const StateQuery& q) {
+absl::Status StateError(const std::string& what, const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kInvalidArgument) {
+    return UsageError(status.message());
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat("cannot ", what, ": ", status.message()));
+}
+
+absl::StatusOr<int> ListState(ClusterApi& head, const std::string& what,
+                              const StateQuery& q, std::ostream& out) {
   auto listing = ListRows(head, what, q);
   if (!listing.ok()) return StateError("list " + what, listing.status());
   if (!listing->filtered) {
     if (absl::Status st = FilterRows(what, q, &*listing); !st.ok()) {
-      return UsageFail(std::string(st.message()));
+      return UsageError(st.message());
     }
   }
   const std::vector<Row>& rows = listing->rows;
   if (q.format == "json") {
-    nlohmann::json out = nlohmann::json::array();
+    nlohmann::json json = nlohmann::json::array();
     for (const Row& row : rows) {
       nlohmann::json o = nlohmann::json::object();
       for (const auto& [k, v] : row) o[k] = v;
-      out.push_back(o);
+      json.push_back(o);
     }
-    std::cout << dashboard::JsonText(out, 2) << "\n";
+    out << dashboard::JsonText(json, 2) << "\n";
     return 0;
   }
   if (rows.empty()) {
-    std::cout << "No " << what << (q.filters.empty() ? "" : " match") << ".\n";
+    out << "No " << what << (q.filters.empty() ? "" : " match") << ".\n";
   } else {
     std::vector<Row> table;
     for (const Row& row : rows) {
@@ -401,25 +324,26 @@ int ListState(rpc::HeadClient& head, const std::string& what,
       }
       table.push_back(std::move(narrow));
     }
-    PrintTable(table);
+    PrintTable(table, out);
   }
   if (listing->total > static_cast<int64_t>(rows.size())) {
-    std::cout << "(" << rows.size() << " of " << listing->total
-              << "; --limit N shows more)\n";
+    out << "(" << rows.size() << " of " << listing->total
+        << "; --limit N shows more)\n";
   }
-  for (const std::string& note : listing->notes) std::cout << note << "\n";
+  for (const std::string& note : listing->notes) out << note << "\n";
   return 0;
 }
 
-int SummarizeTasks(rpc::HeadClient& head, const StateQuery& q) {
+absl::StatusOr<int> SummarizeTasks(ClusterApi& head, const StateQuery& q,
+                                   std::ostream& out) {
   proto::ListTasksRequest req;
   for (const auto& f : q.filters) req.add_filters(f);
   req.set_summary(true);
   auto list = head.ListTasks(req);
   if (!list.ok()) return StateError("summarize the tasks", list.status());
   if (q.format == "json") {
-    nlohmann::json out = nlohmann::json::object();
-    out["total"] = list->total();
+    nlohmann::json json = nlohmann::json::object();
+    json["total"] = list->total();
     nlohmann::json by_name = nlohmann::json::array();
     for (const proto::TaskSummary& s : list->summary()) {
       nlohmann::json counts = nlohmann::json::object();
@@ -427,11 +351,11 @@ int SummarizeTasks(rpc::HeadClient& head, const StateQuery& q) {
       by_name.push_back(
           {{"name", s.name()}, {"type", s.type()}, {"state_counts", counts}});
     }
-    out["summary"] = by_name;
-    std::cout << out.dump(2) << "\n";
+    json["summary"] = by_name;
+    out << json.dump(2) << "\n";
     return 0;
   }
-  std::cout << "Tasks: " << list->total() << "\n";
+  out << "Tasks: " << list->total() << "\n";
   if (list->summary().empty()) return 0;
   std::vector<Row> rows;
   for (const proto::TaskSummary& s : list->summary()) {
@@ -445,103 +369,8 @@ int SummarizeTasks(rpc::HeadClient& head, const StateQuery& q) {
                     {"type", s.type()},
                     {"state_counts", absl::StrJoin(parts, ", ")}});
   }
-  PrintTable(rows);
+  PrintTable(rows, out);
   return 0;
-}
-
-int ShowLogs(rpc::HeadClient& head, const LogsQuery& q) {
-  const std::vector<std::string>& w = q.what;
-  if (w.empty()) return ListLogs(head, q.node_id);
-  const std::string& kind = w[0];
-  auto need_id = [&](const char* what) -> const std::string* {
-    if (w.size() < 2) {
-      UsageFail(absl::StrCat("shoal logs ", kind, " needs the ", what,
-                             "'s id: shoal logs ", kind, " ID"));
-      return nullptr;
-    }
-    return &w[1];
-  };
-  auto worker_log = [&](const std::string& node, const std::string& worker) {
-    std::string name = absl::StrCat("worker-", worker, ".log");
-    auto where = FindLog(head, node, name);
-    if (!where.ok()) return StateError("find the log", where.status());
-    return PrintLog(head, *where, name, q.tail, q.follow);
-  };
-  if (kind == "head") return PrintLog(head, "", "head.log", q.tail, q.follow);
-  if (kind == "agent") {
-    std::string node = w.size() > 1 ? w[1] : q.node_id;
-    return PrintLog(head, node, "agent.log", q.tail, q.follow);
-  }
-  if (kind == "worker") {
-    const std::string* id = need_id("worker");
-    return id == nullptr ? kUsageError : worker_log(q.node_id, *id);
-  }
-  if (kind == "task") {
-    const std::string* id = need_id("task");
-    if (id == nullptr) return kUsageError;
-    proto::ListTasksRequest req;
-    req.add_filters("task_id=" + *id);
-    auto list = head.ListTasks(req);
-    if (!list.ok()) return StateError("find the task", list.status());
-    if (list->tasks().empty() || list->tasks(0).worker_id().empty()) {
-      return Fail(absl::StrCat("the head knows no worker of task ", *id,
-                               list->tasks().empty()
-                                   ? " (no such task is kept)"
-                                   : " (it has not been pushed to one)"));
-    }
-    return worker_log(list->tasks(0).node_id(), list->tasks(0).worker_id());
-  }
-  if (kind == "actor") {
-    const std::string* id = need_id("actor");
-    if (id == nullptr) return kUsageError;
-    auto status = head.ClusterStatus();
-    if (!status.ok()) return StateError("find the actor", status.status());
-    for (const auto& a : status->actors()) {
-      if (a.spec().actor_id() != *id && a.spec().name() != *id) continue;
-      if (a.worker_id().empty()) {
-        return Fail(absl::StrCat("actor ", *id, " has no worker now (",
-                                 proto::ActorInfo::State_Name(a.state()), ")"));
-      }
-      return worker_log(a.node_id(), a.worker_id());
-    }
-    return Fail(
-        absl::StrCat("no actor ", *id, " (`shoal list actors` shows them)"));
-  }
-  if (kind == "gang") {
-    const std::string* id = need_id("gang");
-    if (id == nullptr) return kUsageError;
-    auto gangs = head.ListGangs();
-    if (!gangs.ok()) return StateError("find the gang", gangs.status());
-    for (const proto::GangInfo& g : gangs->gangs()) {
-      if (g.gang_id() != *id) continue;
-      if (w.size() < 3) {
-        std::vector<Row> rows;
-        for (const proto::GangRank& r : g.ranks()) {
-          rows.push_back({{"rank", absl::StrCat(r.rank())},
-                          {"host", absl::StrCat(r.host_index())},
-                          {"node_id", r.node_id()},
-                          {"log", r.log_name()},
-                          {"exit", r.exited() ? r.description() : ""}});
-        }
-        PrintTable(rows);
-        std::cout << "(shoal logs gang " << *id << " RANK prints one)\n";
-        return 0;
-      }
-      for (const proto::GangRank& r : g.ranks()) {
-        if (absl::StrCat(r.rank()) == w[2]) {
-          return PrintLog(head, r.node_id(), r.log_name(), q.tail, q.follow);
-        }
-      }
-      return UsageFail(absl::StrCat("gang ", *id, " has no rank ", w[2], " (",
-                                    g.ranks_size(), " ranks)"));
-    }
-    return Fail(
-        absl::StrCat("no gang ", *id, " (`shoal list gangs` shows them)"));
-  }
-  // A log's name.
-  auto where = FindLog(head, q.node_id, kind);
-  if (!where.ok()) return StateError("find the log", where.status());
-  return PrintLog(head, *where, kind, q.tail, q.follow);
 }
 
 }  // namespace shoal::cli

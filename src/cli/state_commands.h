@@ -1,15 +1,24 @@
-// `shoal list`, `shoal summary tasks` and `shoal logs`: the cluster's state
-// as the head keeps it (nodes, jobs, actors, placement groups, gangs, task
-// records) or asks the nodes' agents for (objects, logs).
+// `shoal list` and `shoal summary tasks`: the cluster's state as the head
+// keeps it (nodes, jobs, actors, placement groups, gangs, task records) or
+// asks the nodes' agents for (objects), as a table or JSON.
 #ifndef SHOAL_CLI_STATE_COMMANDS_H_
 #define SHOAL_CLI_STATE_COMMANDS_H_
 
+#include <iosfwd>
 #include <string>
 #include <vector>
 
-#include "rpc/head_client.h"
+#include "absl/status/statusor.h"
+#include "cli/connection.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace shoal::cli {
+
+class ClusterApi;
+struct Context;
 
 struct StateQuery {
   std::string format = "table";      // or json
@@ -18,21 +27,39 @@ struct StateQuery {
 };
 
 // `what`: nodes, jobs, actors, tasks, objects, placement-groups, gangs.
-int ListState(rpc::HeadClient& head, const std::string& what,
-              const StateQuery& query);
-int SummarizeTasks(rpc::HeadClient& head, const StateQuery& query);
+absl::StatusOr<int> ListState(ClusterApi& head, const std::string& what,
+                              const StateQuery& query, std::ostream& out);
+absl::StatusOr<int> SummarizeTasks(ClusterApi& head, const StateQuery& query,
+                                   std::ostream& out);
 
-struct LogsQuery {
-  // Empty: list the logs of every node. Else one of: head; agent [NODE];
-  // worker ID; task ID; actor ID; gang ID [RANK]; or a log's file name.
-  std::vector<std::string> what;
-  std::string node_id;  // the node to look on (default: the head's, or
-                        // wherever the log is found)
-  bool follow = false;
-  int tail = -1;  // print only the last N lines (-1: all)
+// A failed request about the cluster's state: the head's InvalidArgument
+// (a filter it cannot apply) is a usage error; anything else says what
+// could not be done ("cannot list tasks: ...").
+absl::Status StateError(const std::string& what, const absl::Status& status);
+
+namespace list {
+
+struct Flags {
+  ConnectionFlags connection;
+  std::string what;  // nodes, jobs, actors, tasks, objects, ...
+  StateQuery query;
 };
-int ShowLogs(rpc::HeadClient& head, const LogsQuery& query);
+CLI::App* Register(CLI::App& parent, Flags& flags);
+absl::StatusOr<int> Run(const Flags& flags, Context& ctx);
 
+}  // namespace list
+
+namespace summary {
+
+struct Flags {
+  ConnectionFlags connection;
+  std::string what;  // tasks
+  StateQuery query;
+};
+CLI::App* Register(CLI::App& parent, Flags& flags);
+absl::StatusOr<int> Run(const Flags& flags, Context& ctx);
+
+}  // namespace summary
 }  // namespace shoal::cli
 
 #endif  // SHOAL_CLI_STATE_COMMANDS_H_

@@ -12,7 +12,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "api/status_format.h"
 #include "common/logging.h"
 #include "common/utf8.h"
 #include "dashboard/admission.h"
@@ -21,6 +20,7 @@
 #include "dashboard/http_server.h"
 #include "dashboard/job_submit.h"
 #include "google/protobuf/util/json_util.h"
+#include "presentation/status_format.h"
 #include "rpc/blocking_channel.h"
 #include "rpc/event_loop.h"
 #include "rpc/head_client.h"

@@ -1,4 +1,4 @@
-#include "api/status_format.h"
+#include "presentation/status_format.h"
 
 #include <cstdint>
 #include <map>

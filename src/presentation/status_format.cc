@@ -1,4 +1,4 @@
-#include "api/status_format.h"
+#include "presentation/status_format.h"
 
 #include <algorithm>
 #include <ctime>
@@ -244,16 +244,13 @@ void SummarizeNodes(const proto::ClusterStatus& status, std::string* out) {
 
 }  // namespace
 
-std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
-  std::string out;
-  time_t now = time(nullptr);
-  tm local;
-  localtime_r(&now, &local);
-  char stamp[64];
-  strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
-  absl::StrAppend(&out, "======== Cluster status: ", stamp, " ========\n");
-  absl::StrAppend(&out, "Head: ", status.head_address(), "\n\n");
-  absl::StrAppend(&out, "Node status\n", std::string(60, '-'), "\n");
+namespace {
+
+// "Node status": the nodes, alive first; a large cluster in summary unless
+// verbose.
+void AppendNodes(const proto::ClusterStatus& status, bool verbose,
+                 std::string* out) {
+  absl::StrAppend(out, "Node status\n", std::string(60, '-'), "\n");
   std::string active, dead;
   for (const auto& n : status.nodes()) {
     std::string line = absl::StrCat(" ", n.node_id(), "  ", n.address(), "  ",
@@ -280,16 +277,18 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
     (n.alive() ? active : dead) += line;
   }
   if (!verbose && status.nodes_size() > kMostNodesListed) {
-    SummarizeNodes(status, &out);
+    SummarizeNodes(status, out);
   } else {
-    absl::StrAppend(&out, "Active:\n",
+    absl::StrAppend(out, "Active:\n",
                     active.empty() ? " (no active nodes)\n" : active);
-    absl::StrAppend(&out, "Dead:\n",
-                    dead.empty() ? " (no dead nodes)\n" : dead);
+    absl::StrAppend(out, "Dead:\n", dead.empty() ? " (no dead nodes)\n" : dead);
   }
+}
 
+// "Usage": what the alive nodes have in use, memory last.
+void AppendUsage(const proto::ClusterStatus& status, std::string* out) {
   Usage u = SumAlive(status);
-  absl::StrAppend(&out, "\nResources\n", std::string(60, '-'), "\nUsage:\n");
+  absl::StrAppend(out, "\nResources\n", std::string(60, '-'), "\nUsage:\n");
   std::string memory_lines;
   for (const auto& [name, amount] : u.total.amounts()) {
     std::string line =
@@ -298,88 +297,108 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
     if (IsMemory(name)) {
       memory_lines += line;
     } else {
-      out += line;
+      *out += line;
     }
   }
-  out += memory_lines;
-  absl::StrAppend(&out, "\nPlacement groups:\n");
+  *out += memory_lines;
+}
+
+// "Placement groups": one line each; verbose adds their bundles' use.
+void AppendPlacementGroups(const proto::ClusterStatus& status, bool verbose,
+                           std::string* out) {
+  absl::StrAppend(out, "\nPlacement groups:\n");
   if (status.placement_groups().empty()) {
-    absl::StrAppend(&out, " (no placement groups)\n");
+    absl::StrAppend(out, " (no placement groups)\n");
   }
   for (const auto& pg : status.placement_groups()) {
-    out += GroupLine(pg);
+    *out += GroupLine(pg);
     if (!verbose) continue;
     for (int i = 0; i < pg.spec().bundles_size(); ++i) {
       absl::StrAppend(
-          &out, "    bundle ", i, ": ",
+          out, "    bundle ", i, ": ",
           ResourceSet::FromProto(pg.spec().bundles(i)).DebugString());
       if (i < pg.bundle_nodes_size() && !pg.bundle_nodes(i).empty()) {
-        absl::StrAppend(&out, " on ", pg.bundle_nodes(i));
+        absl::StrAppend(out, " on ", pg.bundle_nodes(i));
         Usage u = BundleUsage(status, pg.pg_id(), i);
         for (const auto& [name, amount] : u.total.amounts()) {
           absl::StrAppend(
-              &out, ", ", FormatQuantity(name, amount - u.available.Get(name)),
+              out, ", ", FormatQuantity(name, amount - u.available.Get(name)),
               "/", FormatQuantity(name, amount), " ", name, " used");
         }
       }
-      absl::StrAppend(&out, "\n");
+      absl::StrAppend(out, "\n");
     }
   }
-  if (!status.actors().empty()) {
-    absl::StrAppend(&out, "\nActors: ", ActorCounts(status), "\n");
-  }
-  if (verbose && !status.actors().empty()) {
-    std::vector<const proto::ActorInfo*> actors;
-    for (const auto& a : status.actors()) actors.push_back(&a);
-    // The youngest dead first, so that the cut below drops the oldest.
-    std::stable_sort(actors.begin(), actors.end(), [](auto* x, auto* y) {
-      int ox = ActorOrder(x->state()), oy = ActorOrder(y->state());
-      if (ox != oy) return ox < oy;
-      if (ox == 3) return x->age_ms() < y->age_ms();
-      return ActorName(*x) < ActorName(*y);
-    });
-    int dead = 0;
-    for (const proto::ActorInfo* a : actors) {
-      if (a->state() == proto::ActorInfo::DEAD && ++dead > kMaxDeadActorLines) {
-        continue;
-      }
-      out += ActorLine(*a);
+}
+
+// "Actors": counted by state; verbose lists them, live ones first and only
+// the youngest dead.
+void AppendActors(const proto::ClusterStatus& status, bool verbose,
+                  std::string* out) {
+  if (status.actors().empty()) return;
+  absl::StrAppend(out, "\nActors: ", ActorCounts(status), "\n");
+  if (!verbose) return;
+  std::vector<const proto::ActorInfo*> actors;
+  for (const auto& a : status.actors()) actors.push_back(&a);
+  // The youngest dead first, so that the cut below drops the oldest.
+  std::stable_sort(actors.begin(), actors.end(), [](auto* x, auto* y) {
+    int ox = ActorOrder(x->state()), oy = ActorOrder(y->state());
+    if (ox != oy) return ox < oy;
+    if (ox == 3) return x->age_ms() < y->age_ms();
+    return ActorName(*x) < ActorName(*y);
+  });
+  int dead = 0;
+  for (const proto::ActorInfo* a : actors) {
+    if (a->state() == proto::ActorInfo::DEAD && ++dead > kMaxDeadActorLines) {
+      continue;
     }
-    if (dead > kMaxDeadActorLines) {
-      absl::StrAppend(&out, " ... and ", dead - kMaxDeadActorLines,
-                      " older dead actors (`shoal status --json` lists "
-                      "them all)\n");
-    }
+    *out += ActorLine(*a);
   }
-  absl::StrAppend(&out, "\nLeases:\n");
-  if (status.leases().empty()) absl::StrAppend(&out, " (no leases)\n");
+  if (dead > kMaxDeadActorLines) {
+    absl::StrAppend(out, " ... and ", dead - kMaxDeadActorLines,
+                    " older dead actors (`shoal status --json` lists "
+                    "them all)\n");
+  }
+}
+
+// "Leases": listed when verbose, else counted by job and kind.
+void AppendLeases(const proto::ClusterStatus& status, bool verbose,
+                  std::string* out) {
+  absl::StrAppend(out, "\nLeases:\n");
+  if (status.leases().empty()) absl::StrAppend(out, " (no leases)\n");
   if (verbose) {
     std::map<std::string, std::string> actors = ActorNames(status);
-    for (const auto& l : status.leases()) out += LeaseLine(l, actors);
-  } else if (!status.leases().empty()) {
-    std::set<std::string> jobs;
-    int64_t of_actors = 0, blocked = 0;
-    for (const auto& l : status.leases()) {
-      jobs.insert(l.job_id().empty() ? "no job" : l.job_id());
-      of_actors += l.actor_id().empty() ? 0 : 1;
-      blocked += l.blocked() ? 1 : 0;
-    }
-    absl::StrAppend(&out, " ", status.leases_size(), " held by ",
-                    absl::StrJoin(jobs, ", "),
-                    " (`shoal status --verbose` lists them)\n");
-    std::vector<std::string> kinds;
-    if (of_actors > 0) {
-      kinds.push_back(absl::StrCat(of_actors, " hold",
-                                   of_actors == 1 ? "s an actor" : " actors"));
-    }
-    if (blocked > 0) {
-      kinds.push_back(absl::StrCat(blocked, " blocked in Get (CPU lent back)"));
-    }
-    if (!kinds.empty()) {
-      absl::StrAppend(&out, " of which ", absl::StrJoin(kinds, ", "), "\n");
-    }
+    for (const auto& l : status.leases()) *out += LeaseLine(l, actors);
+    return;
   }
-  absl::StrAppend(&out, "\nDemands:\n");
+  if (status.leases().empty()) return;
+  std::set<std::string> jobs;
+  int64_t of_actors = 0, blocked = 0;
+  for (const auto& l : status.leases()) {
+    jobs.insert(l.job_id().empty() ? "no job" : l.job_id());
+    of_actors += l.actor_id().empty() ? 0 : 1;
+    blocked += l.blocked() ? 1 : 0;
+  }
+  absl::StrAppend(out, " ", status.leases_size(), " held by ",
+                  absl::StrJoin(jobs, ", "),
+                  " (`shoal status --verbose` lists them)\n");
+  std::vector<std::string> kinds;
+  if (of_actors > 0) {
+    kinds.push_back(absl::StrCat(of_actors, " hold",
+                                 of_actors == 1 ? "s an actor" : " actors"));
+  }
+  if (blocked > 0) {
+    kinds.push_back(absl::StrCat(blocked, " blocked in Get (CPU lent back)"));
+  }
+  if (!kinds.empty()) {
+    absl::StrAppend(out, " of which ", absl::StrJoin(kinds, ", "), "\n");
+  }
+}
+
+// "Demands": placement groups that wait, then task shapes pending or
+// infeasible.
+void AppendDemands(const proto::ClusterStatus& status, std::string* out) {
+  absl::StrAppend(out, "\nDemands:\n");
   bool waiting_group = false;
   for (const auto& pg : status.placement_groups()) {
     if (pg.state() != proto::PlacementGroupInfo::PENDING) continue;
@@ -389,21 +408,40 @@ std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
       bundles.push_back(ResourceSet::FromProto(b).DebugString());
     }
     absl::StrAppend(
-        &out, " ", absl::StrJoin(bundles, ", "), " (placement group ",
+        out, " ", absl::StrJoin(bundles, ", "), " (placement group ",
         pg.pg_id(),
         pg.spec().name().empty() ? "" : " \"" + pg.spec().name() + "\"", " of ",
         pg.job_id().empty() ? "no job" : pg.job_id(), "): waiting for ",
         Seconds(pg.age_ms()), "\n");
   }
   if (status.demands().empty() && !waiting_group)
-    absl::StrAppend(&out, " (no resource demands)\n");
+    absl::StrAppend(out, " (no resource demands)\n");
   for (const auto& d : status.demands()) {
-    absl::StrAppend(&out, " ", DescribeShape(ResourceSet::FromProto(d.shape())),
+    absl::StrAppend(out, " ", DescribeShape(ResourceSet::FromProto(d.shape())),
                     ": ", d.count(),
                     d.infeasible() ? "+ infeasible (no node can ever run it)"
                                    : "+ pending tasks",
                     "\n");
   }
+}
+
+}  // namespace
+
+std::string FormatStatusText(const proto::ClusterStatus& status, bool verbose) {
+  std::string out;
+  time_t now = time(nullptr);
+  tm local;
+  localtime_r(&now, &local);
+  char stamp[64];
+  strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
+  absl::StrAppend(&out, "======== Cluster status: ", stamp, " ========\n");
+  absl::StrAppend(&out, "Head: ", status.head_address(), "\n\n");
+  AppendNodes(status, verbose, &out);
+  AppendUsage(status, &out);
+  AppendPlacementGroups(status, verbose, &out);
+  AppendActors(status, verbose, &out);
+  AppendLeases(status, verbose, &out);
+  AppendDemands(status, &out);
   return out;
 }
 
