@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/cluster_status.h"
-#include "api/status_format.h"
 #include "common/session.h"
 #include "launch/cluster_gang.h"
 #include "launch/gang_plan.h"
 #include "launch/gang_reservation.h"
 #include "launch/launch_supervisor.h"
+#include "presentation/status_format.h"
 #include "shoal/api.h"
 
 namespace shoal::launch {
