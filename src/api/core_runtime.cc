@@ -18,7 +18,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "agent/object_transfer.h"
 #include "api/actor_submitter.h"
 #include "api/dependency_resolver.h"
 #include "api/node_view.h"
@@ -35,6 +34,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
+#include "object_plane/transfer_client.h"
 #include "rpc/event_loop.h"
 #include "rpc/head_client.h"
 #include "rpc/rpc.h"
@@ -715,13 +715,13 @@ class CoreRuntimeImpl : public CoreRuntime,
   // Without a store on this host (a driver on a machine that is no node):
   // the object's bytes are pulled straight into this process's memory.
   absl::StatusOr<ObjectValue> FetchIntoHeap(const proto::StoredObject& where) {
-    std::vector<agent::TransferSource> sources;
+    std::vector<object_plane::TransferSource> sources;
     for (const auto& s : where.sources()) {
       sources.push_back({s.node_id(), s.address()});
     }
     uint64_t size = where.data_size() + where.metadata_size();
     auto bytes = std::make_shared<std::string>(size, '\0');
-    absl::Status pulled = agent::PullObject(
+    absl::Status pulled = object_plane::PullObject(
         where.object_id(), reinterpret_cast<uint8_t*>(bytes->data()), size,
         sources, options_.token);
     if (!pulled.ok()) return pulled;
