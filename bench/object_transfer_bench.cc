@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/object_transfer.h"
 #include "common/util.h"
+#include "object_plane/transfer_client.h"
 #include "object_store/shm_arena.h"
 #include "rpc/event_loop.h"
 #include "rpc/tls_testing.h"
@@ -207,13 +207,13 @@ int main(int argc, char** argv) {
     if (into == nullptr) return 1;
     for (uint64_t chunk_mib : {4, 16, 64}) {
       for (int connections : {1, 2, 4}) {
-        shoal::agent::PullOptions options;
+        shoal::object_plane::PullOptions options;
         options.chunk_bytes = chunk_mib << 20;
         options.connections = connections;
         double best = 0;
         for (int i = 0; i < 2; ++i) {
           auto t0 = std::chrono::steady_clock::now();
-          absl::Status st = shoal::agent::PullObject(
+          absl::Status st = shoal::object_plane::PullObject(
               "sweep", into, kSize, {{"bench-a", source}}, token, options);
           if (!st.ok()) {
             fprintf(stderr, "%s\n", st.ToString().c_str());

@@ -1,4 +1,4 @@
-// object_transfer: the object-transfer protocol (agent/object_transfer.h)
+// object_transfer: the object-transfer protocol (object_plane/transfer_*.h)
 // from both ends, over loopback: what a TransferServer reads from a puller,
 // and what PullObject reads from a source.
 //
@@ -32,9 +32,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/object_transfer.h"
 #include "common/util.h"
 #include "fuzz/fuzz_targets.h"
+#include "object_plane/transfer_client.h"
+#include "object_plane/transfer_codec.h"
+#include "object_plane/transfer_server.h"
 
 namespace shoal::fuzz {
 namespace {
@@ -42,30 +44,26 @@ namespace {
 // The cluster token of the harness's transfer server and of its pulls.
 constexpr char kTransferFuzzToken[] = "fuzz-transfer-token";
 
-// As agent/object_transfer.cc has them.
-constexpr size_t kRequestHeaderSize = 20;
-constexpr size_t kReplyHeaderSize = 20;
-constexpr size_t kMaxTokenSize = 4096;
-constexpr size_t kMaxIdSize = 1024;
-constexpr uint32_t kLastWireStatus = 5;  // kFailed
-constexpr uint64_t kMaxReplyMessage = 64 << 10;
+// The protocol's frames and limits, as both ends use them.
+using object_plane::DecodeReply;
+using object_plane::EncodeHello;
+using object_plane::EncodeReply;
+using object_plane::EncodeRequest;
+using object_plane::kLastWireStatus;
+using object_plane::kMaxIdSize;
+using object_plane::kMaxMessageSize;
+using object_plane::kMaxTokenSize;
+using object_plane::kReplyHeaderSize;
+using object_plane::kRequestHeaderSize;
+using object_plane::ReplyHeader;
+using object_plane::WireStatus;
+
 constexpr uint64_t kSealedSize = 100;
 constexpr int kIoWaitMs = 10000;
 
-uint32_t GetU32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t GetU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
 // The store as the server sees it. Every pin must be undone by an unpin of
 // the same object by the same connection, or by UnpinAll.
-class FakePins : public agent::TransferServer::ObjectPins {
+class FakePins : public object_plane::TransferServer::ObjectPins {
  public:
   FakePins() {
     for (uint64_t i = 0; i < kSealedSize; ++i) {
@@ -73,12 +71,12 @@ class FakePins : public agent::TransferServer::ObjectPins {
     }
   }
 
-  absl::StatusOr<agent::TransferServer::PinnedObject> Pin(
+  absl::StatusOr<object_plane::TransferServer::PinnedObject> Pin(
       const std::string& id, int64_t client) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (id == "sealed" || id == "empty") {
       ++pins_[{client, id}];
-      return agent::TransferServer::PinnedObject{
+      return object_plane::TransferServer::PinnedObject{
           sealed_, id == "sealed" ? kSealedSize : 0};
     }
     if (id == "writing") {
@@ -170,23 +168,23 @@ std::string ServerTerminator() {
                      '\xff');
 }
 std::string PullTerminator() {
-  return std::string(kMaxReplyMessage + 2 * kReplyHeaderSize, '\xff');
+  return std::string(kMaxMessageSize + 2 * kReplyHeaderSize, '\xff');
 }
 
 // ---- The server end ----
 
 struct ServerEnd {
   FakePins pins;
-  std::unique_ptr<agent::TransferServer> server;
+  std::unique_ptr<object_plane::TransferServer> server;
   int port = 0;
 };
 
 ServerEnd& GetServerEnd() {
   static ServerEnd* end = [] {
     auto* e = new ServerEnd();
-    absl::StatusOr<std::unique_ptr<agent::TransferServer>> server =
-        agent::TransferServer::Create("127.0.0.1", kTransferFuzzToken,
-                                      &e->pins);
+    absl::StatusOr<std::unique_ptr<object_plane::TransferServer>> server =
+        object_plane::TransferServer::Create("127.0.0.1", kTransferFuzzToken,
+                                             &e->pins);
     SHOAL_FUZZ_CHECK(server.ok());
     e->server = *std::move(server);
     std::string host;
@@ -203,13 +201,14 @@ void CheckReplies(std::string_view replies) {
   size_t pos = 0;
   while (pos < replies.size()) {
     SHOAL_FUZZ_CHECK(replies.size() - pos >= kReplyHeaderSize);
-    uint32_t status = GetU32(p + pos);
-    uint64_t length = GetU64(p + pos + 12);
-    SHOAL_FUZZ_CHECK(status <= kLastWireStatus);
-    SHOAL_FUZZ_CHECK(length <= (status == 0 ? kSealedSize : kMaxReplyMessage));
+    const ReplyHeader reply = DecodeReply(p + pos);
+    SHOAL_FUZZ_CHECK(reply.status <= kLastWireStatus);
+    SHOAL_FUZZ_CHECK(
+        reply.length <=
+        (reply.status == object_plane::kOk ? kSealedSize : kMaxMessageSize));
     pos += kReplyHeaderSize;
-    SHOAL_FUZZ_CHECK(replies.size() - pos >= length);
-    pos += length;
+    SHOAL_FUZZ_CHECK(replies.size() - pos >= reply.length);
+    pos += reply.length;
   }
 }
 
@@ -295,16 +294,16 @@ void AnswerPull(std::string_view bytes) {
   FakeSource& source = FakeSource::Get();
   source.Serve(std::string(bytes) + PullTerminator());
   uint8_t dest[40];
-  agent::PullOptions options;
+  object_plane::PullOptions options;
   options.chunk_bytes = 16;
   options.connections = 1;
   // No second try at a source that says it is still writing the object:
   // one connection per input.
   options.timeout_ms = 1;
   options.io_timeout_ms = 2000;
-  absl::Status pulled = agent::PullObject("fuzz-object", dest, sizeof(dest),
-                                          {{"fuzz-node", source.address()}},
-                                          kTransferFuzzToken, options);
+  absl::Status pulled = object_plane::PullObject(
+      "fuzz-object", dest, sizeof(dest), {{"fuzz-node", source.address()}},
+      kTransferFuzzToken, options);
   SHOAL_FUZZ_CHECK(pulled.ok() || !pulled.message().empty());
   source.Wait();
 }
@@ -319,37 +318,10 @@ void InitOnce() {
 
 // ---- Seeds ----
 
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-std::string Hello(std::string_view token) {
-  std::string hello = "SHXF";
-  PutU32(&hello, static_cast<uint32_t>(token.size()));
-  hello += token;
-  return hello;
-}
-
-std::string Request(std::string_view id, uint64_t offset, uint64_t length) {
-  std::string request;
-  PutU32(&request, static_cast<uint32_t>(id.size()));
-  PutU64(&request, offset);
-  PutU64(&request, length);
-  request += id;
-  return request;
-}
-
+// A reply of any status, those no server sends included.
 std::string Reply(uint32_t status, uint64_t object_size,
                   std::string_view payload) {
-  std::string reply;
-  PutU32(&reply, status);
-  PutU64(&reply, object_size);
-  PutU64(&reply, payload.size());
-  reply += payload;
-  return reply;
+  return EncodeReply(static_cast<WireStatus>(status), object_size, payload);
 }
 
 std::string ServerInput(std::string_view bytes) {
@@ -363,7 +335,7 @@ std::string PullInput(std::string_view bytes) {
 }  // namespace
 
 std::vector<Seed> ObjectTransferSeeds() {
-  const std::string hello = Hello(kTransferFuzzToken);
+  const std::string hello = EncodeHello(kTransferFuzzToken);
   const std::string ok = Reply(0, 0, "");
   std::string pull_all = ok;
   for (uint64_t offset = 0; offset < 40; offset += 16) {
@@ -372,21 +344,21 @@ std::vector<Seed> ObjectTransferSeeds() {
                                   static_cast<char>('a' + offset)));
   }
   return {
-      {"server_sealed",
-       ServerInput(hello + Request("sealed", 0, 100) +
-                   Request("sealed", 96, 4) + Request("empty", 0, 0))},
-      {"server_outside", ServerInput(hello + Request("sealed", 90, 20) +
-                                     Request("sealed", ~uint64_t{0}, 2))},
-      {"server_missing",
-       ServerInput(hello + Request("writing", 0, 1) + Request("broken", 0, 1) +
-                   Request("gone", 0, 1))},
+      {"server_sealed", ServerInput(hello + EncodeRequest("sealed", 0, 100) +
+                                    EncodeRequest("sealed", 96, 4) +
+                                    EncodeRequest("empty", 0, 0))},
+      {"server_outside", ServerInput(hello + EncodeRequest("sealed", 90, 20) +
+                                     EncodeRequest("sealed", ~uint64_t{0}, 2))},
+      {"server_missing", ServerInput(hello + EncodeRequest("writing", 0, 1) +
+                                     EncodeRequest("broken", 0, 1) +
+                                     EncodeRequest("gone", 0, 1))},
       {"server_long_id",
-       ServerInput(hello + Request(std::string(2000, 'x'), 0, 1))},
+       ServerInput(hello + EncodeRequest(std::string(2000, 'x'), 0, 1))},
       {"server_bad_token",
-       ServerInput(Hello("wrong") + Request("sealed", 0, 1))},
+       ServerInput(EncodeHello("wrong") + EncodeRequest("sealed", 0, 1))},
       {"server_not_hello", ServerInput("GET / HTTP/1.1\r\n\r\n")},
       {"server_partial",
-       ServerInput(hello + Request("sealed", 0, 8).substr(0, 9))},
+       ServerInput(hello + EncodeRequest("sealed", 0, 8).substr(0, 9))},
       {"pull_whole", PullInput(pull_all)},
       {"pull_not_sealed", PullInput(ok + Reply(2, 0, "still writing"))},
       {"pull_refused", PullInput(Reply(4, 0, "wrong cluster token"))},

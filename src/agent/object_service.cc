@@ -74,9 +74,9 @@ absl::StatusOr<std::unique_ptr<ObjectService>> ObjectService::Create(
   std::unique_ptr<ObjectService> service(
       new ObjectService(options, std::make_unique<object_store::ObjectStore>(
                                      std::move(arena), std::move(spill))));
-  ASSIGN_OR_RETURN(
-      service->transfer_,
-      TransferServer::Create(options.node_ip, options.token, service.get()));
+  ASSIGN_OR_RETURN(service->transfer_,
+                   object_plane::TransferServer::Create(
+                       options.node_ip, options.token, service.get()));
   SHOAL_LOG(INFO) << "object store: serving objects to other nodes at "
                   << service->transfer_->address();
   return service;
@@ -114,16 +114,16 @@ void ObjectService::OnLoop(const std::function<void()>& fn) {
   options_.loop->RunSync(fn);
 }
 
-absl::StatusOr<TransferServer::PinnedObject> ObjectService::Pin(
+absl::StatusOr<object_plane::TransferServer::PinnedObject> ObjectService::Pin(
     const std::string& id, int64_t client) {
-  absl::StatusOr<TransferServer::PinnedObject> pinned;
+  absl::StatusOr<object_plane::TransferServer::PinnedObject> pinned;
   OnLoop([&] {
     absl::StatusOr<ObjectLocation> location = store_->Get(id, client);
     if (!location.ok()) {
       pinned = location.status();
       return;
     }
-    pinned = TransferServer::PinnedObject{
+    pinned = object_plane::TransferServer::PinnedObject{
         store_->arena().data() + location->offset, location->size()};
   });
   return pinned;
@@ -162,11 +162,11 @@ void ObjectService::StartPull(const proto::ObjectPullRequest& r,
                      kAgentClient, CopyKind::kSecondary, object.owner());
   if (!location.ok()) return resp.Error(location.status());
 
-  std::vector<TransferSource> sources;
+  std::vector<object_plane::TransferSource> sources;
   for (const proto::ObjectSource& s : object.sources()) {
     sources.push_back({s.node_id(), s.address()});
   }
-  PullOptions pull_options = options_.pull;
+  object_plane::PullOptions pull_options = options_.pull;
   if (r.timeout_ms() > 0) pull_options.timeout_ms = r.timeout_ms();
   pull_options.self_address = transfer_->address();
   Pull& pull = pulls_[id];
@@ -179,8 +179,8 @@ void ObjectService::StartPull(const proto::ObjectPullRequest& r,
   pull.thread = std::thread([this, id, dest, size = location->size(),
                              sources = std::move(sources), pull_options,
                              cancel = pull.cancel] {
-    absl::Status status =
-        PullObject(id, dest, size, sources, options_.token, pull_options);
+    absl::Status status = object_plane::PullObject(
+        id, dest, size, sources, options_.token, pull_options);
     options_.loop->Post([this, id, status] { FinishPull(id, status); });
   });
 }

@@ -24,7 +24,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/object_transfer.h"
+#include "object_plane/transfer_client.h"
+#include "object_plane/transfer_server.h"
 #include "object_store/object_store.h"
 #include "rpc/rpc.h"
 
@@ -55,10 +56,10 @@ struct ObjectServiceOptions {
   std::string token;
   std::string node_id;  // names the node in LIST_OBJECTS
   // Tuning of pulls this node makes.
-  PullOptions pull;
+  object_plane::PullOptions pull;
 };
 
-class ObjectService : private TransferServer::ObjectPins {
+class ObjectService : private object_plane::TransferServer::ObjectPins {
  public:
   // Called on the loop.
   static absl::StatusOr<std::unique_ptr<ObjectService>> Create(
@@ -99,8 +100,8 @@ class ObjectService : private TransferServer::ObjectPins {
   void FinishPull(const std::string& id, const absl::Status& status);
 
   // TransferServer::ObjectPins, called from transfer threads.
-  absl::StatusOr<TransferServer::PinnedObject> Pin(const std::string& id,
-                                                   int64_t client) override;
+  absl::StatusOr<object_plane::TransferServer::PinnedObject> Pin(
+      const std::string& id, int64_t client) override;
   void Unpin(const std::string& id, int64_t client) override;
   void UnpinAll(int64_t client) override;
   // The object is no longer owned by a connection (deleted).
@@ -110,7 +111,7 @@ class ObjectService : private TransferServer::ObjectPins {
 
   const ObjectServiceOptions options_;
   std::unique_ptr<object_store::ObjectStore> store_;
-  std::unique_ptr<TransferServer> transfer_;
+  std::unique_ptr<object_plane::TransferServer> transfer_;
   std::unordered_map<std::string, Pull> pulls_;  // by object id
   // Objects whose creating connection owns them, both ways.
   std::unordered_map<uint64_t, std::unordered_set<std::string>> owned_;

@@ -2,8 +2,6 @@
 // into its own store (OBJECT_PULL) over the nodes' transfer ports; a source
 // that dies is replaced by another copy; a lost object is named with every
 // node tried and why; the port refuses a wrong token; a full store says so.
-#include "agent/object_transfer.h"
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -20,6 +18,8 @@
 #include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "object_plane/transfer_client.h"
+#include "object_plane/transfer_server.h"
 #include "object_store/shm_arena.h"
 #include "rpc/event_loop.h"
 #include "shoal/shoal.pb.h"
@@ -28,10 +28,10 @@
 
 namespace {
 
-using ::shoal::agent::PullObject;
-using ::shoal::agent::PullOptions;
-using ::shoal::agent::TransferServer;
-using ::shoal::agent::TransferSource;
+using ::shoal::object_plane::PullObject;
+using ::shoal::object_plane::PullOptions;
+using ::shoal::object_plane::TransferServer;
+using ::shoal::object_plane::TransferSource;
 using ::shoal::testing::AgentClient;
 using ::shoal::testing::ClusterSpec;
 using ::shoal::testing::RunCli;

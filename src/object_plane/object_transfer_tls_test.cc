@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/object_transfer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "object_plane/transfer_client.h"
+#include "object_plane/transfer_server.h"
 #include "rpc/tls.h"
 #include "rpc/tls_testing.h"
 
-namespace shoal::agent {
+namespace shoal::object_plane {
 namespace {
 
 using ::testing::HasSubstr;
@@ -96,4 +97,4 @@ TEST(ObjectTransferTlsTest, PullsWithTlsAndExplainsEveryMismatch) {
 }
 
 }  // namespace
-}  // namespace shoal::agent
+}  // namespace shoal::object_plane

@@ -1,0 +1,122 @@
+#include "api/program_copies.h"
+
+#include <utility>
+
+#include "common/logging.h"
+
+namespace shoal::internal {
+
+ProgramCopies::ProgramCopies(SendFn send, TellFn tell)
+    : send_(std::move(send)), tell_(std::move(tell)) {}
+
+ProgramCopies::~ProgramCopies() { Shutdown(); }
+
+void ProgramCopies::Adopt(const std::string& program_hash) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hashes_.program = program_hash;
+  sent_ = true;
+}
+
+ProgramCopies::Hashes ProgramCopies::Known() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hashes_;
+}
+
+bool ProgramCopies::sent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sent_;
+}
+
+absl::Status ProgramCopies::SendAndRecord() {
+  absl::StatusOr<Hashes> sent = send_();
+  if (sent.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hashes_ = *sent;
+    sent_ = true;
+  }
+  tell_(sent);
+  return sent.status();
+}
+
+absl::Status ProgramCopies::SendOnce() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !sending_; });
+    if (sent_) {
+      Hashes known = hashes_;
+      lock.unlock();
+      tell_(known);
+      return absl::OkStatus();
+    }
+    sending_ = true;
+  }
+  absl::Status sent = SendAndRecord();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sending_ = false;
+  }
+  cv_.notify_all();
+  return sent;
+}
+
+void ProgramCopies::Wanted() {
+  std::lock_guard<std::mutex> lock(copier_mu_);
+  if (stopping_) return;
+  copy_wanted_ = true;
+  if (copier_running_) return;
+  if (copier_.joinable()) copier_.join();  // it has ended
+  copier_running_ = true;
+  copier_ = std::thread([this] {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(copier_mu_);
+        if (!copy_wanted_ || stopping_) {
+          copier_running_ = false;
+          return;
+        }
+        copy_wanted_ = false;
+      }
+      absl::Status sent = SendOnce();
+      if (!sent.ok()) {
+        SHOAL_LOG(WARNING) << "a node has no copy of this program, and "
+                              "none could be sent: "
+                           << sent;
+      }
+    }
+  });
+}
+
+void ProgramCopies::SendAgain() {
+  // Programs never sent (every node was on this host) are not sent now
+  // either.
+  if (!sent()) return;
+  std::lock_guard<std::mutex> lock(uploader_mu_);
+  if (stopping_ || uploading_.exchange(true)) return;
+  if (uploader_.joinable()) uploader_.join();  // done: uploading_ was false
+  uploader_ = std::thread([this] {
+    absl::Status st = SendAndRecord();
+    if (!st.ok()) {
+      SHOAL_LOG(WARNING) << "cannot give the head this job's binary again ("
+                         << st << "); workers it starts may fail";
+    }
+    uploading_ = false;
+  });
+}
+
+void ProgramCopies::Shutdown() {
+  stopping_ = true;
+  std::thread uploader;
+  {
+    std::lock_guard<std::mutex> lock(uploader_mu_);
+    uploader = std::move(uploader_);
+  }
+  if (uploader.joinable()) uploader.join();
+  std::thread copier;
+  {
+    std::lock_guard<std::mutex> lock(copier_mu_);
+    copier = std::move(copier_);
+  }
+  if (copier.joinable()) copier.join();
+}
+
+}  // namespace shoal::internal

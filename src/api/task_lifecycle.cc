@@ -1,0 +1,249 @@
+#include "api/task_lifecycle.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "api/owned_objects.h"
+#include "api/submit_window.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace shoal::internal {
+
+TaskLifecycle::TaskLifecycle(OwnedObjects* objects, SubmitWindow* window,
+                             uint64_t inline_threshold, Hooks hooks)
+    : objects_(objects),
+      window_(window),
+      inline_threshold_(inline_threshold),
+      hooks_(std::move(hooks)),
+      deps_(objects) {}
+
+void TaskLifecycle::Record(TaskEntry& task,
+                           const TaskEventBuffer::Change& change) {
+  if (events_ != nullptr) events_->Record(task, change);
+}
+
+void TaskLifecycle::Submit(std::unique_ptr<TaskEntry> task) {
+  TaskEntry* t = task.get();
+  tasks_[t->id] = std::move(task);
+  absl::Status resolved = deps_.Resolve(t->id, &t->args);
+  if (!resolved.ok()) {
+    // Failed from the loop's next turn: the caller may be inside the
+    // completion of another task.
+    hooks_.post([this, id = t->id, resolved] { Fail(id, resolved); });
+    return;
+  }
+  if (t->args.pending == 0) {
+    Enqueue(*t);
+  } else {
+    Record(*t, {.state = proto::TaskEvent::PENDING_ARGS_AVAIL});
+  }
+}
+
+void TaskLifecycle::Enqueue(TaskEntry& task, bool front) {
+  Record(task, {.state = proto::TaskEvent::PENDING_NODE_ASSIGNMENT});
+  if (!task.actor_id.empty()) return hooks_.actor_ready(task.actor_id, task.id);
+  hooks_.enqueue(task, front);
+}
+
+bool TaskLifecycle::FillSpec(const std::string& task_id,
+                             const std::string& node_id,
+                             const std::string& worker_id,
+                             proto::TaskSpec* spec) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return false;
+  TaskEntry& t = *it->second;
+  Record(t, {.state = proto::TaskEvent::SUBMITTED_TO_WORKER,
+             .node_id = node_id,
+             .worker_id = worker_id});
+  spec->set_task_id(t.id);
+  spec->set_function_name(t.function);
+  for (const auto& v : t.args.values) spec->add_args(v);
+  for (const auto& [index, object] : t.args.stored) {
+    (*spec->mutable_stored_args())[index] = object;
+    objects_->AddCopy(object.object_id(), node_id,
+                      hooks_.transfer_address_of(node_id));
+  }
+  spec->set_attempt(t.attempt);
+  spec->set_result_id(t.id);
+  spec->set_owner(owner_);
+  spec->set_inline_threshold(inline_threshold_);
+  spec->set_depth(t.depth);
+  return true;
+}
+
+std::string TaskLifecycle::FunctionOf(const std::string& task_id) const {
+  auto t = tasks_.find(task_id);
+  return t != tasks_.end() ? t->second->function : "?";
+}
+
+void TaskLifecycle::TaskReplied(const std::string& task_id,
+                                const std::string& node_id,
+                                absl::StatusOr<proto::TaskResult> result) {
+  if (!result.ok()) return Fail(task_id, result.status());
+  if (result->ok()) return Complete(task_id, std::move(*result));
+  if (result->error_type() == "shoal::ObjectLost") {
+    // Runs again once the argument is rebuilt, if it can be.
+    absl::Status rebuilding = RebuildArgument(task_id, result->lost_object());
+    if (!rebuilding.ok()) {
+      Fail(task_id,
+           TaskError(ErrorKind::kObjectLost,
+                     absl::StrCat("task ", task_id, " cannot run on node ",
+                                  node_id, ": ", result->error(), "; ",
+                                  rebuilding.message())));
+    }
+    return;
+  }
+  Fail(task_id, RemoteFailure(FunctionOf(task_id), node_id, result->error(),
+                              result->error_data()));
+}
+
+void TaskLifecycle::CallReplied(const std::string& task_id,
+                                const std::string& node_id,
+                                proto::TaskResult result) {
+  if (result.ok()) return Complete(task_id, std::move(result));
+  Fail(task_id, RemoteFailure(FunctionOf(task_id), node_id, result.error(),
+                              result.error_data()));
+}
+
+void TaskLifecycle::WorkerDied(const std::string& task_id,
+                               const std::string& how) {
+  auto t = tasks_.find(task_id);
+  if (t == tasks_.end()) return;
+  TaskEntry& task = *t->second;
+  if (task.retries_left > 0) {
+    --task.retries_left;
+    ++task.attempt;
+    SHOAL_LOG(WARNING) << "task " << task.function << " (" << task.id
+                       << "): " << how << "; retrying (" << task.retries_left
+                       << " retries left)";
+    return Enqueue(task, /*front=*/true);
+  }
+  Fail(task.id,
+       TaskError(ErrorKind::kWorkerDied,
+                 absl::StrCat("task ", task.function, " (", task.id,
+                              ") failed: the worker running it died: ", how,
+                              ". It ran ", task.attempt + 1,
+                              " time(s); raise SetMaxRetries() or look "
+                              "in the worker's log (session folder, "
+                              "logs/worker-*.log)")));
+}
+
+void TaskLifecycle::CallFailed(const std::string& task_id, ErrorKind kind,
+                               const std::string& message) {
+  auto t = tasks_.find(task_id);
+  std::string text = t != tasks_.end()
+                         ? absl::StrCat("call ", t->second->function, " (",
+                                        task_id, ") failed: ", message)
+                         : message;
+  Fail(task_id, TaskError(kind, text));
+}
+
+void TaskLifecycle::LeaveWindow(TaskEntry& task) {
+  if (!task.in_window) return;
+  task.in_window = false;
+  window_->Release();
+}
+
+void TaskLifecycle::Complete(std::string id, proto::TaskResult result) {
+  std::unique_ptr<TaskEntry> done;
+  if (auto t = tasks_.find(id); t != tasks_.end()) {
+    done = std::move(t->second);
+    tasks_.erase(t);
+    LeaveWindow(*done);
+    // Both times as the worker saw them.
+    if (result.start_time_ms() != 0) {
+      Record(*done, {.state = proto::TaskEvent::RUNNING,
+                     .time_ms = result.start_time_ms()});
+    }
+    Record(*done,
+           {.state = proto::TaskEvent::FINISHED,
+            .time_ms = result.start_time_ms() != 0
+                           ? result.start_time_ms() + result.exec_us() / 1000
+                           : 0});
+    if (events_ != nullptr) events_->Ended(*done);
+  }
+  // The task that made a stored object can make it again if every copy is
+  // lost; it (and the arguments it holds) is kept while the object is.
+  if (objects_->Complete(id, &result) && done != nullptr) {
+    recovery_.Keep(std::move(done));
+  }
+  done.reset();
+  ObjectDone(id);
+}
+
+void TaskLifecycle::Fail(std::string id, absl::Status error) {
+  if (auto t = tasks_.find(id); t != tasks_.end()) {
+    const std::string message(error.message());
+    Record(*t->second, {.state = proto::TaskEvent::FAILED,
+                        .error = message,
+                        .error_type = TaskErrorTypeName(error)});
+    if (events_ != nullptr) events_->Ended(*t->second);
+    LeaveWindow(*t->second);
+    std::string actor = t->second->actor_id;
+    tasks_.erase(t);
+    if (!actor.empty()) hooks_.actor_drop(actor, id);
+  }
+  objects_->Fail(id, std::move(error));
+  ObjectDone(id);
+}
+
+void TaskLifecycle::ObjectDone(const std::string& id) {
+  std::vector<std::string> ready;
+  std::vector<std::pair<std::string, absl::Status>> failed;
+  deps_.ObjectDone(
+      id,
+      [this](const std::string& task_id) -> TaskArgs* {
+        auto t = tasks_.find(task_id);
+        return t == tasks_.end() ? nullptr : &t->second->args;
+      },
+      &ready, &failed);
+  objects_->ForgetIfReleased(id);
+  for (auto& [task_id, error] : failed) Fail(task_id, error);
+  for (const std::string& task_id : ready) {
+    auto t = tasks_.find(task_id);
+    if (t != tasks_.end()) Enqueue(*t->second);
+  }
+}
+
+absl::Status TaskLifecycle::Reconstruct(const std::string& id,
+                                        const proto::StoredObject& failed) {
+  switch (objects_->NeedsRebuild(id, failed)) {
+    case OwnedObjects::Rebuild::kGone:
+      return TaskError(ErrorKind::kObjectLost, "it was released");
+    case OwnedObjects::Rebuild::kUnderway:
+      return absl::OkStatus();
+    case OwnedObjects::Rebuild::kNeeded:
+      break;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<TaskEntry> task,
+                   recovery_.TakeForRebuild(id));
+  objects_->MarkPending(id);
+  Submit(std::move(task));
+  return absl::OkStatus();
+}
+
+absl::Status TaskLifecycle::RebuildArgument(const std::string& task_id,
+                                            const std::string& lost) {
+  auto t = tasks_.find(task_id);
+  if (t == tasks_.end()) {
+    return TaskError(ErrorKind::kObjectLost, "the task is gone");
+  }
+  RETURN_IF_ERROR(Reconstruct(lost, objects_->StoredObjectOf(lost)));
+  TaskEntry& task = *t->second;
+  if (!deps_.WaitAgain(task_id, &task.args, lost)) {
+    Enqueue(task, /*front=*/true);
+  }
+  return absl::OkStatus();
+}
+
+TaskLifecycle::Taken TaskLifecycle::TakeAll() {
+  Taken taken;
+  taken.tasks = std::move(tasks_);
+  tasks_.clear();
+  taken.lineage = recovery_.TakeAll();
+  return taken;
+}
+
+}  // namespace shoal::internal

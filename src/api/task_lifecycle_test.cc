@@ -1,0 +1,219 @@
+// What becomes of submitted tasks: queued once their arguments are ready,
+// specs written, results recorded, retried or failed, dependents woken;
+// against the real object table, with the submitters replaced by hooks.
+#include "api/task_lifecycle.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/owned_objects.h"
+#include "api/submit_window.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shoal::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class TaskLifecycleTest : public ::testing::Test {
+ protected:
+  TaskLifecycleTest()
+      : objects_([](const std::string&, bool, std::set<std::string>) {}),
+        window_(100),
+        lifecycle_(&objects_, &window_, 1024, Hooks()) {
+    lifecycle_.SetOwner("driver of job j");
+  }
+
+  TaskLifecycle::Hooks Hooks() {
+    return {
+        .enqueue =
+            [this](TaskEntry& t, bool front) {
+              queued_.push_back(t.id + (front ? "!" : ""));
+            },
+        .actor_ready =
+            [this](const std::string& actor, const std::string& id) {
+              ready_.push_back(actor + "/" + id);
+            },
+        .actor_drop =
+            [this](const std::string& actor, const std::string& id) {
+              dropped_.push_back(actor + "/" + id);
+            },
+        .post =
+            [this](std::function<void()> fn) {
+              posted_.push_back(std::move(fn));
+            },
+        .transfer_address_of =
+            [](const std::string& node) { return node + ":7001"; },
+    };
+  }
+
+  // Submits task `id` (its result pending, a place in the window taken),
+  // with `args`; returns the handle that keeps its result referenced.
+  std::shared_ptr<RefHandle> Submit(const std::string& id,
+                                    std::vector<TaskArg> args = {},
+                                    int retries = 0,
+                                    const std::string& actor = "") {
+    EXPECT_TRUE(window_.Acquire(false).ok());
+    auto task = std::make_unique<TaskEntry>();
+    task->id = id;
+    task->function = "fn_" + id;
+    task->args.args = std::move(args);
+    task->retries_left = retries;
+    task->actor_id = actor;
+    task->in_window = true;
+    objects_.AddPending(id);
+    auto handle = objects_.NewHandle(id);
+    lifecycle_.Submit(std::move(task));
+    return handle;
+  }
+
+  static proto::TaskResult Value(const std::string& bytes) {
+    proto::TaskResult result;
+    result.set_ok(true);
+    result.set_value(bytes);
+    return result;
+  }
+
+  OwnedObjects::State StateOf(const std::string& id,
+                              absl::Status* error = nullptr) {
+    OwnedObjects::Ready ready;
+    absl::Status ignored;
+    return objects_.Peek(id, &ready, error != nullptr ? error : &ignored);
+  }
+
+  OwnedObjects objects_;
+  SubmitWindow window_;
+  TaskLifecycle lifecycle_;
+  std::vector<std::string> queued_, ready_, dropped_;
+  std::vector<std::function<void()>> posted_;
+};
+
+TEST_F(TaskLifecycleTest, ATaskWithValuesIsQueuedAndItsResultRecorded) {
+  TaskArg arg;
+  arg.value = ObjectValue::Owned("\x01");
+  auto handle = Submit("t1", {arg});
+  EXPECT_THAT(queued_, ElementsAre("t1"));
+  EXPECT_EQ(window_.in_flight(), 1);
+
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("t1", "n1", "w1", &spec));
+  EXPECT_EQ(spec.task_id(), "t1");
+  EXPECT_EQ(spec.function_name(), "fn_t1");
+  EXPECT_THAT(spec.args(), ElementsAre("\x01"));
+  EXPECT_EQ(spec.owner(), "driver of job j");
+  EXPECT_EQ(spec.inline_threshold(), 1024u);
+
+  lifecycle_.TaskReplied("t1", "n1", Value("result"));
+  EXPECT_EQ(StateOf("t1"), OwnedObjects::State::kReady);
+  EXPECT_EQ(window_.in_flight(), 0);
+  EXPECT_EQ(lifecycle_.size(), 0u);
+  EXPECT_FALSE(lifecycle_.FillSpec("t1", "n1", "w1", &spec));
+}
+
+TEST_F(TaskLifecycleTest, ADependentWaitsForItsArgumentThenRuns) {
+  auto a = Submit("a");
+  TaskArg ref;
+  ref.ref = a;
+  auto b = Submit("b", {ref});
+  EXPECT_THAT(queued_, ElementsAre("a"));
+  lifecycle_.TaskReplied("a", "n1", Value("va"));
+  EXPECT_THAT(queued_, ElementsAre("a", "b"));
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("b", "n1", "w", &spec));
+  EXPECT_THAT(spec.args(), ElementsAre("va"));
+}
+
+TEST_F(TaskLifecycleTest, ADependentOfAFailedTaskFailsToo) {
+  auto a = Submit("a");
+  TaskArg ref;
+  ref.ref = a;
+  auto b = Submit("b", {ref});
+  lifecycle_.Fail("a", absl::InternalError("boom"));
+  absl::Status error;
+  EXPECT_EQ(StateOf("b", &error), OwnedObjects::State::kFailed);
+  EXPECT_THAT(error.message(), HasSubstr("boom"));
+  EXPECT_EQ(window_.in_flight(), 0);
+}
+
+TEST_F(TaskLifecycleTest, AWorkerThatDiedIsRetriedFirstThenTheTaskFails) {
+  auto t = Submit("t", {}, /*retries=*/1);
+  lifecycle_.WorkerDied("t", "killed by signal 9");
+  EXPECT_THAT(queued_, ElementsAre("t", "t!"));
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
+  EXPECT_EQ(spec.attempt(), 1);
+  lifecycle_.WorkerDied("t", "killed by signal 9");
+  absl::Status error;
+  EXPECT_EQ(StateOf("t", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kWorkerDied);
+  EXPECT_THAT(error.message(), HasSubstr("It ran 2 time(s)"));
+  EXPECT_THAT(error.message(), HasSubstr("raise SetMaxRetries()"));
+}
+
+TEST_F(TaskLifecycleTest, AnErrorFromTheFunctionFailsTheTask) {
+  auto t = Submit("t");
+  proto::TaskResult result;
+  result.set_ok(false);
+  result.set_error("bad input");
+  result.set_error_type("std::runtime_error");
+  lifecycle_.TaskReplied("t", "n7", result);
+  absl::Status error;
+  EXPECT_EQ(StateOf("t", &error), OwnedObjects::State::kFailed);
+  EXPECT_THAT(error.message(), HasSubstr("bad input"));
+}
+
+TEST_F(TaskLifecycleTest, ActorCallsGoToTheirActorAndAreDroppedOnFailure) {
+  auto c = Submit("c1", {}, 0, "actor-1");
+  EXPECT_THAT(ready_, ElementsAre("actor-1/c1"));
+  EXPECT_TRUE(queued_.empty());
+  lifecycle_.CallFailed("c1", ErrorKind::kActorDied, "the actor died");
+  EXPECT_THAT(dropped_, ElementsAre("actor-1/c1"));
+  absl::Status error;
+  EXPECT_EQ(StateOf("c1", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kActorDied);
+  EXPECT_THAT(error.message(), HasSubstr("call fn_c1 (c1) failed"));
+}
+
+TEST_F(TaskLifecycleTest, AnUnresolvableArgumentFailsOnTheNextTurn) {
+  auto released = objects_.NewHandle("gone");  // no such object
+  TaskArg ref;
+  ref.ref = released;
+  auto t = Submit("t", {ref});
+  EXPECT_EQ(StateOf("t"), OwnedObjects::State::kPending);
+  ASSERT_EQ(posted_.size(), 1u);
+  posted_[0]();
+  EXPECT_EQ(StateOf("t"), OwnedObjects::State::kFailed);
+}
+
+TEST_F(TaskLifecycleTest, StoredArgumentsMakeTheWorkersNodeASource) {
+  auto a = Submit("a");
+  proto::TaskResult stored;
+  stored.set_ok(true);
+  proto::StoredObject* so = stored.mutable_stored();
+  so->set_object_id("a");
+  so->set_data_size(4096);
+  so->add_sources()->set_node_id("n1");
+  lifecycle_.TaskReplied("a", "n1", stored);
+  TaskArg ref;
+  ref.ref = a;
+  auto b = Submit("b", {ref});
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("b", "n2", "w", &spec));
+  ASSERT_EQ(spec.stored_args().count(0), 1u);
+  EXPECT_EQ(objects_.StoredObjectOf("a").sources_size(), 2);
+}
+
+TEST_F(TaskLifecycleTest, TakeAllHandsOverWhatIsLeft) {
+  auto a = Submit("a");
+  auto b = Submit("b");
+  TaskLifecycle::Taken taken = lifecycle_.TakeAll();
+  EXPECT_EQ(taken.tasks.size(), 2u);
+  EXPECT_EQ(lifecycle_.size(), 0u);
+}
+
+}  // namespace
+}  // namespace shoal::internal
