@@ -36,7 +36,7 @@
 #include "common/status_macros.h"
 #include "common/util.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "rpc/rpc.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
@@ -216,8 +216,6 @@ class CoreRuntimeImpl : public CoreRuntime,
       submit.binary_hash = binary_hash_;
       submit.blob_hash = copies.program;
       submit.worker_command = options_.worker_command;
-      submit.token = options_.token;
-      submit.peer_name = peer_name_;
       submit.lease_idle_ms = options_.lease_idle_ms;
       submit.program_wanted = [this] { ProgramWanted(); };
       if (!cpp_binary_hash_.empty()) {
@@ -1187,7 +1185,7 @@ class CoreRuntimeImpl : public CoreRuntime,
   }
 
   std::unique_ptr<rpc::Channel> ConnectTo(const std::string& address) override {
-    return std::make_unique<rpc::Channel>(loop_.get(), address, options_.token,
+    return std::make_unique<rpc::TcpChannel>(loop_.get(), address, options_.token,
                                           peer_name_);
   }
 

@@ -53,7 +53,7 @@
 #include "head/redis_storage.h"
 #include "launch/launcher.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "rpc/tls.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"

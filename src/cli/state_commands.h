@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 
 namespace shoal::cli {
 

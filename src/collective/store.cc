@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/session.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "shoal/collective.h"
 #include "shoal/shoal.pb.h"
 

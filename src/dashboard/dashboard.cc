@@ -23,7 +23,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "rpc/blocking_channel.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 

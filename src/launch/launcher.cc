@@ -33,7 +33,7 @@
 #include "common/util.h"
 #include "launch/framework_env.h"
 #include "launch/output_lines.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "rpc/rpc.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
@@ -260,7 +260,7 @@ std::string RunLaunchHost(std::string spec_bytes) {
   std::unique_ptr<rpc::Channel> channel;
   rpc::HeadClient head_client(loop->get(), head ? head : "", token, "runner");
   (*loop)->RunSync([&] {
-    channel = std::make_unique<rpc::Channel>(
+    channel = std::make_unique<rpc::TcpChannel>(
         loop->get(), spec.launcher_address(), token, "runner");
   });
   auto close_channels = [&] {

@@ -7,7 +7,7 @@
 #include "common/task_events.h"
 #include "common/util.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 
 namespace shoal::internal {
 

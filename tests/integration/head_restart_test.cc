@@ -28,7 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/init.h"
 #include "tests/testing/cluster_fixture.h"
