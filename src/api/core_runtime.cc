@@ -35,8 +35,8 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
-#include "rpc/event_loop.h"
 #include "head_client/head_client.h"
+#include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
@@ -1185,8 +1185,8 @@ class CoreRuntimeImpl : public CoreRuntime,
   }
 
   std::unique_ptr<rpc::Channel> ConnectTo(const std::string& address) override {
-    return std::make_unique<rpc::TcpChannel>(loop_.get(), address, options_.token,
-                                          peer_name_);
+    return std::make_unique<rpc::TcpChannel>(loop_.get(), address,
+                                             options_.token, peer_name_);
   }
 
   // ---- Outcomes ----

@@ -47,12 +47,12 @@ TEST(ShapeQueueTest, PipelineDepthFollowsTheMeasuredRunTime) {
     size_t want;
   };
   std::vector<Case> cases = {
-      {{}, 1},            // nothing measured yet
-      {{2000}, 1},        // 2 ms tasks: one at a time
-      {{100}, 20},        // 0.1 ms: 2 ms of work in flight
-      {{1}, 32},          // capped
-      {{100, 1100}, 6},   // moving average: 0.8 * 100 + 0.2 * 1100 = 300
-      {{-1, 500}, 4},     // a failed task measures nothing
+      {{}, 1},           // nothing measured yet
+      {{2000}, 1},       // 2 ms tasks: one at a time
+      {{100}, 20},       // 0.1 ms: 2 ms of work in flight
+      {{1}, 32},         // capped
+      {{100, 1100}, 6},  // moving average: 0.8 * 100 + 0.2 * 1100 = 300
+      {{-1, 500}, 4},    // a failed task measures nothing
   };
   for (const Case& c : cases) {
     ShapeQueue q("k", ResourceSet(), 0);
@@ -82,7 +82,8 @@ TEST(ShapeQueueTest, IdleThenLeastBusyWorkerTakesTheNextTask) {
   EXPECT_EQ(q.LeastBusyWorker()->lease_id, "idle");
 }
 
-TEST(ShapeQueueTest, ALostWorkersWaitingTasksGoBackInOrderAndItsRunningOneIsNamed) {
+TEST(ShapeQueueTest,
+     ALostWorkersWaitingTasksGoBackInOrderAndItsRunningOneIsNamed) {
   ShapeQueue q("k", ResourceSet(), 0);
   q.Add("queued", false);
   q.AddWorker(Worker("l1", {"run", "p1", "p2"}));

@@ -14,8 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/session.h"
-#include "rpc/event_loop.h"
 #include "head_client/head_client.h"
+#include "rpc/event_loop.h"
 #include "shoal/collective.h"
 #include "shoal/shoal.pb.h"
 
