@@ -15,9 +15,10 @@ include(CMakePackageConfigHelpers)
 set(SHOAL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/shoal)
 
 install(TARGETS shoal shoal_cli_lib shoal_launch shoal_worker shoal_api shoal_agent
-                shoal_head shoal_rpc shoal_common shoal_proto shoal_scheduling
-                shoal_accel shoal_dashboard shoal_sim shoal_presentation
-                shoal_object_store shoal_object_plane shoal_collective
+                shoal_head shoal_head_client shoal_rpc shoal_common shoal_proto
+                shoal_scheduling shoal_accel shoal_dashboard shoal_sim
+                shoal_presentation shoal_object_store shoal_object_plane
+                shoal_collective
   EXPORT shoalTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS shoal_cli

@@ -522,11 +522,11 @@ struct FakeServer {
 void AnswerChannel(std::string_view stream, const std::vector<int>& lengths) {
   static FakeServer* peer = new FakeServer();
   rpc::EventLoop* loop = FuzzServer::Get().loop();
-  std::unique_ptr<rpc::Channel> channel;
+  std::unique_ptr<rpc::TcpChannel> channel;
   auto answers = std::make_shared<std::array<int, 3>>();
   loop->RunSync([&] {
-    channel = std::make_unique<rpc::Channel>(loop, peer->address, kRpcFuzzToken,
-                                             "fuzz driver");
+    channel = std::make_unique<rpc::TcpChannel>(loop, peer->address,
+                                                kRpcFuzzToken, "fuzz driver");
     // A stream without a whole frame would make it connect again: the
     // frames are what is fuzzed here (rpc_test covers the retries).
     channel->set_hello_retries(0);

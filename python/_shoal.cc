@@ -23,7 +23,7 @@
 
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
 #include "worker/actor_host.h"

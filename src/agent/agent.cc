@@ -29,7 +29,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 

@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/core_runtime.h"
 #include "api/task_error.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
 

@@ -15,7 +15,7 @@ constexpr int64_t kPollRetryMs = 200;
 
 }  // namespace
 
-ActorSubmitter::ActorSubmitter(rpc::EventLoop* loop, Delegate* delegate)
+ActorSubmitter::ActorSubmitter(rpc::Executor* loop, Delegate* delegate)
     : loop_(loop), delegate_(delegate) {}
 
 ActorSubmitter::~ActorSubmitter() { *alive_ = false; }
@@ -152,10 +152,7 @@ void ActorSubmitter::OnInfo(const std::string& actor_id,
       if (a.channel != nullptr && !a.lost_connection && !address_changed) {
         break;
       }
-      if (a.channel != nullptr) {
-        rpc::Channel* old = a.channel.release();
-        loop_->Post([old] { delete old; });
-      }
+      DropChannel(a);
       Connect(a);
       if (a.lost_connection) {
         // The incarnation those calls went to is gone: send again the ones
@@ -291,23 +288,22 @@ void ActorSubmitter::OnConnectionLost(Actor& a) {
                    << a.in_flight.size() << " calls in flight)";
   if (a.lost_connection) return;
   a.lost_connection = true;
-  // The channel is in the middle of failing its calls: free it later.
-  if (a.channel != nullptr) {
-    rpc::Channel* old = a.channel.release();
-    loop_->Post([old] { delete old; });
-  }
+  DropChannel(a);
   ++a.generation;
   Poll(a, /*wait=*/true);
+}
+
+void ActorSubmitter::DropChannel(Actor& a) {
+  if (a.channel == nullptr) return;
+  std::shared_ptr<rpc::Channel> old = std::move(a.channel);
+  loop_->Post([old] {});
 }
 
 void ActorSubmitter::Die(Actor& a, Failure failure, std::string message) {
   a.dead = true;
   a.failure = failure;
   a.death = std::move(message);
-  if (a.channel != nullptr) {
-    rpc::Channel* old = a.channel.release();
-    loop_->Post([old] { delete old; });
-  }
+  DropChannel(a);
   FailAll(a);
 }
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "rpc/event_loop.h"
+#include "rpc/executor.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
@@ -49,7 +49,7 @@ class ActorSubmitter {
         const std::string& address) = 0;
   };
 
-  ActorSubmitter(rpc::EventLoop* loop, Delegate* delegate);
+  ActorSubmitter(rpc::Executor* loop, Delegate* delegate);
   ~ActorSubmitter();
 
   // A new call, in submission order; it leaves once Ready() and every call
@@ -107,8 +107,11 @@ class ActorSubmitter {
   void FailAll(Actor& a);
   void SetRetries(const Actor& a, Call& call) const;
   std::string Describe(const Actor& a) const;
+  // Frees the actor's channel on a later turn (it may be failing its
+  // calls).
+  void DropChannel(Actor& a);
 
-  rpc::EventLoop* loop_;
+  rpc::Executor* loop_;
   Delegate* delegate_;
   std::map<std::string, Actor> actors_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -1,11 +1,10 @@
-// ActorSubmitter against a fake runtime (the delegate) and fake actors: real
-// rpc::Servers on loopback that answer PUSH_TASK as a worker would.
+// ActorSubmitter against a fake runtime (the delegate) and fake actors: peers
+// of an in-memory network (rpc/fake_channel.h) that answer PUSH_TASK as a
+// worker would. Everything runs on the test's thread.
 #include "api/actor_submitter.h"
 
-#include <chrono>
 #include <deque>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,10 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/fake_worker_testing.h"
-#include "api/loop_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/event_loop.h"
+#include "rpc/fake_channel.h"
 #include "rpc/rpc.h"
 
 namespace shoal::internal {
@@ -26,11 +24,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kToken[] = "test-token";
-
 class FakeRuntime : public ActorSubmitter::Delegate {
  public:
-  explicit FakeRuntime(rpc::EventLoop* loop) : loop_(loop) {}
+  explicit FakeRuntime(rpc::FakeNetwork* network) : network_(network) {}
 
   bool BuildCall(const std::string& task_id, const std::string&,
                  proto::TaskSpec* spec) override {
@@ -62,7 +58,7 @@ class FakeRuntime : public ActorSubmitter::Delegate {
     polls.push_back(std::move(done));
   }
   std::unique_ptr<rpc::Channel> ConnectTo(const std::string& address) override {
-    return std::make_unique<rpc::Channel>(loop_, address, kToken, "test");
+    return network_->Connect(address);
   }
 
   // Answers the waiting long polls with `info`.
@@ -78,7 +74,7 @@ class FakeRuntime : public ActorSubmitter::Delegate {
   std::vector<std::function<void(absl::StatusOr<proto::ActorInfo>)>> polls;
 
  private:
-  rpc::EventLoop* loop_;
+  rpc::FakeNetwork* network_;
 };
 
 proto::ActorInfo Info(proto::ActorInfo::State state, const std::string& address,
@@ -95,25 +91,31 @@ proto::ActorInfo Info(proto::ActorInfo::State state, const std::string& address,
   return info;
 }
 
-class ActorSubmitterTest : public LoopTest {
+class ActorSubmitterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartLoop("actor_submitter_test"));
-    Run([&] {
-      runtime_ = std::make_unique<FakeRuntime>(loop_.get());
-      submitter_ =
-          std::make_unique<ActorSubmitter>(loop_.get(), runtime_.get());
-      actor_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
-    });
+    runtime_ = std::make_unique<FakeRuntime>(&network_);
+    submitter_ = std::make_unique<ActorSubmitter>(&executor_, runtime_.get());
+    actor_ = NewWorker();
   }
   void TearDown() override {
-    Run([&] {
-      submitter_.reset();
-      actor_.reset();
-      second_.reset();
-      runtime_.reset();
-    });
-    loop_->Stop();
+    submitter_.reset();
+    executor_.RunUntilIdle();
+  }
+
+  // Runs `fn`, then what it set going until nothing is left to run.
+  void Run(const std::function<void()>& fn) {
+    fn();
+    executor_.RunUntilIdle();
+  }
+  // Whether `check` holds once what is under way has run.
+  bool Settled(const std::function<bool()>& check) {
+    executor_.RunUntilIdle();
+    return check();
+  }
+  std::unique_ptr<FakeWorker> NewWorker() {
+    return std::make_unique<FakeWorker>(
+        &network_, absl::StrCat("127.0.0.1:", next_port_++));
   }
   void Submit(const std::string& task, bool ready = true) {
     Run([&] {
@@ -130,6 +132,9 @@ class ActorSubmitterTest : public LoopTest {
     return out;
   }
 
+  rpc::ManualExecutor executor_;
+  rpc::FakeNetwork network_{&executor_, "caller"};
+  int next_port_ = 7000;
   std::unique_ptr<FakeRuntime> runtime_;
   std::unique_ptr<ActorSubmitter> submitter_;
   std::unique_ptr<FakeWorker> actor_;
@@ -145,10 +150,9 @@ TEST_F(ActorSubmitterTest, CallsLeaveInSubmissionOrderOnceReady) {
   Submit("t2");
   Submit("t3");
   // t2 and t3 wait behind t1, whose argument is not resolved yet.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Run([&] { EXPECT_THAT(actor_->seen, IsEmpty()); });
   Run([&] { submitter_->Ready("a1", "t1"); });
-  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 3; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->outcomes.size() == 3; }));
   Run([&] { EXPECT_THAT(actor_->seen, ElementsAre("t1", "t2", "t3")); });
   EXPECT_EQ(Outcome("t2"), "ok:t2");
 }
@@ -158,14 +162,14 @@ TEST_F(ActorSubmitterTest, PendingActorHoldsCallsUntilItIsAlive) {
     runtime_->infos.push_back(Info(proto::ActorInfo::PENDING, "", 1));
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->polls.size() == 1; }));
   Run([&] {
     // The second question is a long poll past the version it knows.
     EXPECT_EQ(runtime_->requests.back().after_version(), 1);
     EXPECT_GT(runtime_->requests.back().wait_ms(), 0);
     runtime_->Publish(Info(proto::ActorInfo::ALIVE, actor_->address(), 2));
   });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   EXPECT_EQ(Outcome("t1"), "ok:t1");
 }
 
@@ -173,11 +177,11 @@ TEST_F(ActorSubmitterTest, UnknownActorFailsEveryCall) {
   Run([&] { runtime_->infos.push_back(absl::NotFoundError("no actor a1")); });
   Submit("t1");
   Submit("t2", /*ready=*/false);
-  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->outcomes.size() == 2; }));
   EXPECT_THAT(Outcome("t1"), HasSubstr("died:no actor a1"));
   // And later calls at once.
   Submit("t3", /*ready=*/false);
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t3").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t3").empty(); }));
   EXPECT_THAT(Outcome("t3"), HasSubstr("died:"));
 }
 
@@ -187,7 +191,7 @@ TEST_F(ActorSubmitterTest, InfeasibleActorFailsCallsAsInfeasible) {
   dead.set_death_cause("no node has 1 no_such_thing");
   Run([&] { runtime_->infos.push_back(dead); });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   EXPECT_THAT(Outcome("t1"), HasSubstr("infeasible:actor counter (Counter"));
   EXPECT_THAT(Outcome("t1"), HasSubstr("no node has 1 no_such_thing"));
 }
@@ -199,20 +203,20 @@ TEST_F(ActorSubmitterTest, RestartResendsCallsWithRetriesAndFailsTheRest) {
   });
   Submit("hold-1");
   Submit("hold-2");
-  ASSERT_TRUE(Eventually([&] { return actor_->seen.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return actor_->seen.size() == 2; }));
   // Behind them, waiting on an argument until the process has died (were it
   // ready now, the first process could answer it before the death).
   Submit("t3", /*ready=*/false);
   // The process dies with the calls in flight: the submitter asks the head.
   Run([&] { actor_->Die(); });
-  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->polls.size() == 1; }));
   Run([&] { submitter_->Ready("a1", "t3"); });
   Run([&] {
-    second_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    second_ = NewWorker();
     proto::ActorInfo restarting = Info(proto::ActorInfo::RESTARTING, "", 2, 1);
     runtime_->Publish(restarting);
   });
-  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->polls.size() == 1; }));
   Run([&] {
     proto::ActorInfo alive =
         Info(proto::ActorInfo::ALIVE, second_->address(), 3, 1);
@@ -221,22 +225,22 @@ TEST_F(ActorSubmitterTest, RestartResendsCallsWithRetriesAndFailsTheRest) {
     runtime_->Publish(alive);
   });
   // Sent again, in order, ahead of the call that waited.
-  ASSERT_TRUE(Eventually([&] { return second_->seen.size() == 3; }));
+  ASSERT_TRUE(Settled([&] { return second_->seen.size() == 3; }));
   Run([&] {
     EXPECT_THAT(second_->seen, ElementsAre("hold-1", "hold-2", "t3"));
   });
   // Their retries are spent: a second death fails them, naming the cause.
   Run([&] { second_->Die(); });
-  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->polls.size() == 1; }));
   Run([&] {
-    auto third = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    auto third = NewWorker();
     proto::ActorInfo alive =
         Info(proto::ActorInfo::ALIVE, third->address(), 5, 1);
     alive.set_death_cause("killed by signal 9 (Killed)");
     runtime_->Publish(alive);
     actor_ = std::move(third);
   });
-  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 3; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->outcomes.size() == 3; }));
   EXPECT_THAT(Outcome("hold-1"), HasSubstr("killed by signal 9"));
   EXPECT_THAT(Outcome("hold-1"), HasSubstr("SetMaxTaskRetries"));
   EXPECT_EQ(Outcome("t3"), "ok:t3");
@@ -249,9 +253,9 @@ TEST_F(ActorSubmitterTest, DeathFailsQueuedAndInFlightCalls) {
   });
   Submit("hold-1");
   Submit("t2", /*ready=*/false);
-  ASSERT_TRUE(Eventually([&] { return actor_->seen.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return actor_->seen.size() == 1; }));
   Run([&] { actor_->Die(); });
-  ASSERT_TRUE(Eventually([&] { return runtime_->polls.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->polls.size() == 1; }));
   Run([&] {
     proto::ActorInfo dead = Info(proto::ActorInfo::DEAD, "", 2);
     dead.set_death_cause(
@@ -259,10 +263,39 @@ TEST_F(ActorSubmitterTest, DeathFailsQueuedAndInFlightCalls) {
         "used up (max_restarts=0)");
     runtime_->Publish(dead);
   });
-  ASSERT_TRUE(Eventually([&] { return runtime_->outcomes.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return runtime_->outcomes.size() == 2; }));
   EXPECT_THAT(Outcome("hold-1"), HasSubstr("restarts are used up"));
   EXPECT_THAT(Outcome("t2"), HasSubstr("died:actor counter"));
   Run([&] { EXPECT_EQ(submitter_->Outstanding("a1"), 0u); });
+}
+
+// The head could not be asked: it is asked again 200 ms later.
+TEST_F(ActorSubmitterTest, AHeadThatCannotBeAskedIsAskedAgainShortly) {
+  runtime_->infos.push_back(absl::UnavailableError("the head is restarting"));
+  runtime_->infos.push_back(
+      Info(proto::ActorInfo::ALIVE, actor_->address(), 1));
+  Submit("t1");
+  EXPECT_EQ(runtime_->requests.size(), 1u);
+  executor_.AdvanceMs(199);
+  EXPECT_EQ(runtime_->requests.size(), 1u);
+  executor_.AdvanceMs(1);
+  ASSERT_EQ(runtime_->requests.size(), 2u);
+  EXPECT_EQ(Outcome("t1"), "ok:t1");
+}
+
+// A call's answer that comes after the submitter shut down reaches nobody.
+TEST_F(ActorSubmitterTest, AnAnswerAfterShutdownIsDropped) {
+  runtime_->infos.push_back(
+      Info(proto::ActorInfo::ALIVE, actor_->address(), 1));
+  Submit("hold-1");
+  ASSERT_EQ(actor_->held.size(), 1u);
+  Run([&] { submitter_->Shutdown(); });
+  proto::TaskResult result;
+  result.set_ok(true);
+  result.set_value("late");
+  Run([&] { actor_->held[0].Reply(result); });
+  EXPECT_TRUE(runtime_->outcomes.empty());
+  EXPECT_EQ(submitter_->Outstanding("a1"), 0u);
 }
 
 }  // namespace

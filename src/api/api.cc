@@ -28,7 +28,7 @@
 #include "common/logging.h"
 #include "common/session.h"
 #include "common/util.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 

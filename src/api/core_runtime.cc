@@ -31,8 +31,8 @@
 #include "common/task_events.h"
 #include "common/util.h"
 #include "object_plane/transfer_client.h"
+#include "head_client/head_client.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
@@ -374,8 +374,6 @@ class CoreRuntimeImpl : public CoreRuntime {
     submit.binary_hash = program_.binary_hash;
     submit.blob_hash = copies.program;
     submit.worker_command = options_.worker_command;
-    submit.token = options_.token;
-    submit.peer_name = peer_name_;
     submit.lease_idle_ms = options_.lease_idle_ms;
     submit.program_wanted = [this] {
       if (!stopping_) copies_.Wanted();

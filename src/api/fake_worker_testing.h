@@ -1,16 +1,14 @@
-// For the driver side's unit tests: a worker as a submitter sees it, a real
-// rpc::Server on loopback answering PUSH_TASK.
+// For the driver side's unit tests: a worker as a submitter sees it, a peer
+// of an in-memory network (rpc/fake_channel.h) answering PUSH_TASK.
 #ifndef SHOAL_API_FAKE_WORKER_TESTING_H_
 #define SHOAL_API_FAKE_WORKER_TESTING_H_
 
 #include <cstdint>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
-#include "rpc/event_loop.h"
+#include "rpc/fake_channel.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
@@ -18,15 +16,13 @@ namespace shoal::internal {
 
 // Answers each task with its id as the value, after recording it; tasks
 // whose id starts with "hold" are kept unanswered (in `held`), and those
-// starting with "err" get an error reply. Loop thread only.
+// starting with "err" get an error reply.
 class FakeWorker {
  public:
-  FakeWorker(rpc::EventLoop* loop, const std::string& token) {
-    auto server = rpc::Server::Create(loop, "127.0.0.1", 0, token);
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+  FakeWorker(rpc::FakeNetwork* network, std::string address)
+      : network_(network), address_(std::move(address)) {
     rpc::RegisterProto<proto::TaskSpec>(
-        server_.get(), proto::PUSH_TASK,
+        network_->Listen(address_), proto::PUSH_TASK,
         [this](const proto::TaskSpec& spec, rpc::Responder r) {
           seen.push_back(spec.task_id());
           if (spec.task_id().rfind("hold", 0) == 0) {
@@ -44,18 +40,23 @@ class FakeWorker {
           r.Reply(result);
         });
   }
-  std::string address() const {
-    return absl::StrCat("127.0.0.1:", server_->port());
-  }
+  ~FakeWorker() { Die(); }
+  FakeWorker(const FakeWorker&) = delete;
+  FakeWorker& operator=(const FakeWorker&) = delete;
+
+  const std::string& address() const { return address_; }
   // Ends the process, as kill -9 would: its connections close.
-  void Die() { server_.reset(); }
+  void Die() {
+    if (network_->Find(address_) != nullptr) network_->Kill(address_);
+  }
 
   int64_t exec_us = 100;
   std::vector<std::string> seen;
   std::vector<rpc::Responder> held;
 
  private:
-  std::unique_ptr<rpc::Server> server_;
+  rpc::FakeNetwork* const network_;
+  const std::string address_;
 };
 
 }  // namespace shoal::internal

@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "common/logging.h"
 #include "common/util.h"
+#include "head_client/head_client.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
 
 namespace shoal::internal {
 

@@ -86,11 +86,14 @@ void NodeView::NoteAgent(const std::string& node_id, const std::string& agent) {
 
 rpc::Channel* NodeView::Channel(const std::string& agent) {
   auto& channel = channels_[agent];
-  if (channel == nullptr) {
-    channel = std::make_unique<rpc::Channel>(loop_, agent, options_.token,
-                                             options_.peer_name);
-  }
+  if (channel == nullptr) channel = Connect(agent);
   return channel.get();
+}
+
+std::unique_ptr<rpc::Channel> NodeView::Connect(const std::string& address) {
+  if (options_.channels != nullptr) return options_.channels->Connect(address);
+  return std::make_unique<rpc::TcpChannel>(loop_, address, options_.token,
+                                           options_.peer_name);
 }
 
 }  // namespace shoal::internal

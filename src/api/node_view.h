@@ -26,7 +26,8 @@ class NodeView {
     // reports it alive.
     int64_t bad_agent_retry_us = 2000000;
     // Seams for tests.
-    std::function<int64_t()> now_us;                      // MonotonicUs
+    rpc::ChannelFactory* channels = nullptr;  // null: TcpChannels on the loop
+    std::function<int64_t()> now_us;          // MonotonicUs
     std::function<bool(const std::string& ip)> is_local;  // IsLocalAddress
   };
   NodeView(rpc::EventLoop* loop, Options options);
@@ -57,6 +58,8 @@ class NodeView {
 
   // The channel to `agent`, made on first use.
   rpc::Channel* Channel(const std::string& agent);
+  // A new channel to `address` (a worker), the caller's own.
+  std::unique_ptr<rpc::Channel> Connect(const std::string& address);
   void CloseChannels() { channels_.clear(); }
 
  private:

@@ -10,7 +10,7 @@
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/util.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 
 namespace shoal::internal {
 

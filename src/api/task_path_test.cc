@@ -67,7 +67,6 @@ class TaskPathTest : public LoopTest {
     options.events_job_id = "j";
     options.task_events_interval_ms = 1000;
     options.submit.job_id = "j";
-    options.submit.token = "token";
     Run([&] {
       path_ = std::make_unique<TaskPath>(loop_.get(), head_.get(), &objects_,
                                          &window_, options);

@@ -11,18 +11,17 @@
 #define SHOAL_API_TASK_SUBMITTER_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/node_view.h"
+#include "api/shape_queue.h"
 #include "api/worker_command.h"
-#include "rpc/rpc.h"
+#include "rpc/executor.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -62,8 +61,6 @@ class TaskSubmitter {
     std::string binary_hash;       // names worker_command when that is set
     std::string blob_hash;         // the head's copy, when not binary_hash
     WorkerCommand worker_command;  // empty: workers run the binary
-    std::string token;
-    std::string peer_name;
     // How long a lease with no work is kept for further tasks of its shape.
     int64_t lease_idle_ms = 500;
     // Called (on the loop thread, once until answered) when a node has no
@@ -74,8 +71,12 @@ class TaskSubmitter {
     std::function<void()> program_wanted;
   };
 
-  TaskSubmitter(rpc::EventLoop* loop, NodeView* nodes, Delegate* delegate,
+  // Agents are reached through `nodes` (NodeView::Channel), workers over
+  // channels it makes (NodeView::Connect); `loop` runs retries and keeps
+  // the clock of idle leases.
+  TaskSubmitter(rpc::Executor* loop, NodeView* nodes, Delegate* delegate,
                 Options options);
+  ~TaskSubmitter();
   TaskSubmitter(const TaskSubmitter&) = delete;
   TaskSubmitter& operator=(const TaskSubmitter&) = delete;
 
@@ -105,50 +106,28 @@ class TaskSubmitter {
   size_t leased_workers() const;
 
  private:
-  struct Queued {
-    std::string task_id;
-  };
-  struct LeasedWorker {
-    std::string lease_id;
-    std::string worker_id;
-    std::string node_id;
-    std::string agent;
-    std::unique_ptr<rpc::Channel> channel;
-    std::deque<Queued> in_flight;  // in push order
-    int64_t idle_since_us = 0;
-  };
-  struct ShapeQueue {
-    std::string key;  // shape.DebugString() and depth
-    ResourceSet shape;
-    int depth = 0;
-    std::deque<Queued> queue;
-    std::vector<std::unique_ptr<LeasedWorker>> workers;
-    // Lease requests that wait for an answer, by number: their agent, and
-    // whether they are being withdrawn (the queue ran dry first).
-    struct RequestOut {
-      std::string agent;
-      bool canceling = false;
-    };
-    std::map<uint64_t, RequestOut> requests_out;
-    int pending_lease_requests = 0;  // those not being withdrawn
-    int consecutive_failures = 0;
-    // A node had no copy of the program: no lease is asked for until the
-    // runtime sends one (SetProgramCopy). `lacking` says what that node said.
-    bool awaiting_program = false;
-    std::string lacking;
-    double avg_exec_us = -1;  // moving average of the tasks' run time
-    size_t MaxInFlight() const;
-  };
-
   void Pump(ShapeQueue& q);
-  void Push(ShapeQueue& q, LeasedWorker& w, const Queued& task);
+  void Push(ShapeQueue& q, LeasedWorker& w, const std::string& task_id);
   void OnReply(const std::string& key, const std::string& lease_id,
                const std::string& task_id, absl::StatusOr<std::string> reply);
+  // A worker's connection broke: the task it was running (unless it is
+  // `never_sent`, whose push was never written) is the delegate's to retry
+  // or fail once its agent says how the worker ended.
   void OnWorkerLost(ShapeQueue& q, const std::string& lease_id,
                     const absl::Status& why,
                     const std::string& never_sent = "");
   void LoseWorkersOnDeadNodes();
   void RequestLease(ShapeQueue& q, const std::string& agent, bool no_spillback);
+  void OnLeaseReply(const std::string& key, const std::string& agent,
+                    uint64_t number, bool named_copy,
+                    absl::StatusOr<proto::RequestLeaseReply> reply);
+  // A lease request failed to reach `agent` (or was refused).
+  void OnLeaseRequestFailed(ShapeQueue& q, const std::string& agent,
+                            const absl::Status& error);
+  // A FAILED answer: a node without the program, or a worker that could
+  // not start.
+  void OnLeaseFailed(ShapeQueue& q, bool named_copy,
+                     const proto::RequestLeaseReply& reply);
   // The agent of a lease request that named no copy of the program
   // answered that it has none: `q` waits for one (asked for once).
   void AwaitProgram(ShapeQueue& q, const std::string& error);
@@ -161,8 +140,10 @@ class TaskSubmitter {
   void ReturnLease(const std::string& agent, const std::string& lease_id);
   void ReturnIdleLeases();
   void FailQueue(ShapeQueue& q, const absl::Status& error);
+  // Frees a worker's channel on a later turn (it may be failing its calls).
+  void DropWorker(std::unique_ptr<LeasedWorker> w);
 
-  rpc::EventLoop* const loop_;
+  rpc::Executor* const loop_;
   NodeView* const nodes_;
   Delegate* const delegate_;
   const Options options_;
@@ -170,9 +151,10 @@ class TaskSubmitter {
   // SetProgramCopy's); empty while none is known.
   std::string blob_hash_;
   bool program_asked_ = false;  // program_wanted called, not yet answered
-  std::map<std::string, ShapeQueue> shapes_;  // by shape's DebugString()
+  std::map<std::string, ShapeQueue> shapes_;  // by ShapeQueue::key()
   int64_t ticks_ = 0;
   uint64_t next_request_ = 0;  // names lease requests (request_id)
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace shoal::internal

@@ -1,11 +1,12 @@
 // TaskSubmitter against a fake runtime (the delegate), fake node agents and
-// fake workers: real rpc::Servers on loopback that answer REQUEST_LEASE,
-// RETURN_LEASE, GET_WORKER_EXIT and PUSH_TASK as the real ones would. The
-// NodeView is real, fed the fake agents' addresses.
+// fake workers: peers of an in-memory network (rpc/fake_channel.h) that
+// answer REQUEST_LEASE, RETURN_LEASE, GET_WORKER_EXIT and PUSH_TASK as the
+// real ones would. The NodeView is real, fed the fake agents' addresses.
+// Everything runs on the test's thread; the test turns the executor and
+// moves its clock.
 #include "api/task_submitter.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -13,18 +14,16 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "api/fake_worker_testing.h"
-#include "api/loop_testing.h"
 #include "api/node_view.h"
 #include "api/task_error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/event_loop.h"
+#include "rpc/fake_channel.h"
 #include "rpc/rpc.h"
 #include "scheduling/resource_set.h"
 
@@ -36,8 +35,6 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using ::testing::UnorderedElementsAreArray;
-
-constexpr char kToken[] = "test-token";
 
 proto::RequestLeaseReply LeaseReply(proto::RequestLeaseReply::Outcome outcome,
                                     const std::string& error) {
@@ -53,13 +50,13 @@ proto::RequestLeaseReply LeaseReply(proto::RequestLeaseReply::Outcome outcome,
 // asked.
 class FakeAgent {
  public:
-  FakeAgent(rpc::EventLoop* loop, std::string node_id)
-      : node_id_(std::move(node_id)) {
-    auto server = rpc::Server::Create(loop, "127.0.0.1", 0, kToken);
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+  FakeAgent(rpc::FakeNetwork* network, std::string address, std::string node_id)
+      : network_(network),
+        address_(std::move(address)),
+        node_id_(std::move(node_id)) {
+    rpc::FakePeer* server = network_->Listen(address_);
     rpc::RegisterProto<proto::RequestLeaseRequest>(
-        server_.get(), proto::REQUEST_LEASE,
+        server, proto::REQUEST_LEASE,
         [this](const proto::RequestLeaseRequest& request, rpc::Responder r) {
           lease_requests.push_back(request);
           if (!script.empty()) {
@@ -79,7 +76,7 @@ class FakeAgent {
           held_ids.push_back(request.request_id());
         });
     rpc::RegisterProto<proto::CancelLease>(
-        server_.get(), proto::CANCEL_LEASE_REQUEST,
+        server, proto::CANCEL_LEASE_REQUEST,
         [this](const proto::CancelLease& request, rpc::Responder r) {
           cancels.push_back(request.request_id());
           proto::CancelLeaseReply reply;
@@ -95,22 +92,20 @@ class FakeAgent {
           r.Reply(reply);
         });
     rpc::RegisterProto<proto::ReturnLeaseRequest>(
-        server_.get(), proto::RETURN_LEASE,
+        server, proto::RETURN_LEASE,
         [this](const proto::ReturnLeaseRequest& request, rpc::Responder r) {
           returned.push_back(request.lease_id());
           if (!hold_returns) r.Reply(proto::Empty());
         });
     rpc::RegisterProto<proto::GetWorkerExitRequest>(
-        server_.get(), proto::GET_WORKER_EXIT,
+        server, proto::GET_WORKER_EXIT,
         [this](const proto::GetWorkerExitRequest& request, rpc::Responder r) {
           exit_requests.push_back(request.worker_id());
           r.Reply(exit_reply);
         });
   }
 
-  std::string address() const {
-    return absl::StrCat("127.0.0.1:", server_->port());
-  }
+  const std::string& address() const { return address_; }
   const std::string& node_id() const { return node_id_; }
   // A new lease on the worker at `worker_address` (recorded in `granted`).
   proto::RequestLeaseReply Grant(const std::string& worker_address) {
@@ -125,8 +120,14 @@ class FakeAgent {
     granted.push_back(reply.lease_id());
     return reply;
   }
+  ~FakeAgent() { Die(); }
+  FakeAgent(const FakeAgent&) = delete;
+  FakeAgent& operator=(const FakeAgent&) = delete;
+
   // Ends the process: its connections close, its port refuses.
-  void Die() { server_.reset(); }
+  void Die() {
+    if (network_->Find(address_) != nullptr) network_->Kill(address_);
+  }
 
   std::deque<proto::RequestLeaseReply> script;
   std::string grant_to;
@@ -145,9 +146,10 @@ class FakeAgent {
   std::vector<std::string> exit_requests;  // worker ids
 
  private:
+  rpc::FakeNetwork* const network_;
+  const std::string address_;
   const std::string node_id_;
   int grants_ = 0;
-  std::unique_ptr<rpc::Server> server_;
 };
 
 class FakeDelegate : public TaskSubmitter::Delegate {
@@ -201,39 +203,48 @@ proto::NodeInfo Node(const FakeAgent& agent, bool alive = true,
   return node;
 }
 
-class TaskSubmitterTest : public LoopTest {
+class TaskSubmitterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartLoop("task_submitter_test"));
-    Run([&] {
-      delegate_ = std::make_unique<FakeDelegate>();
-      agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-a");
-      worker_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
-      nodes_ = std::make_unique<NodeView>(
-          loop_.get(),
-          NodeView::Options{
-              .token = kToken,
-              .peer_name = "task_submitter_test",
-              .bad_agent_retry_us = 2000000,
-              .now_us = [this] { return now_us_; },
-              .is_local =
-                  [](const std::string& ip) { return ip == "127.0.0.1"; },
-          });
-      SetNodes({Node(*agent_)});
-    });
+    delegate_ = std::make_unique<FakeDelegate>();
+    agent_ = NewAgent("node-a");
+    worker_ = NewWorker();
+    nodes_ = std::make_unique<NodeView>(
+        /*loop=*/nullptr,
+        NodeView::Options{
+            .token = "unused",
+            .peer_name = "task_submitter_test",
+            .bad_agent_retry_us = 2000000,
+            .channels = &network_,
+            .now_us = [this] { return now_us_; },
+            .is_local = [](const std::string& ip) { return ip == "127.0.0.1"; },
+        });
+    SetNodes({Node(*agent_)});
     Restart(/*lease_idle_ms=*/60000);
   }
   void TearDown() override {
-    Run([&] {
-      submitter_.reset();
-      nodes_.reset();
-      worker_.reset();
-      second_worker_.reset();
-      agent_.reset();
-      second_agent_.reset();
-      delegate_.reset();
-    });
-    loop_->Stop();
+    submitter_.reset();
+    nodes_.reset();
+    executor_.RunUntilIdle();
+  }
+
+  // Runs `fn`, then what it set going until nothing is left to run (timers
+  // wait for the clock: executor_.AdvanceMs).
+  void Run(const std::function<void()>& fn) {
+    fn();
+    executor_.RunUntilIdle();
+  }
+  // Whether `check` holds once what is under way has run.
+  bool Settled(const std::function<bool()>& check) {
+    executor_.RunUntilIdle();
+    return check();
+  }
+  std::string NextAddress() { return absl::StrCat("127.0.0.1:", next_port_++); }
+  std::unique_ptr<FakeAgent> NewAgent(const std::string& node_id) {
+    return std::make_unique<FakeAgent>(&network_, NextAddress(), node_id);
+  }
+  std::unique_ptr<FakeWorker> NewWorker() {
+    return std::make_unique<FakeWorker>(&network_, NextAddress());
   }
 
   // A new submitter (leases of the old one are dropped unreturned).
@@ -247,12 +258,10 @@ class TaskSubmitterTest : public LoopTest {
                                      .binary_path = "/opt/app/bin/app",
                                      .binary_hash = "hash-1",
                                      .blob_hash = blob_hash,
-                                     .token = kToken,
-                                     .peer_name = "driver",
                                      .lease_idle_ms = lease_idle_ms};
       if (program_wanted) options.program_wanted = [this] { ++program_asks_; };
       submitter_ = std::make_unique<TaskSubmitter>(
-          loop_.get(), nodes_.get(), delegate_.get(), std::move(options));
+          &executor_, nodes_.get(), delegate_.get(), std::move(options));
     });
   }
   // A node without the program, as a real agent answers.
@@ -304,8 +313,11 @@ class TaskSubmitterTest : public LoopTest {
     return out;
   }
 
-  int64_t now_us_ = 1000000000;  // the view's clock; loop thread only
-  int program_asks_ = 0;         // loop thread only
+  rpc::ManualExecutor executor_;
+  rpc::FakeNetwork network_{&executor_, "driver"};
+  int next_port_ = 7000;
+  int64_t now_us_ = 1000000000;  // the view's clock
+  int program_asks_ = 0;
   std::unique_ptr<FakeDelegate> delegate_;
   std::unique_ptr<FakeAgent> agent_;
   std::unique_ptr<FakeAgent> second_agent_;
@@ -320,7 +332,7 @@ TEST_F(TaskSubmitterTest, TasksRunOnALeasedWorkerAndRepliesNameTheNode) {
   Submit("t1");
   Submit("t2");
   Submit("t3");
-  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 3; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->outcomes.size() == 3; }));
   EXPECT_EQ(Outcome("t1"), "ok:node-a:t1");
   EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
   EXPECT_EQ(Outcome("t3"), "ok:node-a:t3");
@@ -336,13 +348,13 @@ TEST_F(TaskSubmitterTest, TasksRunOnALeasedWorkerAndRepliesNameTheNode) {
 TEST_F(TaskSubmitterTest, WorkerErrorReachesTaskReplied) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("err-1");
-  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->outcomes.size() == 1; }));
   EXPECT_THAT(Outcome("err-1"), HasSubstr("error:node-a:"));
   EXPECT_THAT(Outcome("err-1"), HasSubstr("task err-1 failed"));
   EXPECT_THAT(Outcome("err-1"), HasSubstr("no function named nope"));
   // The worker stays leased and takes the next task.
   Submit("t2");
-  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->outcomes.size() == 2; }));
   EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
 }
 
@@ -350,11 +362,11 @@ TEST_F(TaskSubmitterTest, LeaseRequestCarriesJobShapeAndItsTasksDepth) {
   // The agent keeps every request unanswered. Each depth asks for its own
   // lease, even in front of another depth's queue.
   Run([&] { Enqueue("t1", /*depth=*/1); });
-  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 1; }));
   Run([&] { Enqueue("t2", /*depth=*/4, /*front=*/true); });
-  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 2; }));
   Run([&] { Enqueue("t3", /*depth=*/2); });
-  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 3; }));
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 3; }));
   Run([&] {
     const auto& requests = agent_->lease_requests;
     for (const auto& request : requests) {
@@ -377,7 +389,7 @@ TEST_F(TaskSubmitterTest, ShapesQueueAndLeaseSeparately) {
     Enqueue("small", 0, false, /*cpus=*/1);
     Enqueue("big", 0, false, /*cpus=*/4);
   });
-  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 2; }));
   Run([&] {
     std::vector<ResourceSet> shapes;
     for (const auto& r : agent_->lease_requests) {
@@ -389,7 +401,7 @@ TEST_F(TaskSubmitterTest, ShapesQueueAndLeaseSeparately) {
 
 TEST_F(TaskSubmitterTest, SpillbackIsFollowedWithNoSpillback) {
   Run([&] {
-    second_agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-b");
+    second_agent_ = NewAgent("node-b");
     second_agent_->grant_to = worker_->address();
     proto::RequestLeaseReply spill =
         LeaseReply(proto::RequestLeaseReply::SPILLBACK, "");
@@ -398,7 +410,7 @@ TEST_F(TaskSubmitterTest, SpillbackIsFollowedWithNoSpillback) {
     agent_->script.push_back(spill);
   });
   Submit("t1", /*depth=*/2);
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   EXPECT_EQ(Outcome("t1"), "ok:node-b:t1");
   Run([&] {
     ASSERT_EQ(agent_->lease_requests.size(), 1u);
@@ -423,7 +435,7 @@ TEST_F(TaskSubmitterTest, InfeasibleFailsEveryQueuedTask) {
     Enqueue("t1");
     Enqueue("t2");
   });
-  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->failures.size() == 2; }));
   Run([&] {
     for (const char* task : {"t1", "t2"}) {
       const absl::Status& error = delegate_->failures[task];
@@ -435,7 +447,7 @@ TEST_F(TaskSubmitterTest, InfeasibleFailsEveryQueuedTask) {
   });
   // A later task of the shape asks again and fails the same way.
   Submit("t3");
-  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 3; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->failures.size() == 3; }));
   EXPECT_THAT(Outcome("t3"), HasSubstr("no node has 1 accel_x"));
 }
 
@@ -445,7 +457,7 @@ TEST_F(TaskSubmitterTest, InvalidFailsTheQueue) {
                                         "3 TPU chips cannot be allocated"));
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->failures.size() == 1; }));
   Run([&] {
     const absl::Status& error = delegate_->failures["t1"];
     EXPECT_EQ(KindOf(error), ErrorKind::kOther) << error;
@@ -461,7 +473,7 @@ TEST_F(TaskSubmitterTest, RepeatedWorkerStartFailuresFailTheQueueAfterThree) {
     }
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->failures.size() == 1; }));
   Run([&] {
     const absl::Status& error = delegate_->failures["t1"];
     EXPECT_EQ(KindOf(error), ErrorKind::kOther) << error;
@@ -479,7 +491,7 @@ TEST_F(TaskSubmitterTest, RepeatedWorkerStartFailuresFailTheQueueAfterThree) {
     agent_->grant_to = worker_->address();
   });
   Submit("t2");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t2").empty(); }));
   EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
   Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 6u); });
 }
@@ -493,7 +505,7 @@ TEST_F(TaskSubmitterTest, FailuresBelowTheLimitAreRetried) {
     agent_->grant_to = worker_->address();
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   EXPECT_EQ(Outcome("t1"), "ok:node-a:t1");
   Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 3u); });
   // A success resets the count: two more failures do not fail a task.
@@ -506,10 +518,10 @@ TEST_F(TaskSubmitterTest, FailuresBelowTheLimitAreRetried) {
   });
   // The idle lease takes hold-2 and keeps it: t3 must lease.
   Submit("hold-2");
-  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return worker_->seen.size() == 2; }));
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("t3");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t3").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t3").empty(); }));
   EXPECT_EQ(Outcome("t3"), "ok:node-a:t3");
   Run([&] { EXPECT_TRUE(delegate_->failures.empty()); });
 }
@@ -518,36 +530,38 @@ TEST_F(TaskSubmitterTest, IdleLeaseIsReturnedAfterLeaseIdleMs) {
   Restart(/*lease_idle_ms=*/50);
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   Run([&] {
     EXPECT_EQ(submitter_->leased_workers(), 1u);
     ASSERT_EQ(agent_->granted.size(), 1u);
   });
-  ASSERT_TRUE(Eventually([&] {
-    submitter_->Tick();
-    return !agent_->returned.empty();
-  }));
+  // Idle for 49 ms on the loop's clock: kept.
+  executor_.AdvanceMs(49);
+  Run([&] { submitter_->Tick(); });
+  EXPECT_THAT(agent_->returned, IsEmpty());
+  executor_.AdvanceMs(1);
+  Run([&] { submitter_->Tick(); });
   Run([&] {
     EXPECT_THAT(agent_->returned, ElementsAre(agent_->granted[0]));
     EXPECT_EQ(submitter_->leased_workers(), 0u);
   });
   // The next task leases anew.
   Submit("t2");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t2").empty(); }));
   Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 2u); });
 }
 
 TEST_F(TaskSubmitterTest, RecentlyUsedLeaseIsKeptAndReused) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   for (int i = 0; i < 5; ++i) Run([&] { submitter_->Tick(); });
   Run([&] {
     EXPECT_THAT(agent_->returned, IsEmpty());
     EXPECT_EQ(submitter_->leased_workers(), 1u);
   });
   Submit("t2");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t2").empty(); }));
   Run([&] {
     EXPECT_EQ(agent_->lease_requests.size(), 1u);
     EXPECT_THAT(worker_->seen, ElementsAre("t1", "t2"));
@@ -558,7 +572,7 @@ TEST_F(TaskSubmitterTest, BusyLeaseIsNotReturned) {
   Restart(/*lease_idle_ms=*/0);
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("hold-1");
-  ASSERT_TRUE(Eventually([&] { return worker_->held.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return worker_->held.size() == 1; }));
   for (int i = 0; i < 3; ++i) Run([&] { submitter_->Tick(); });
   Run([&] {
     EXPECT_THAT(agent_->returned, IsEmpty());
@@ -567,25 +581,23 @@ TEST_F(TaskSubmitterTest, BusyLeaseIsNotReturned) {
     result.set_value("done");
     worker_->held[0].Reply(result);
   });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("hold-1").empty(); }));
   EXPECT_EQ(Outcome("hold-1"), "ok:node-a:done");
-  ASSERT_TRUE(Eventually([&] {
-    submitter_->Tick();
-    return agent_->returned.size() == 1;
-  }));
+  Run([&] { submitter_->Tick(); });
+  EXPECT_EQ(agent_->returned.size(), 1u);
 }
 
 TEST_F(TaskSubmitterTest, IdleLeaseIsReturnedAtOnceWhenAnotherShapeWaits) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   // Another shape waits for a lease (the agent keeps its request).
   Run([&] { agent_->grant_to.clear(); });
   Submit("big", 0, /*cpus=*/4);
-  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 2; }));
   // The idle lease may hold what it needs: returned despite 60 s idle time.
   Run([&] { submitter_->Tick(); });
-  ASSERT_TRUE(Eventually([&] { return agent_->returned.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return agent_->returned.size() == 1; }));
   Run([&] {
     EXPECT_EQ(agent_->returned[0], agent_->granted[0]);
     EXPECT_EQ(submitter_->leased_workers(), 0u);
@@ -599,11 +611,11 @@ TEST_F(TaskSubmitterTest, LeaseGrantedAfterTheQueueEmptiedIsReturned) {
     Enqueue("t1");
     Enqueue("t2");
   });
-  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return agent_->held.size() == 2; }));
   Run([&] { agent_->held[0].Reply(agent_->Grant(worker_->address())); });
-  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->outcomes.size() == 2; }));
   Run([&] { agent_->held[1].Reply(agent_->Grant(worker_->address())); });
-  ASSERT_TRUE(Eventually([&] { return agent_->returned.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return agent_->returned.size() == 1; }));
   Run([&] {
     EXPECT_EQ(agent_->returned[0], agent_->granted[1]);
     EXPECT_EQ(submitter_->leased_workers(), 1u);
@@ -616,11 +628,11 @@ TEST_F(TaskSubmitterTest, AQueueThatRunsDryWithdrawsItsLeaseRequests) {
     Enqueue("t1");
     Enqueue("t2");
   });
-  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return agent_->held.size() == 2; }));
   // The first lease runs both; the second request has nothing left to run.
   Run([&] { agent_->held[0].Reply(agent_->Grant(worker_->address())); });
-  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
-  ASSERT_TRUE(Eventually([&] { return agent_->held_ids.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->outcomes.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return agent_->held_ids.size() == 1; }));
   Run([&] {
     ASSERT_EQ(agent_->lease_requests.size(), 2u);
     EXPECT_NE(agent_->lease_requests[0].request_id(),
@@ -631,14 +643,14 @@ TEST_F(TaskSubmitterTest, AQueueThatRunsDryWithdrawsItsLeaseRequests) {
   });
   // The next task runs on the kept lease; a later shortage asks anew.
   Submit("t3");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t3").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t3").empty(); }));
   Run([&] {
     Enqueue("t4");
     Enqueue("t5");
     Enqueue("t6");
   });
-  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 4; }));
-  EXPECT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 6; }));
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 4; }));
+  EXPECT_TRUE(Settled([&] { return delegate_->outcomes.size() == 6; }));
 }
 
 TEST_F(TaskSubmitterTest, WorkerDeathFailsTheRunningTaskAndRequeuesTheRest) {
@@ -650,7 +662,7 @@ TEST_F(TaskSubmitterTest, WorkerDeathFailsTheRunningTaskAndRequeuesTheRest) {
   // A first task measures the shape's run time (100 us): short enough to
   // pipeline.
   Submit("warm");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("warm").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("warm").empty(); }));
   // No agent is usable for more leases: the tasks pipeline on the worker.
   Run([&] {
     nodes_->MarkBad(agent_->address());
@@ -659,17 +671,17 @@ TEST_F(TaskSubmitterTest, WorkerDeathFailsTheRunningTaskAndRequeuesTheRest) {
     Enqueue("hold-2");
     Enqueue("hold-3");
   });
-  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 4; }));
+  ASSERT_TRUE(Settled([&] { return worker_->seen.size() == 4; }));
   Run([&] {
     EXPECT_THAT(worker_->seen,
                 ElementsAre("warm", "hold-1", "hold-2", "hold-3"));
     EXPECT_EQ(agent_->lease_requests.size(), 1u);
-    second_worker_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    second_worker_ = NewWorker();
     agent_->grant_to = second_worker_->address();
     delegate_->built.clear();
     worker_->Die();
   });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("hold-1").empty(); }));
   EXPECT_EQ(Outcome("hold-1"), "died:killed by signal 9 (Killed)");
   Run([&] {
     EXPECT_THAT(agent_->exit_requests, ElementsAre("node-a-worker-1"));
@@ -683,7 +695,7 @@ TEST_F(TaskSubmitterTest, WorkerDeathFailsTheRunningTaskAndRequeuesTheRest) {
     now_us_ += 3000000;
     submitter_->RefreshNodes();
   });
-  ASSERT_TRUE(Eventually([&] { return second_worker_->seen.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return second_worker_->seen.size() == 2; }));
   Run([&] {
     EXPECT_THAT(delegate_->built, ElementsAre("hold-2", "hold-3"));
     EXPECT_THAT(second_worker_->seen, UnorderedElementsAre("hold-2", "hold-3"));
@@ -699,9 +711,9 @@ TEST_F(TaskSubmitterTest, WorkerDeathTheAgentCannotExplain) {
     agent_->exit_reply.set_description("still running");
   });
   Submit("hold-1");
-  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return worker_->seen.size() == 1; }));
   Run([&] { worker_->Die(); });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("hold-1").empty(); }));
   EXPECT_THAT(Outcome("hold-1"), HasSubstr("died:connection lost ("));
   EXPECT_THAT(Outcome("hold-1"), HasSubstr("agent says: still running"));
 }
@@ -709,14 +721,14 @@ TEST_F(TaskSubmitterTest, WorkerDeathTheAgentCannotExplain) {
 TEST_F(TaskSubmitterTest, WorkerAndAgentBothGoneMeansTheNodeDied) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("hold-1");
-  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return worker_->seen.size() == 1; }));
   std::string agent_address;
   Run([&] {
     agent_address = agent_->address();
     agent_->Die();
     worker_->Die();
   });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("hold-1").empty(); }));
   EXPECT_THAT(Outcome("hold-1"),
               HasSubstr("is unreachable too: the node died"));
   EXPECT_THAT(Outcome("hold-1"), HasSubstr(agent_address));
@@ -728,13 +740,13 @@ TEST_F(TaskSubmitterTest, WorkersOnANodeDeclaredDeadAreLost) {
     agent_->grant_to = worker_->address();
     agent_->exit_reply.set_exited(true);
     agent_->exit_reply.set_description("node lost");
-    second_agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-b");
-    second_worker_ = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    second_agent_ = NewAgent("node-b");
+    second_worker_ = NewWorker();
     second_agent_->grant_to = second_worker_->address();
     SetNodes({Node(*agent_), Node(*second_agent_, true, "127.0.0.2")});
   });
   Submit("hold-1");
-  ASSERT_TRUE(Eventually([&] { return worker_->seen.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return worker_->seen.size() == 1; }));
   // The head stops hearing from node-a, though its connections stay open.
   Run([&] {
     proto::ClusterStatus status;
@@ -743,7 +755,7 @@ TEST_F(TaskSubmitterTest, WorkersOnANodeDeclaredDeadAreLost) {
     delegate_->status = status;
     submitter_->RefreshNodes();
   });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("hold-1").empty(); }));
   EXPECT_EQ(Outcome("hold-1"), "died:node lost");
   Run([&] {
     EXPECT_EQ(delegate_->fetches, 1);
@@ -751,7 +763,7 @@ TEST_F(TaskSubmitterTest, WorkersOnANodeDeclaredDeadAreLost) {
     EXPECT_EQ(nodes_->lease_agent(), second_agent_->address());
   });
   Submit("t2");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t2").empty(); }));
   EXPECT_EQ(Outcome("t2"), "ok:node-b:t2");
 }
 
@@ -759,17 +771,23 @@ TEST_F(TaskSubmitterTest, UnreachableAgentIsMarkedBadAndLeasingMovesOn) {
   std::string gone;
   Run([&] {
     // An agent whose port refuses.
-    auto dead = std::make_unique<FakeAgent>(loop_.get(), "node-gone");
+    auto dead = NewAgent("node-gone");
     gone = dead->address();
     proto::NodeInfo gone_node = Node(*dead);
     dead.reset();
-    second_agent_ = std::make_unique<FakeAgent>(loop_.get(), "node-b");
+    second_agent_ = NewAgent("node-b");
     second_agent_->grant_to = worker_->address();
     SetNodes({gone_node, Node(*second_agent_, true, "127.0.0.2")});
     ASSERT_EQ(nodes_->lease_agent(), gone);
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  // Refused: the queue waits 200 ms, asks the head for the nodes and leases
+  // elsewhere.
+  executor_.AdvanceMs(199);
+  EXPECT_TRUE(Outcome("t1").empty());
+  EXPECT_EQ(delegate_->fetches, 0);
+  executor_.AdvanceMs(1);
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   EXPECT_EQ(Outcome("t1"), "ok:node-b:t1");
   Run([&] {
     EXPECT_EQ(nodes_->lease_agent(), second_agent_->address());
@@ -783,16 +801,16 @@ TEST_F(TaskSubmitterTest, ReturnAllReturnsEveryLeaseAndCallsDone) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("t1", 0, /*cpus=*/1);
   Submit("t2", 0, /*cpus=*/2);
-  ASSERT_TRUE(Eventually([&] { return delegate_->outcomes.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->outcomes.size() == 2; }));
   Submit("hold-3", 0, /*cpus=*/1);
-  ASSERT_TRUE(Eventually([&] { return worker_->held.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return worker_->held.size() == 1; }));
   bool done = false;
   Run([&] {
     ASSERT_EQ(submitter_->leased_workers(), 2u);
     submitter_->ReturnAll([&] { done = true; });
     EXPECT_EQ(submitter_->leased_workers(), 0u);
   });
-  ASSERT_TRUE(Eventually([&] { return done; }));
+  ASSERT_TRUE(Settled([&] { return done; }));
   Run([&] {
     EXPECT_THAT(agent_->returned, UnorderedElementsAreArray(agent_->granted));
     EXPECT_EQ(agent_->returned.size(), 2u);
@@ -808,14 +826,17 @@ TEST_F(TaskSubmitterTest, ReturnAllWithNoLeasesIsDoneAtOnce) {
 TEST_F(TaskSubmitterTest, ReturnAllIsDoneEvenWhenTheAgentIsSilent) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   bool done = false;
   Run([&] {
     agent_->hold_returns = true;
     submitter_->ReturnAll([&] { done = true; });
   });
-  // Within its 1 s deadline (waiting up to 10 s).
-  ASSERT_TRUE(Eventually([&] { return done; }));
+  // At its 1 s deadline.
+  executor_.AdvanceMs(999);
+  EXPECT_FALSE(done);
+  executor_.AdvanceMs(1);
+  EXPECT_TRUE(done);
   Run([&] { EXPECT_EQ(agent_->returned.size(), 1u); });
 }
 
@@ -826,7 +847,7 @@ TEST_F(TaskSubmitterTest, TaskGoneBeforeItsPushIsSkipped) {
     Enqueue("gone");
     Enqueue("t2");
   });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t2").empty(); }));
   EXPECT_EQ(Outcome("t2"), "ok:node-a:t2");
   Run([&] {
     EXPECT_THAT(worker_->seen, ElementsAre("t2"));
@@ -844,7 +865,7 @@ TEST_F(TaskSubmitterTest, PushNeverSentIsNoWorkerDeath) {
   // written, so the task ran nowhere and goes to the next worker for free.
   std::string dead_worker;
   Run([&] {
-    auto w = std::make_unique<FakeWorker>(loop_.get(), kToken);
+    auto w = NewWorker();
     dead_worker = w->address();
     w.reset();
     agent_->script.push_back(agent_->Grant(dead_worker));
@@ -853,42 +874,79 @@ TEST_F(TaskSubmitterTest, PushNeverSentIsNoWorkerDeath) {
     agent_->exit_reply.set_description("exited with code 1");
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return !Outcome("t1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
   EXPECT_EQ(Outcome("t1"), "ok:node-a:t1");
 }
 
 TEST_F(TaskSubmitterTest, SkippedTaskLeavesNoWorkerIdleWhileTasksWait) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("hold-1");
-  ASSERT_TRUE(Eventually([&] { return worker_->held.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return worker_->held.size() == 1; }));
   Run([&] {
     agent_->grant_to.clear();  // further lease requests wait
     delegate_->gone.insert("gone");
     Enqueue("gone");
     Enqueue("t2");
   });
-  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 2; }));
+  ASSERT_TRUE(Settled([&] { return agent_->held.size() == 2; }));
   Run([&] {
     proto::TaskResult r;
     r.set_ok(true);
     worker_->held[0].Reply(r);
   });
-  ASSERT_TRUE(Eventually([&] { return !Outcome("hold-1").empty(); }));
+  ASSERT_TRUE(Settled([&] { return !Outcome("hold-1").empty(); }));
   // The worker skips the gone task and takes t2.
-  EXPECT_TRUE(Eventually([&] { return !Outcome("t2").empty(); }));
+  EXPECT_TRUE(Settled([&] { return !Outcome("t2").empty(); }));
 }
 
 TEST_F(TaskSubmitterTest, GrantAfterClearIsReturnedAndLeavesNoTrace) {
   Run([&] { Enqueue("t1"); });
-  ASSERT_TRUE(Eventually([&] { return agent_->held.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return agent_->held.size() == 1; }));
   Run([&] {
     submitter_->Clear();
     agent_->held[0].Reply(agent_->Grant(worker_->address()));
   });
-  ASSERT_TRUE(Eventually([&] { return agent_->returned.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return agent_->returned.size() == 1; }));
   Run([&] { Enqueue("t2"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  executor_.AdvanceMs(300);
   Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 2u); });
+}
+
+// The agent dies while a lease request waits there: the request fails, the
+// agent is out of use, and the queue leases from another node.
+TEST_F(TaskSubmitterTest, AnAgentThatDiesMidRequestIsLeftForAnother) {
+  second_agent_ = NewAgent("node-b");
+  second_agent_->grant_to = worker_->address();
+  SetNodes({Node(*agent_), Node(*second_agent_, true, "127.0.0.2")});
+  Submit("t1");
+  ASSERT_EQ(agent_->held.size(), 1u);
+  agent_->Die();
+  EXPECT_FALSE(agent_->held[0].connected());
+  // Its node is still alive to the head, but the agent stays out of use.
+  executor_.AdvanceMs(200);
+  EXPECT_EQ(Outcome("t1"), "ok:node-b:t1");
+  EXPECT_EQ(nodes_->lease_agent(), second_agent_->address());
+  EXPECT_EQ(second_agent_->lease_requests.size(), 1u);
+  EXPECT_TRUE(delegate_->failures.empty());
+}
+
+// A worker whose node the head declared dead is lost at once; its answer,
+// if it comes after all, changes nothing.
+TEST_F(TaskSubmitterTest, AReplyFromAWorkerAlreadyLostIsIgnored) {
+  agent_->grant_to = worker_->address();
+  agent_->exit_reply.set_exited(true);
+  agent_->exit_reply.set_description("node lost");
+  Submit("hold-1");
+  ASSERT_EQ(worker_->held.size(), 1u);
+  SetNodes({Node(*agent_, /*alive=*/false)});
+  Run([&] { submitter_->RefreshNodes(); });
+  EXPECT_EQ(Outcome("hold-1"), "died:node lost");
+  proto::TaskResult late;
+  late.set_ok(true);
+  late.set_value("late");
+  Run([&] { worker_->held[0].Reply(late); });
+  EXPECT_EQ(Outcome("hold-1"), "died:node lost");
+  EXPECT_EQ(submitter_->leased_workers(), 0u);
 }
 
 // A node of a host that joined after the program started has no copy of
@@ -900,14 +958,17 @@ TEST_F(TaskSubmitterTest, ANodeWithoutTheProgramWaitsForACopyThenRunsTasks) {
     // More than kMaxLeaseFailures: none of them counts.
     for (int i = 0; i < 4; ++i) agent_->script.push_back(NoProgram());
   });
-  for (int i = 0; i < 4; ++i) Submit(absl::StrCat("t", i));
-  ASSERT_TRUE(Eventually([&] { return agent_->lease_requests.size() == 4; }));
-  ASSERT_TRUE(Eventually([&] { return program_asks_ == 1; }));
+  // Four requests go out before the first answer comes.
+  Run([&] {
+    for (int i = 0; i < 4; ++i) Enqueue(absl::StrCat("t", i));
+  });
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 4; }));
+  ASSERT_TRUE(Settled([&] { return program_asks_ == 1; }));
   // While the copy is on its way the queue asks for no lease: a request of
   // another shape, sent after a refresh of the nodes, comes alone.
   Run([&] { submitter_->RefreshNodes(); });
   Submit("other-shape", /*depth=*/0, /*cpus=*/2);
-  ASSERT_TRUE(Eventually([&] { return RequestsFor(*agent_, 2).size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return RequestsFor(*agent_, 2).size() == 1; }));
   Run([&] {
     EXPECT_EQ(RequestsFor(*agent_, 1).size(), 4u);
     EXPECT_EQ(program_asks_, 1);
@@ -918,7 +979,7 @@ TEST_F(TaskSubmitterTest, ANodeWithoutTheProgramWaitsForACopyThenRunsTasks) {
   });
   for (int i = 0; i < 4; ++i) {
     std::string task = absl::StrCat("t", i);
-    ASSERT_TRUE(Eventually([&] { return !Outcome(task).empty(); }));
+    ASSERT_TRUE(Settled([&] { return !Outcome(task).empty(); }));
     EXPECT_EQ(Outcome(task), absl::StrCat("ok:node-a:", task));
   }
   Run([&] {
@@ -940,7 +1001,7 @@ TEST_F(TaskSubmitterTest, ANodeWithoutTheCopyNamedIsAFailure) {
     for (int i = 0; i < 3; ++i) agent_->script.push_back(NoProgram());
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->failures.size() == 1; }));
   Run([&] {
     EXPECT_THAT(delegate_->failures["t1"].message(),
                 HasSubstr("cannot start a worker: the driver's program"));
@@ -959,7 +1020,7 @@ TEST_F(TaskSubmitterTest, WithNoOneToSendACopyANodeWithoutItIsAFailure) {
     for (int i = 0; i < 3; ++i) agent_->script.push_back(NoProgram());
   });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->failures.size() == 1; }));
   Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 3u); });
 }
 
@@ -967,12 +1028,12 @@ TEST_F(TaskSubmitterTest, ACopyThatCannotBeSentFailsTheWaitingTasks) {
   Restart(/*lease_idle_ms=*/60000, /*blob_hash=*/"", /*program_wanted=*/true);
   Run([&] { agent_->script.push_back(NoProgram()); });
   Submit("t1");
-  ASSERT_TRUE(Eventually([&] { return program_asks_ == 1; }));
+  ASSERT_TRUE(Settled([&] { return program_asks_ == 1; }));
   Run([&] {
     submitter_->SetProgramCopy(
         absl::UnavailableError("the head is unreachable"));
   });
-  ASSERT_TRUE(Eventually([&] { return delegate_->failures.size() == 1; }));
+  ASSERT_TRUE(Settled([&] { return delegate_->failures.size() == 1; }));
   Run([&] {
     const absl::Status& error = delegate_->failures["t1"];
     EXPECT_EQ(KindOf(error), ErrorKind::kOther) << error;
@@ -983,7 +1044,7 @@ TEST_F(TaskSubmitterTest, ACopyThatCannotBeSentFailsTheWaitingTasks) {
   // A later node without the program asks again.
   Run([&] { agent_->script.push_back(NoProgram()); });
   Submit("t2");
-  ASSERT_TRUE(Eventually([&] { return program_asks_ == 2; }));
+  ASSERT_TRUE(Settled([&] { return program_asks_ == 2; }));
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "dashboard/job_submit.h"
+#include "head_client/head_client.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
 
 namespace shoal::cli {
 namespace {

@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/session.h"
+#include "head_client/head_client.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
 #include "shoal/collective.h"
 #include "shoal/shoal.pb.h"
 

@@ -1,15 +1,16 @@
-// Comparing secrets (cluster tokens) without leaking where they differ.
+// Comparing secrets (the cluster token) without leaking, through the time a
+// comparison takes, how much of a guess was right.
 #ifndef SHOAL_COMMON_CONSTANT_TIME_H_
 #define SHOAL_COMMON_CONSTANT_TIME_H_
 
-#include <string>
+#include <string_view>
 
 namespace shoal {
 
-// True when `a` and `b` hold the same bytes. The time taken depends on the
-// lengths only, never on where the first difference is, so that a peer
-// guessing a token learns nothing from how fast it is refused.
-bool ConstantTimeEquals(const std::string& a, const std::string& b);
+// Whether `a` and `b` hold the same bytes, in a time that depends on their
+// lengths only (a length that differs is no secret: it is answered at once).
+// Out of line, so that no caller's optimizer turns it into an early exit.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 }  // namespace shoal
 

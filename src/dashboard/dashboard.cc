@@ -20,10 +20,10 @@
 #include "dashboard/http_server.h"
 #include "dashboard/job_submit.h"
 #include "google/protobuf/util/json_util.h"
+#include "head_client/head_client.h"
 #include "presentation/status_format.h"
 #include "rpc/blocking_channel.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::dashboard {

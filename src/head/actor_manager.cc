@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/util.h"
 
 namespace shoal {
 namespace {
@@ -22,51 +21,67 @@ std::string Describe(const proto::ActorSpec& spec) {
                       extra.empty() ? "" : absl::StrCat(" (", extra, ")"));
 }
 
+// Logs an actor's new state.
+void LogChange(const proto::ActorInfo& info) {
+  switch (info.state()) {
+    case proto::ActorInfo::ALIVE:
+      SHOAL_LOG(INFO) << Describe(info.spec()) << " is alive on node "
+                      << info.node_id() << " at " << info.address() << " (pid "
+                      << info.pid() << ", worker " << info.worker_id()
+                      << ", restarts " << info.num_restarts() << ")";
+      break;
+    case proto::ActorInfo::RESTARTING:
+      SHOAL_LOG(WARNING) << Describe(info.spec()) << " is restarting ("
+                         << info.num_restarts() << " of "
+                         << (info.spec().max_restarts() == -1
+                                 ? std::string("unlimited")
+                                 : std::to_string(info.spec().max_restarts()))
+                         << "): " << info.death_cause();
+      break;
+    case proto::ActorInfo::DEAD:
+      SHOAL_LOG(INFO) << Describe(info.spec())
+                      << " is dead: " << info.death_cause();
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
-std::optional<size_t> ChooseActorNode(const ResourceSet& shape,
-                                      const std::vector<ActorNode>& nodes) {
-  auto better = [&](size_t i, size_t j) {
-    int64_t cpu_i = nodes[i].available.Get("CPU");
-    int64_t cpu_j = nodes[j].available.Get("CPU");
-    if (cpu_i != cpu_j) return cpu_i > cpu_j;
-    return nodes[i].num_actors < nodes[j].num_actors;
-  };
-  auto best_of = [&](auto fits) {
-    std::optional<size_t> best;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (fits(nodes[i]) && (!best || better(i, *best))) best = i;
-    }
-    return best;
-  };
-  if (auto b = best_of(
-          [&](const ActorNode& n) { return n.available.Contains(shape); })) {
-    return b;
-  }
-  if (auto b = best_of(
-          [&](const ActorNode& n) { return n.total.Contains(shape); })) {
-    return b;
-  }
-  std::optional<size_t> fewest;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!fewest || nodes[i].num_actors < nodes[*fewest].num_actors) fewest = i;
-  }
-  return fewest;
+namespace {
+
+ActorPlacerOptions PlacerOptions(const ActorManagerOptions& o) {
+  ActorPlacerOptions p;
+  p.agent_channel = o.agent_channel;
+  p.alive_nodes = o.alive_nodes;
+  p.retry_ms = o.retry_ms;
+  p.max_start_retries = o.max_start_retries;
+  p.cancel_timeout_ms = o.worker_exit_timeout_ms;
+  p.avoid_unreachable_ms = o.avoid_unreachable_ms;
+  p.waiting_check_ms = o.waiting_check_ms;
+  return p;
 }
 
-ActorManager::ActorManager(rpc::EventLoop* loop, ActorManagerOptions options)
+}  // namespace
+
+ActorManager::ActorManager(rpc::Executor* loop, ActorManagerOptions options)
     : loop_(loop),
       options_(std::move(options)),
-      table_(options_.max_dead_actors) {}
+      table_(options_.max_dead_actors),
+      placer_(loop, PlacerOptions(options_), &attempts_, this),
+      waiters_(loop, [this](const std::string& id, rpc::Responder r) {
+        if (const ActorTable::Entry* e = table_.FindEntry(id)) {
+          r.Reply(WithAge(*e));
+        } else {
+          r.Error(absl::NotFoundError(
+              absl::StrCat("actor ", id, " died long ago and was forgotten")));
+        }
+      }) {}
 
-ActorManager::~ActorManager() {
-  *alive_ = false;
-  for (auto& [id, waiters] : waiters_) {
-    for (auto& [wid, w] : waiters) loop_->CancelTimer(w.timer);
-  }
-}
+ActorManager::~ActorManager() { *alive_ = false; }
 
-void ActorManager::RegisterHandlers(rpc::Server* server) {
+void ActorManager::RegisterHandlers(rpc::HandlerRegistry* server) {
   rpc::RegisterProto<proto::ActorSpec>(
       server, proto::CREATE_ACTOR,
       [this](const auto& r, rpc::Responder resp) { Create(r, resp); });
@@ -84,7 +99,7 @@ void ActorManager::RegisterHandlers(rpc::Server* server) {
 // ---- Requests ----
 
 void ActorManager::Create(const proto::ActorSpec& spec, rpc::Responder resp) {
-  absl::StatusOr<ActorAction> action = table_.Create(spec, MonotonicUs());
+  absl::StatusOr<ActorAction> action = table_.Create(spec, loop_->NowUs());
   if (!action.ok()) return resp.Error(action.status());
   // Kept before it is acknowledged: a head that restarts knows it.
   if (absl::Status st = Persist(spec.actor_id()); !st.ok()) {
@@ -133,27 +148,7 @@ void ActorManager::Get(const proto::GetActorRequest& r, rpc::Responder resp) {
     return resp.Reply(WithAge(*e));
   }
   // Long poll: answered on the actor's next change, or after wait_ms.
-  std::string id = e->info.spec().actor_id();
-  uint64_t wid = next_waiter_++;
-  Waiter& w = waiters_[id][wid];
-  w.responder = std::move(resp);
-  std::weak_ptr<bool> alive = alive_;
-  w.timer = loop_->RunAfter(r.wait_ms(), [this, alive, id, wid] {
-    if (alive.expired()) return;
-    auto actor = waiters_.find(id);
-    if (actor == waiters_.end()) return;
-    auto it = actor->second.find(wid);
-    if (it == actor->second.end()) return;
-    rpc::Responder responder = std::move(it->second.responder);
-    actor->second.erase(it);
-    if (actor->second.empty()) waiters_.erase(actor);
-    if (const ActorTable::Entry* e = table_.FindEntry(id)) {
-      responder.Reply(WithAge(*e));
-    } else {
-      responder.Error(absl::NotFoundError(
-          absl::StrCat("actor ", id, " died long ago and was forgotten")));
-    }
-  });
+  waiters_.Wait(e->info.spec().actor_id(), r.wait_ms(), std::move(resp));
 }
 
 void ActorManager::Kill(const proto::KillActorRequest& r, rpc::Responder resp) {
@@ -188,14 +183,7 @@ void ActorManager::OnNodeDead(const std::string& node_id,
   dead_nodes_[node_id] = reason;
   std::vector<std::pair<std::string, uint64_t>> lost;
   std::vector<std::string> moved;
-  for (const auto& [id, a] : attempts_) {
-    if (a.node_id != node_id) continue;
-    if (!a.lease_id.empty()) {
-      lost.emplace_back(id, a.number);
-    } else if (a.placing) {
-      moved.push_back(id);
-    }
-  }
+  attempts_.OnNode(node_id, &lost, &moved);
   for (const auto& [id, attempt] : lost) {
     LoseWorker(id, attempt,
                absl::UnavailableError(
@@ -215,9 +203,8 @@ absl::Status ActorManager::Persist(const std::string& actor_id) {
     return options_.storage->Delete(kActorsTable, actor_id);
   }
   proto::ActorInfo kept = WithAge(*e);
-  if (auto a = attempts_.find(actor_id);
-      a != attempts_.end() && e->info.state() == proto::ActorInfo::ALIVE) {
-    kept.set_lease_id(a->second.lease_id);
+  if (e->info.state() == proto::ActorInfo::ALIVE && attempts_.Has(actor_id)) {
+    kept.set_lease_id(attempts_.LeaseOf(actor_id));
   }
   return options_.storage->Put(kActorsTable, actor_id,
                                kept.SerializeAsString());
@@ -225,7 +212,7 @@ absl::Status ActorManager::Persist(const std::string& actor_id) {
 
 void ActorManager::Restore() {
   if (options_.storage == nullptr) return;
-  const int64_t now = MonotonicUs();
+  const int64_t now = loop_->NowUs();
   size_t alive = 0, placing = 0;
   for (const auto& [id, bytes] : options_.storage->Scan(kActorsTable)) {
     proto::ActorInfo info;
@@ -251,7 +238,7 @@ void ActorManager::Restore() {
 void ActorManager::Adopt(const proto::ActorInfo& info,
                          const std::string& lease_id) {
   const std::string& id = info.spec().actor_id();
-  Attempt& a = attempts_[id];
+  ActorAttempt& a = attempts_.Get(id);
   ++a.number;
   a.node_id = info.node_id();
   a.lease_id = lease_id;
@@ -292,15 +279,11 @@ void ActorManager::OnNodeLeases(
   for (const proto::LeaseInfo& l : leases) {
     if (l.actor_id().empty() || returning_.count(l.lease_id())) continue;
     const ActorTable::Entry* e = table_.FindEntry(l.actor_id());
-    bool stale = e == nullptr || e->info.state() == proto::ActorInfo::DEAD;
-    if (!stale) {
-      // A lease being granted is unknown to a placing attempt until the
-      // grant arrives; one whose worker is being lost is returned by
-      // LoseWorker once its agent says how it ended.
-      auto a = attempts_.find(l.actor_id());
-      stale = a != attempts_.end() && !a->second.placing &&
-              !a->second.lease_id.empty() && a->second.lease_id != l.lease_id();
-    }
+    // A lease being granted is unknown to a placing attempt until the grant
+    // arrives; one whose worker is being lost is returned by LoseWorker
+    // once its agent says how it ended.
+    bool stale = e == nullptr || e->info.state() == proto::ActorInfo::DEAD ||
+                 attempts_.HoldsAnotherLease(l.actor_id(), l.lease_id());
     if (!stale) continue;
     SHOAL_LOG(INFO) << "returning lease " << l.lease_id() << " of actor "
                     << l.actor_id() << " at " << agent
@@ -320,13 +303,18 @@ void ActorManager::AddToStatus(proto::ClusterStatus* status) const {
 
 void ActorManager::Apply(const ActorAction& action, bool kept) {
   const std::string& id = action.actor_id;
-  if (action.release_worker) ReleaseWorker(id);
+  if (action.release_worker) {
+    if (ActorAttempt* a = attempts_.Find(id)) ReleaseWorker(id, *a);
+  }
   const ActorTable::Entry* e = table_.FindEntry(id);
   if (e == nullptr || e->info.state() == proto::ActorInfo::DEAD) {
-    if (auto it = attempts_.find(id); it != attempts_.end()) {
-      WithdrawRequest(id, it->second);
-      DropChannel(it->second);
-      attempts_.erase(it);
+    if (ActorAttempt* a = attempts_.Find(id)) {
+      placer_.WithdrawRequest(id, *a);
+      if (a->worker != nullptr) {
+        std::shared_ptr<rpc::Channel> channel = std::move(a->worker);
+        loop_->Post([channel] {});
+      }
+      attempts_.Erase(id);
     }
   }
   if (action.lease_worker) StartLease(id);
@@ -335,267 +323,60 @@ void ActorManager::Apply(const ActorAction& action, bool kept) {
     SHOAL_LOG(ERROR) << "cannot keep the state of actor " << id << ": " << st;
   }
   if (e == nullptr) return;
-  const proto::ActorInfo& info = e->info;
-  switch (info.state()) {
-    case proto::ActorInfo::ALIVE:
-      SHOAL_LOG(INFO) << Describe(info.spec()) << " is alive on node "
-                      << info.node_id() << " at " << info.address() << " (pid "
-                      << info.pid() << ", worker " << info.worker_id()
-                      << ", restarts " << info.num_restarts() << ")";
-      break;
-    case proto::ActorInfo::RESTARTING:
-      SHOAL_LOG(WARNING) << Describe(info.spec()) << " is restarting ("
-                         << info.num_restarts() << " of "
-                         << (info.spec().max_restarts() == -1
-                                 ? std::string("unlimited")
-                                 : std::to_string(info.spec().max_restarts()))
-                         << "): " << info.death_cause();
-      break;
-    case proto::ActorInfo::DEAD:
-      SHOAL_LOG(INFO) << Describe(info.spec())
-                      << " is dead: " << info.death_cause();
-      break;
-    default:
-      break;
-  }
-  WakeWaiters(id);
+  LogChange(e->info);
+  waiters_.Wake(id, [&](rpc::Responder r) { r.Reply(WithAge(*e)); });
 }
 
 // ---- Placement ----
 
 void ActorManager::StartLease(const std::string& actor_id) {
-  Attempt& a = attempts_[actor_id];
-  WithdrawRequest(actor_id, a);
+  ActorAttempt& a = attempts_.Get(actor_id);
+  placer_.WithdrawRequest(actor_id, a);
   a.request_out = false;
-  ++a.number;
-  if (!a.lease_id.empty()) ReturnLease(a.agent, a.lease_id);
-  DropChannel(a);
-  a.lease_id.clear();
-  a.worker_id.clear();
-  a.worker_address.clear();
-  a.worker_pid = 0;
+  ForgetWorker(a, /*return_lease=*/true);
   a.placing = true;
-  Place(actor_id, a.number);
+  placer_.Place(actor_id, a.number);
 }
 
-void ActorManager::Place(const std::string& actor_id, uint64_t attempt) {
-  Attempt* a = FindAttempt(actor_id, attempt);
+const proto::ActorSpec* ActorManager::SpecOf(const std::string& actor_id) {
   const ActorTable::Entry* e = table_.FindEntry(actor_id);
-  if (a == nullptr || e == nullptr) return;
-  a->agent.clear();
-  a->node_id.clear();
-  std::vector<ActorNode> nodes = CandidateNodes();
-  if (!a->withdrawn_from.empty()) {
-    std::vector<ActorNode> others;
-    for (ActorNode& n : nodes) {
-      if (n.node_id != a->withdrawn_from) others.push_back(std::move(n));
-    }
-    if (!others.empty()) nodes.swap(others);
-    a->withdrawn_from.clear();
-  }
-  std::optional<size_t> pick =
-      ChooseActorNode(ResourceSet::FromProto(e->info.spec().shape()), nodes);
-  if (!pick) {
-    // No node yet: the actor waits, as a task does.
-    return RetryPlacement(actor_id, attempt);
-  }
-  SHOAL_LOG(INFO) << "actor " << actor_id << ": asking node "
-                  << nodes[*pick].node_id << " for a worker";
-  RequestLease(actor_id, attempt, nodes[*pick].address, nodes[*pick].node_id,
-               /*no_spillback=*/false);
+  return e == nullptr ? nullptr : &e->info.spec();
 }
 
-std::vector<ActorNode> ActorManager::CandidateNodes() const {
-  std::vector<ActorNode> nodes = options_.alive_nodes();
-  std::vector<ActorNode> reachable;
-  int64_t now = MonotonicUs();
-  for (const ActorNode& n : nodes) {
-    auto failed = unreachable_.find(n.address);
-    if (failed == unreachable_.end() ||
-        now - failed->second > options_.avoid_unreachable_ms * 1000) {
-      reachable.push_back(n);
-    }
-  }
-  if (!reachable.empty()) nodes.swap(reachable);
-  std::map<std::string, int64_t> per_node;
-  for (const auto& [id, other] : attempts_) {
-    if (!other.node_id.empty()) ++per_node[other.node_id];
-  }
-  for (ActorNode& n : nodes) n.num_actors = per_node[n.node_id];
-  return nodes;
+void ActorManager::CannotPlace(const std::string& actor_id, bool infeasible,
+                               const std::string& why) {
+  Apply(infeasible ? table_.Infeasible(actor_id, why)
+                   : table_.CannotStart(actor_id, why));
 }
 
-void ActorManager::CheckWaiting(const std::string& actor_id, uint64_t attempt,
-                                uint64_t request) {
-  Attempt* a = FindAttempt(actor_id, attempt);
+void ActorManager::Granted(const std::string& actor_id, uint64_t attempt,
+                           const std::string& agent, const std::string& node_id,
+                           const proto::RequestLeaseReply& reply) {
   const ActorTable::Entry* e = table_.FindEntry(actor_id);
-  if (a == nullptr || e == nullptr || a->request != request ||
-      !a->lease_id.empty()) {
-    return;
-  }
-  ResourceSet shape = ResourceSet::FromProto(e->info.spec().shape());
-  bool granted = false;  // its worker is starting there
-  std::vector<ActorNode> roomy;
-  for (ActorNode& n : CandidateNodes()) {
-    if (n.node_id == a->node_id) {
-      granted = n.leased_actors.count(actor_id) > 0;
-    } else if (n.available.Contains(shape)) {
-      roomy.push_back(std::move(n));
-    }
-  }
-  std::optional<size_t> pick = ChooseActorNode(shape, roomy);
-  if (granted || !pick) {
-    After(options_.waiting_check_ms, [this, actor_id, attempt, request] {
-      CheckWaiting(actor_id, attempt, request);
-    });
-    return;
-  }
-  // Its CANCELED answer places the actor again (OnLeaseReply). A cancel
-  // that comes too late (the node granted or spilled the request meanwhile)
-  // changes nothing: that answer is followed as usual.
-  SHOAL_LOG(INFO) << "actor " << actor_id << ": still waiting at node "
-                  << a->node_id << " while node " << roomy[*pick].node_id
-                  << " has room; withdrawing the request";
-  a->withdrawn_from = a->node_id;
-  WithdrawRequest(actor_id, *a);
-}
-
-void ActorManager::WithdrawRequest(const std::string& actor_id,
-                                   const Attempt& a) {
-  if (!a.request_out || a.agent.empty()) return;
-  proto::CancelLease req;
-  req.set_request_id(absl::StrCat(actor_id, "/", a.request));
-  rpc::CallProto<proto::CancelLeaseReply>(
-      options_.agent_channel(a.agent), proto::CANCEL_LEASE_REQUEST, req,
-      [](absl::StatusOr<proto::CancelLeaseReply>) {},
-      options_.worker_exit_timeout_ms);
-}
-
-void ActorManager::RequestLease(const std::string& actor_id, uint64_t attempt,
-                                const std::string& agent,
-                                const std::string& node_id, bool no_spillback) {
-  Attempt* a = FindAttempt(actor_id, attempt);
-  const ActorTable::Entry* e = table_.FindEntry(actor_id);
-  if (a == nullptr || e == nullptr) return;
+  ActorAttempt* a = attempts_.Find(actor_id, attempt);
+  if (e == nullptr || a == nullptr) return ReturnLease(agent, reply.lease_id());
+  a->placing = false;
   a->agent = agent;
-  a->node_id = node_id;
-  const proto::ActorSpec& spec = e->info.spec();
-  proto::RequestLeaseRequest req;
-  req.set_job_id(spec.job_id());
-  *req.mutable_shape() = spec.shape();
-  req.set_binary_path(spec.binary_path());
-  req.set_binary_hash(spec.binary_hash());
-  req.set_blob_hash(spec.blob_hash());
-  if (spec.has_worker_command()) {
-    *req.mutable_worker_command() = spec.worker_command();
-  }
-  req.set_no_spillback(no_spillback);
-  req.set_actor_id(actor_id);
-  req.set_depth(spec.depth());
-  uint64_t request = ++a->request;
-  a->request_out = true;
-  req.set_request_id(absl::StrCat(actor_id, "/", request));
-  After(options_.waiting_check_ms, [this, actor_id, attempt, request] {
-    CheckWaiting(actor_id, attempt, request);
-  });
-  std::weak_ptr<bool> alive = alive_;
-  rpc::CallProto<proto::RequestLeaseReply>(
-      options_.agent_channel(agent), proto::REQUEST_LEASE, req,
-      [this, alive, actor_id, attempt, agent,
-       node_id](absl::StatusOr<proto::RequestLeaseReply> reply) {
-        if (alive.expired()) return;
-        OnLeaseReply(actor_id, attempt, agent, node_id, reply);
-      });
-}
-
-void ActorManager::OnLeaseReply(
-    const std::string& actor_id, uint64_t attempt, const std::string& agent,
-    const std::string& node_id,
-    const absl::StatusOr<proto::RequestLeaseReply>& reply) {
-  Attempt* a = FindAttempt(actor_id, attempt);
-  if (a == nullptr) {
-    // The actor died or moved on meanwhile: the worker is nobody's.
-    if (reply.ok() && reply->outcome() == proto::RequestLeaseReply::GRANTED) {
-      ReturnLease(agent, reply->lease_id());
-    }
-    return;
-  }
-  a->request_out = false;
-  if (!reply.ok()) {
-    if (reply.status().code() == absl::StatusCode::kPermissionDenied) {
-      return Apply(table_.CannotStart(
-          actor_id, absl::StrCat("the agent at ", agent, " refused the head: ",
-                                 reply.status().message())));
-    }
-    SHOAL_LOG(WARNING) << "lease request for actor " << actor_id << " to "
-                       << agent << " failed: " << reply.status()
-                       << "; trying again";
-    unreachable_[agent] = MonotonicUs();
-    return RetryPlacement(actor_id, attempt);
-  }
-  switch (reply->outcome()) {
-    case proto::RequestLeaseReply::GRANTED:
-      return OnGranted(actor_id, *a, agent, node_id, *reply);
-    case proto::RequestLeaseReply::SPILLBACK:
-      SHOAL_LOG(INFO) << "actor " << actor_id << ": node " << node_id
-                      << " sent its lease request on to node "
-                      << reply->spillback_node_id();
-      return RequestLease(actor_id, attempt, reply->spillback_address(),
-                          reply->spillback_node_id(), /*no_spillback=*/true);
-    case proto::RequestLeaseReply::CANCELED:
-      // Withdrawn from a node that kept it waiting (CheckWaiting).
-      return Place(actor_id, attempt);
-    case proto::RequestLeaseReply::INFEASIBLE:
-      return Apply(table_.Infeasible(actor_id, reply->error()));
-    case proto::RequestLeaseReply::INVALID:
-      return Apply(table_.CannotStart(actor_id, reply->error()));
-    default:
-      if (++a->failures > options_.max_start_retries) {
-        return Apply(table_.CannotStart(
-            actor_id,
-            absl::StrCat("its worker could not be started (", a->failures,
-                         " tries, the last on node ", node_id,
-                         "): ", reply->error(),
-                         "; see the node's agent log in the session folder")));
-      }
-      SHOAL_LOG(WARNING) << "actor " << actor_id
-                         << ": a worker could not be started on node "
-                         << node_id << ": " << reply->error()
-                         << "; trying again";
-      return RetryPlacement(actor_id, attempt);
-  }
-}
-
-void ActorManager::OnGranted(const std::string& actor_id, Attempt& a,
-                             const std::string& agent,
-                             const std::string& node_id,
-                             const proto::RequestLeaseReply& reply) {
-  const ActorTable::Entry* e = table_.FindEntry(actor_id);
-  if (e == nullptr) return ReturnLease(agent, reply.lease_id());
-  a.placing = false;
-  a.agent = agent;
-  a.node_id = reply.node_id().empty() ? node_id : reply.node_id();
-  a.lease_id = reply.lease_id();
-  a.worker_id = reply.worker_id();
-  a.worker_address = reply.worker_address();
-  a.worker_pid = reply.worker_pid();
-  WatchWorker(actor_id, a);
-  uint64_t attempt = a.number;
+  a->node_id = reply.node_id().empty() ? node_id : reply.node_id();
+  a->lease_id = reply.lease_id();
+  a->worker_id = reply.worker_id();
+  a->worker_address = reply.worker_address();
+  a->worker_pid = reply.worker_pid();
+  WatchWorker(actor_id, *a);
   std::weak_ptr<bool> alive = alive_;
   proto::ActorCreation creation;
   *creation.mutable_spec() = e->info.spec();
   creation.set_num_restarts(e->info.num_restarts());
   rpc::CallProto<proto::TaskResult>(
-      a.worker.get(), proto::CREATE_ACTOR_INSTANCE, creation,
+      a->worker.get(), proto::CREATE_ACTOR_INSTANCE, creation,
       [this, alive, actor_id, attempt](absl::StatusOr<proto::TaskResult> r) {
         if (alive.expired()) return;
         OnInstance(actor_id, attempt, r);
       });
 }
 
-void ActorManager::WatchWorker(const std::string& actor_id, Attempt& a) {
-  a.worker = std::make_unique<rpc::Channel>(loop_, a.worker_address,
-                                            options_.token, "head");
+void ActorManager::WatchWorker(const std::string& actor_id, ActorAttempt& a) {
+  a.worker = options_.worker_channels->Connect(a.worker_address);
   uint64_t attempt = a.number;
   std::weak_ptr<bool> alive = alive_;
   a.worker->OnDisconnect(
@@ -607,7 +388,7 @@ void ActorManager::WatchWorker(const std::string& actor_id, Attempt& a) {
 
 void ActorManager::OnInstance(const std::string& actor_id, uint64_t attempt,
                               const absl::StatusOr<proto::TaskResult>& result) {
-  Attempt* a = FindAttempt(actor_id, attempt);
+  ActorAttempt* a = attempts_.Find(actor_id, attempt);
   if (a == nullptr) return;
   if (!result.ok()) return LoseWorker(actor_id, attempt, result.status());
   if (!result->ok()) {
@@ -622,35 +403,22 @@ void ActorManager::OnInstance(const std::string& actor_id, uint64_t attempt,
       actor_id, {a->worker_id, a->worker_address, a->node_id, a->worker_pid}));
 }
 
-void ActorManager::RetryPlacement(const std::string& actor_id,
-                                  uint64_t attempt) {
-  Attempt* a = FindAttempt(actor_id, attempt);
-  if (a == nullptr) return;
-  a->placing = true;
-  After(options_.retry_ms,
-        [this, actor_id, attempt] { Place(actor_id, attempt); });
-}
-
 // ---- Workers ----
 
 void ActorManager::LoseWorker(const std::string& actor_id, uint64_t attempt,
                               const absl::Status& why) {
-  Attempt* a = FindAttempt(actor_id, attempt);
+  ActorAttempt* a = attempts_.Find(actor_id, attempt);
   if (a == nullptr) return;
-  // Later news of this worker (its channel failing its calls, then its
-  // disconnect) is stale from here on.
-  uint64_t now = ++a->number;
   std::string agent = a->agent;
   std::string node_id = a->node_id;
   std::string lease_id = a->lease_id;
   std::string worker_id = a->worker_id;
-  DropChannel(*a);
-  a->lease_id.clear();
-  a->worker_id.clear();
-  a->worker_address.clear();
-  a->worker_pid = 0;
+  // Later news of this worker (its channel failing its calls, then its
+  // disconnect) is stale from here on.
+  ForgetWorker(*a, /*return_lease=*/false);
+  uint64_t now = a->number;
   auto finish = [this, actor_id, now](const std::string& cause) {
-    if (FindAttempt(actor_id, now) == nullptr) return;  // killed meanwhile
+    if (attempts_.Find(actor_id, now) == nullptr) return;  // killed meanwhile
     Apply(table_.WorkerDied(actor_id, cause));
   };
   if (agent.empty() || worker_id.empty()) return finish(why.ToString());
@@ -672,7 +440,7 @@ void ActorManager::LoseWorker(const std::string& actor_id, uint64_t attempt,
           // A worker still running must not outlive its incarnation.
           ReturnLease(agent, lease_id);
         } else {
-          unreachable_[agent] = MonotonicUs();
+          placer_.NoteUnreachable(agent);
           auto dead = dead_nodes_.find(node_id);
           cause = dead != dead_nodes_.end()
                       ? absl::StrCat("its node died (", dead->second, ")")
@@ -685,20 +453,20 @@ void ActorManager::LoseWorker(const std::string& actor_id, uint64_t attempt,
       options_.worker_exit_timeout_ms);
 }
 
-void ActorManager::ReleaseWorker(const std::string& actor_id) {
-  auto it = attempts_.find(actor_id);
-  if (it == attempts_.end()) return;
-  Attempt& a = it->second;
-  WithdrawRequest(actor_id, a);
+void ActorManager::ReleaseWorker(const std::string& actor_id, ActorAttempt& a) {
+  placer_.WithdrawRequest(actor_id, a);
   a.request_out = false;
-  ++a.number;
-  if (!a.lease_id.empty()) ReturnLease(a.agent, a.lease_id);
-  DropChannel(a);
+  ForgetWorker(a, /*return_lease=*/true);
   a.placing = false;
-  a.lease_id.clear();
-  a.worker_id.clear();
-  a.worker_address.clear();
-  a.worker_pid = 0;
+}
+
+void ActorManager::ForgetWorker(ActorAttempt& a, bool return_lease) {
+  std::pair<std::string, std::string> lease;
+  // Shared only because a posted closure must be copyable.
+  std::shared_ptr<rpc::Channel> channel =
+      ActorAttempts::ForgetWorker(a, &lease);
+  if (return_lease) ReturnLease(lease.first, lease.second);
+  if (channel != nullptr) loop_->Post([channel] {});
 }
 
 void ActorManager::ReturnLease(const std::string& agent,
@@ -720,45 +488,10 @@ void ActorManager::ReturnLease(const std::string& agent,
       options_.worker_exit_timeout_ms);
 }
 
-void ActorManager::DropChannel(Attempt& a) {
-  if (a.worker == nullptr) return;
-  // Shared only because a posted closure must be copyable.
-  std::shared_ptr<rpc::Channel> channel = std::move(a.worker);
-  loop_->Post([channel] {});
-}
-
-ActorManager::Attempt* ActorManager::FindAttempt(const std::string& actor_id,
-                                                 uint64_t attempt) {
-  auto it = attempts_.find(actor_id);
-  if (it == attempts_.end() || it->second.number != attempt) return nullptr;
-  return &it->second;
-}
-
-// ---- Long polls ----
-
-void ActorManager::WakeWaiters(const std::string& actor_id) {
-  auto it = waiters_.find(actor_id);
-  if (it == waiters_.end()) return;
-  std::map<uint64_t, Waiter> waiters = std::move(it->second);
-  waiters_.erase(it);
-  const ActorTable::Entry* e = table_.FindEntry(actor_id);
-  for (auto& [wid, w] : waiters) {
-    loop_->CancelTimer(w.timer);
-    if (e != nullptr) w.responder.Reply(WithAge(*e));
-  }
-}
-
 proto::ActorInfo ActorManager::WithAge(const ActorTable::Entry& e) const {
   proto::ActorInfo info = e.info;
-  info.set_age_ms((MonotonicUs() - e.created_us) / 1000);
+  info.set_age_ms((loop_->NowUs() - e.created_us) / 1000);
   return info;
-}
-
-void ActorManager::After(int64_t ms, std::function<void()> fn) {
-  std::weak_ptr<bool> alive = alive_;
-  loop_->RunAfter(ms, [alive, fn = std::move(fn)] {
-    if (!alive.expired()) fn();
-  });
 }
 
 }  // namespace shoal

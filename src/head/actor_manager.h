@@ -4,9 +4,11 @@
 // actor's instance in it; watches that worker's connection and restarts the
 // actor or declares it dead when the worker goes.
 //
-// The state machine is ActorTable; this class does its IO: lease requests
-// (following spillbacks), CREATE_ACTOR_INSTANCE, RETURN_LEASE with
-// kill_worker, GET_WORKER_EXIT for a death's cause, long-poll replies.
+// The state machine is ActorTable, each actor's current attempt is in
+// ActorAttempts; this class does their IO: CREATE_ACTOR_INSTANCE,
+// RETURN_LEASE with kill_worker, GET_WORKER_EXIT for a death's cause. The
+// lease requests (following spillbacks) are ActorPlacer's, the long polls
+// ActorWaiters'.
 //
 // Lifecycle of one placement attempt: choose a node, REQUEST_LEASE to its
 // agent, GRANTED, CREATE_ACTOR_INSTANCE over a connection kept for the actor's
@@ -25,41 +27,26 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "head/actor_attempts.h"
+#include "head/actor_placer.h"
 #include "head/actor_table.h"
+#include "head/actor_waiters.h"
 #include "head/table_storage.h"
+#include "rpc/channel.h"
+#include "rpc/executor.h"
 #include "rpc/rpc.h"
-#include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal {
 
-// An alive node as the actor placement sees it.
-struct ActorNode {
-  std::string node_id;
-  std::string address;  // its agent
-  ResourceSet total;
-  ResourceSet available;
-  int64_t num_actors = 0;  // live actors placed there or being placed there
-  // Actors whose worker lease the node reported in its last heartbeat.
-  std::set<std::string> leased_actors;
-};
-
-// The node to ask first for a worker of `shape`: among the nodes whose
-// available resources contain it, the one with the most free CPU, then the
-// fewest actors; else the same among those whose total contains it; else the
-// first with the fewest actors (its agent answers INFEASIBLE after the grace
-// period). Ties keep the nodes' order. nullopt when `nodes` is empty.
-std::optional<size_t> ChooseActorNode(const ResourceSet& shape,
-                                      const std::vector<ActorNode>& nodes);
-
 struct ActorManagerOptions {
-  std::string token;  // for the connections to workers
+  // Makes the connections to actors' workers.
+  std::shared_ptr<rpc::ChannelFactory> worker_channels;
   // The head's channel to the agent at `address` (shared with its other
   // calls there: an agent ties leases to the connection that asked).
   std::function<rpc::Channel*(const std::string& address)> agent_channel;
@@ -84,17 +71,17 @@ struct ActorManagerOptions {
   int64_t waiting_check_ms = 1000;
 };
 
-class ActorManager {
+class ActorManager : private ActorPlacer::Delegate {
  public:
-  ActorManager(rpc::EventLoop* loop, ActorManagerOptions options);
-  ~ActorManager();
+  ActorManager(rpc::Executor* loop, ActorManagerOptions options);
+  ~ActorManager() override;
   ActorManager(const ActorManager&) = delete;
   ActorManager& operator=(const ActorManager&) = delete;
 
   // Serves CREATE_ACTOR, GET_ACTOR, KILL_ACTOR and ACTOR_EXITING on `server`.
   // A GET_ACTOR long poll of a dead actor is answered at once: it will not
   // change again.
-  void RegisterHandlers(rpc::Server* server);
+  void RegisterHandlers(rpc::HandlerRegistry* server);
 
   // Takes up the live actors a head that ran before kept in storage: an
   // ALIVE one's worker is asked to confirm it still holds the actor
@@ -124,29 +111,6 @@ class ActorManager {
   const ActorTable& table() const { return table_; }
 
  private:
-  // The IO side of one live actor.
-  struct Attempt {
-    uint64_t number = 0;       // grows whenever older replies must be ignored
-    bool placing = false;      // a lease request is out (or waiting to retry)
-    uint64_t request = 0;      // grows with each lease request sent
-    bool request_out = false;  // request `request` waits for its answer
-    // The node a request was withdrawn from for keeping it waiting: the
-    // next placement tries the other nodes first.
-    std::string withdrawn_from;
-    std::string agent;     // the agent asked, or holding the lease
-    std::string node_id;   // its node
-    std::string lease_id;  // once granted
-    std::string worker_id;
-    std::string worker_address;
-    int64_t worker_pid = 0;
-    std::unique_ptr<rpc::Channel> worker;  // to the actor's worker
-    int failures = 0;                      // FAILED replies in a row
-  };
-  struct Waiter {
-    rpc::Responder responder;
-    uint64_t timer = 0;
-  };
-
   void Create(const proto::ActorSpec& spec, rpc::Responder resp);
   void Get(const proto::GetActorRequest& r, rpc::Responder resp);
   void Kill(const proto::KillActorRequest& r, rpc::Responder resp);
@@ -160,60 +124,40 @@ class ActorManager {
   // Takes up a restored ALIVE actor's worker (see Restore).
   void Adopt(const proto::ActorInfo& info, const std::string& lease_id);
   // Opens the attempt's channel to its worker; its loss is LoseWorker's.
-  void WatchWorker(const std::string& actor_id, Attempt& a);
+  void WatchWorker(const std::string& actor_id, ActorAttempt& a);
   // Starts a new placement attempt.
   void StartLease(const std::string& actor_id);
-  void Place(const std::string& actor_id, uint64_t attempt);
-  void RequestLease(const std::string& actor_id, uint64_t attempt,
-                    const std::string& agent, const std::string& node_id,
-                    bool no_spillback);
-  void OnLeaseReply(const std::string& actor_id, uint64_t attempt,
-                    const std::string& agent, const std::string& node_id,
-                    const absl::StatusOr<proto::RequestLeaseReply>& reply);
-  void OnGranted(const std::string& actor_id, Attempt& a,
-                 const std::string& agent, const std::string& node_id,
-                 const proto::RequestLeaseReply& reply);
   void OnInstance(const std::string& actor_id, uint64_t attempt,
                   const absl::StatusOr<proto::TaskResult>& result);
-  void RetryPlacement(const std::string& actor_id, uint64_t attempt);
-  // Withdraws lease request `request` when it still waits, the node it
-  // waits at has not granted it and another node has room.
-  void CheckWaiting(const std::string& actor_id, uint64_t attempt,
-                    uint64_t request);
-  // Withdraws the lease request the attempt waits for, if any: a request
-  // nobody wants must not hold a place in the agent's queue (and show as
-  // demand) or start a worker. Its CANCELED answer, or a grant that crossed
-  // the cancel, comes back to an attempt that then asks again, or to an
-  // older one, which returns the lease.
-  void WithdrawRequest(const std::string& actor_id, const Attempt& a);
-  // The alive nodes, without those whose agent did not answer lately (unless
-  // that leaves none), with their actor counts.
-  std::vector<ActorNode> CandidateNodes() const;
   // The worker's connection broke: learns why from its agent, then tells the
   // table.
   void LoseWorker(const std::string& actor_id, uint64_t attempt,
                   const absl::Status& why);
-  // Returns the actor's lease with its worker killed, if it holds one.
-  void ReleaseWorker(const std::string& actor_id);
-  void ReturnLease(const std::string& agent, const std::string& lease_id);
-  // Forgets the actor's connection to its worker (freed on a later loop
-  // turn: it may be the one calling us).
-  void DropChannel(Attempt& a);
-  Attempt* FindAttempt(const std::string& actor_id, uint64_t attempt);
-  void WakeWaiters(const std::string& actor_id);
+  // Returns the actor's lease with its worker killed, if it holds one, and
+  // withdraws its lease request, if one is out.
+  void ReleaseWorker(const std::string& actor_id, ActorAttempt& a);
+  // Forgets the attempt's worker (its channel freed on a later loop turn:
+  // it may be the one calling us); returns its lease if `return_lease`.
+  void ForgetWorker(ActorAttempt& a, bool return_lease);
   proto::ActorInfo WithAge(const ActorTable::Entry& e) const;
-  // Runs `fn` after `ms` unless this manager is gone by then.
-  void After(int64_t ms, std::function<void()> fn);
 
-  rpc::EventLoop* const loop_;
+  // ActorPlacer::Delegate
+  const proto::ActorSpec* SpecOf(const std::string& actor_id) override;
+  void Granted(const std::string& actor_id, uint64_t attempt,
+               const std::string& agent, const std::string& node_id,
+               const proto::RequestLeaseReply& reply) override;
+  void CannotPlace(const std::string& actor_id, bool infeasible,
+                   const std::string& why) override;
+  void ReturnLease(const std::string& agent,
+                   const std::string& lease_id) override;
+
+  rpc::Executor* const loop_;
   const ActorManagerOptions options_;
   ActorTable table_;
-  std::map<std::string, Attempt> attempts_;  // live actors only
-  std::map<std::string, std::map<uint64_t, Waiter>> waiters_;  // by actor
-  uint64_t next_waiter_ = 1;
+  ActorAttempts attempts_;  // live actors only
+  ActorPlacer placer_;
+  ActorWaiters waiters_;
   std::map<std::string, std::string> dead_nodes_;  // node id -> reason
-  // Agent address -> when a call to it last failed (MonotonicUs).
-  std::map<std::string, int64_t> unreachable_;
   // Stale leases (see OnNodeLeases) returned and not yet confirmed.
   std::set<std::string> returning_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -152,7 +152,8 @@ class HeadImpl : public Head {
     pg.storage = storage_.get();
     pgs_ = std::make_unique<PlacementGroupManager>(std::move(pg));
     ActorManagerOptions actor_options;
-    actor_options.token = options_.token;
+    actor_options.worker_channels = std::make_shared<rpc::TcpChannelFactory>(
+        loop_.get(), options_.token, "head");
     actor_options.agent_channel = [this](const std::string& address) {
       return AgentChannel(address);
     };
@@ -200,8 +201,8 @@ class HeadImpl : public Head {
   rpc::Channel* AgentChannel(const std::string& address) {
     auto& ch = agents_[address];
     if (ch == nullptr) {
-      ch = std::make_unique<rpc::Channel>(loop_.get(), address, options_.token,
-                                          "head");
+      ch = std::make_unique<rpc::TcpChannel>(loop_.get(), address,
+                                             options_.token, "head");
     }
     return ch.get();
   }

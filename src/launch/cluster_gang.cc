@@ -11,9 +11,9 @@
 #include "api/core_runtime.h"
 #include "common/logging.h"
 #include "common/util.h"
+#include "head_client/head_client.h"
 #include "launch/gang_record.h"
 #include "launch/host_runner.h"
-#include "rpc/head_client.h"
 #include "rpc/rpc.h"
 #include "shoal/api.h"
 

@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/util.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "rpc/rpc.h"
 
 namespace shoal::launch {
@@ -82,7 +82,7 @@ RunnerLink::RunnerLink(std::unique_ptr<rpc::EventLoop> loop,
       head_(std::make_unique<rpc::HeadClient>(loop_.get(), head_address, token,
                                               "runner")) {
   loop_->RunSync([&] {
-    launcher_ = std::make_unique<rpc::Channel>(
+    launcher_ = std::make_unique<rpc::TcpChannel>(
         loop_.get(), spec.launcher_address(), token, "runner");
   });
 }

@@ -68,12 +68,20 @@ bool EventLoop::InLoop() const {
 
 void EventLoop::Post(std::function<void()> fn) {
   bool wake;
+  std::function<void()> refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    posted_.push_back(std::move(fn));
-    wake = !wake_pending_;
-    wake_pending_ = true;
+    if (closed_) {
+      refused = std::move(fn);
+      wake = false;
+    } else {
+      posted_.push_back(std::move(fn));
+      wake = !wake_pending_;
+      wake_pending_ = true;
+    }
   }
+  // `refused` is destroyed here, outside the lock: its captures' destructors
+  // may post.
   if (wake) Wake();
 }
 
@@ -101,6 +109,8 @@ uint64_t EventLoop::RunAfter(int64_t delay_ms, std::function<void()> fn) {
   timer_deadlines_[id] = deadline;
   return id;
 }
+
+int64_t EventLoop::NowUs() const { return MonotonicUs(); }
 
 void EventLoop::CancelTimer(uint64_t id) {
   auto it = timer_deadlines_.find(id);
@@ -202,6 +212,24 @@ void EventLoop::Run() {
       end.swap(iteration_end_);
       for (auto& fn : end) fn();
     }
+  }
+  RunLastClosures();
+}
+
+void EventLoop::RunLastClosures() {
+  std::vector<std::function<void()>> last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    last.swap(posted_);
+  }
+  for (auto& fn : last) fn();
+  last.clear();
+  // What they wrote leaves now.
+  while (!iteration_end_.empty()) {
+    std::vector<std::function<void()>> end;
+    end.swap(iteration_end_);
+    for (auto& fn : end) fn();
   }
 }
 

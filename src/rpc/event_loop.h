@@ -1,6 +1,13 @@
 // One thread that owns sockets, timers and the state of the managers that run
 // on it. Other threads hand it work with Post().
 //
+// Every closure Post() accepts runs exactly once, on the loop thread: those
+// still queued when Stop() is called run before it returns (they may hold
+// the only pointer to what they free). A closure posted once the loop has
+// stopped is not run, on a loop that is gone, but destroyed at once, which
+// frees what it captured. Timers not yet due at Stop() never run; they are
+// destroyed with the loop.
+//
 // Threading: Post(), InLoop() and Stop() are thread-safe; every other method
 // must be called on the loop thread (InLoop()).
 #ifndef SHOAL_RPC_EVENT_LOOP_H_
@@ -24,22 +31,23 @@
 
 #include "absl/status/statusor.h"
 #include "common/logging.h"
+#include "rpc/executor.h"
 
 namespace shoal::rpc {
 
-class EventLoop {
+class EventLoop final : public Executor {
  public:
   using FdCallback = std::function<void(uint32_t epoll_events)>;
 
   // Starts the loop on a new thread.
   static absl::StatusOr<std::unique_ptr<EventLoop>> Create(
       const std::string& name);
-  ~EventLoop();
+  ~EventLoop() override;
 
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
-  void Post(std::function<void()> fn);
+  void Post(std::function<void()> fn) override;
   // Runs `fn` on the loop and waits for it (runs it at once when called on
   // the loop thread). For setup and shutdown steps of the loop's owner; the
   // same as RunOnLoopAndWait<void> with a `fn` that finishes at once.
@@ -49,15 +57,16 @@ class EventLoop {
   // frames produced by one iteration leave in one write. Loop thread only.
   void RunAtIterationEnd(std::function<void()> fn);
 
-  uint64_t RunAfter(int64_t delay_ms, std::function<void()> fn);
-  void CancelTimer(uint64_t id);
+  uint64_t RunAfter(int64_t delay_ms, std::function<void()> fn) override;
+  void CancelTimer(uint64_t id) override;
+  int64_t NowUs() const override;
 
   void AddFd(int fd, uint32_t events, FdCallback callback);
   void ModifyFd(int fd, uint32_t events);
   void RemoveFd(int fd);
 
   bool InLoop() const;
-  // Stops and joins the thread; closures still queued are dropped. Must not
+  // Runs the closures still queued, stops and joins the thread. Must not
   // be called on the loop thread.
   void Stop();
 
@@ -67,6 +76,8 @@ class EventLoop {
   void Wake();
   int NextTimeoutMs();
   void RunDueTimers();
+  // Closes Post() and runs what it had accepted (see the class comment).
+  void RunLastClosures();
 
   const int epoll_fd_;
   const int wake_fd_;
@@ -78,6 +89,7 @@ class EventLoop {
   std::mutex mu_;
   std::vector<std::function<void()>> posted_;  // guarded by mu_
   bool wake_pending_ = false;                  // guarded by mu_
+  bool closed_ = false;  // guarded by mu_; Post() no longer accepts
 
   // Loop-thread state.
   std::unordered_map<int, std::shared_ptr<FdCallback>> fds_;

@@ -18,6 +18,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/constant_time.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/util.h"
@@ -81,13 +82,6 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
   google::protobuf::SetLogHandler(&ProtobufLog);
   return true;
 }();
-
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
 
 // A peer whose host died or whose network went away without closing the
 // connection (no FIN, no RST) is found by the kernel's keepalive probes on
@@ -552,12 +546,17 @@ void Responder::Record(bool ok) const {
 }
 
 void Responder::ReplyRaw(std::string payload) const {
+  if (sink_ != nullptr) {
+    if (sink_->connected()) sink_->Deliver(std::move(payload));
+    return;
+  }
   if (conn_ == nullptr || conn_->closed()) return;
   Record(true);
   conn_->Send(kResponse, 0, call_id_, payload);
 }
 
 void Responder::ReplyNow(const google::protobuf::MessageLite& message) const {
+  if (sink_ != nullptr) return ReplyRaw(Serialize(message));
   if (conn_ == nullptr || conn_->closed()) return;
   Record(true);
   conn_->Send(kResponse, 0, call_id_, Serialize(message));
@@ -565,18 +564,33 @@ void Responder::ReplyNow(const google::protobuf::MessageLite& message) const {
 }
 
 void Responder::Error(const absl::Status& status) const {
+  if (sink_ != nullptr) {
+    // As it would arrive in an error frame.
+    if (sink_->connected()) {
+      sink_->Deliver(ErrorFrameStatus(static_cast<uint32_t>(status.code()),
+                                      std::string(status.message())));
+    }
+    return;
+  }
   if (conn_ == nullptr || conn_->closed()) return;
   Record(false);
   conn_->Send(kError, static_cast<uint32_t>(status.code()), call_id_,
               std::string(status.message()));
 }
 
-uint64_t Responder::connection_id() const { return conn_ ? conn_->id() : 0; }
+uint64_t Responder::connection_id() const {
+  if (sink_ != nullptr) return sink_->connection_id();
+  return conn_ ? conn_->id() : 0;
+}
 
-bool Responder::connected() const { return conn_ && !conn_->closed(); }
+bool Responder::connected() const {
+  if (sink_ != nullptr) return sink_->connected();
+  return conn_ && !conn_->closed();
+}
 
 const std::string& Responder::peer() const {
   static const std::string kNone;
+  if (sink_ != nullptr) return sink_->peer();
   return conn_ ? conn_->peer() : kNone;
 }
 
@@ -950,41 +964,43 @@ void Server::OnFrame(const std::shared_ptr<Connection>& conn, uint8_t kind,
 
 // ---- Channel ----
 
-Channel::Channel(EventLoop* loop, std::string address, std::string token,
-                 std::string peer_name)
+TcpChannel::TcpChannel(EventLoop* loop, std::string address, std::string token,
+                       std::string peer_name)
     : loop_(loop),
       address_(std::move(address)),
       token_(std::move(token)),
       peer_name_(std::move(peer_name)),
       tls_(ProcessTls()) {}
 
-Channel::Channel(EventLoop* loop, std::string address, std::string token,
-                 std::string peer_name, std::shared_ptr<const TlsContext> tls)
+TcpChannel::TcpChannel(EventLoop* loop, std::string address, std::string token,
+                       std::string peer_name,
+                       std::shared_ptr<const TlsContext> tls)
     : loop_(loop),
       address_(std::move(address)),
       token_(std::move(token)),
       peer_name_(std::move(peer_name)),
       tls_(std::move(tls)) {}
 
-Channel::~Channel() {
+TcpChannel::~TcpChannel() {
   *alive_ = false;
   Close();
 }
 
-bool Channel::connected() const { return conn_ != nullptr && ready_; }
+bool TcpChannel::connected() const { return conn_ != nullptr && ready_; }
 
-void Channel::OnDisconnect(std::function<void(const absl::Status&)> callback) {
+void TcpChannel::OnDisconnect(
+    std::function<void(const absl::Status&)> callback) {
   on_disconnect_ = std::move(callback);
 }
 
-void Channel::Close() {
+void TcpChannel::Close() {
   if (conn_) {
     auto conn = std::move(conn_);
     conn->Close(absl::CancelledError("channel closed"));
   }
 }
 
-void Channel::Connect() {
+void TcpChannel::Connect() {
   auto fail_soon = [this](absl::Status why) {
     std::weak_ptr<bool> alive = alive_;
     loop_->Post([this, alive, why] {
@@ -1060,8 +1076,8 @@ void Channel::Connect() {
   conn->Send(kHello, 0, 0, payload);
 }
 
-void Channel::Call(int method, std::string payload, Callback callback,
-                   int64_t timeout_ms) {
+void TcpChannel::Call(int method, std::string payload, Callback callback,
+                      int64_t timeout_ms) {
   uint64_t id = next_call_id_++;
   Pending& p = pending_[id];
   p.callback = std::move(callback);
@@ -1088,7 +1104,7 @@ void Channel::Call(int method, std::string payload, Callback callback,
   if (conn_ == nullptr) Connect();
 }
 
-bool Channel::RetryBeforeHello(const absl::Status& why) {
+bool TcpChannel::RetryBeforeHello(const absl::Status& why) {
   // A refusal (the token, TLS) or a close of our own is final, and so is
   // a server that said anything.
   if (why.code() != absl::StatusCode::kUnavailable) return false;
@@ -1112,8 +1128,8 @@ bool Channel::RetryBeforeHello(const absl::Status& why) {
   return true;
 }
 
-void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
-                      std::string_view payload) {
+void TcpChannel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
+                         std::string_view payload) {
   ++frames_heard_;
   if (kind == kHelloOk) {
     ready_ = true;
@@ -1152,7 +1168,7 @@ void Channel::OnFrame(uint8_t kind, uint32_t method, uint64_t call_id,
   }
 }
 
-void Channel::Fail(uint64_t call_id, const absl::Status& status) {
+void TcpChannel::Fail(uint64_t call_id, const absl::Status& status) {
   auto it = pending_.find(call_id);
   if (it == pending_.end()) return;
   Pending p = std::move(it->second);
@@ -1161,7 +1177,7 @@ void Channel::Fail(uint64_t call_id, const absl::Status& status) {
   p.callback(status);
 }
 
-void Channel::OnClosed(const absl::Status& why) {
+void TcpChannel::OnClosed(const absl::Status& why) {
   bool was_ready = ready_;
   hello_retries_ = 0;  // the next connection has its tries again
   conn_ = nullptr;
@@ -1192,6 +1208,15 @@ void Channel::OnClosed(const absl::Status& why) {
     if (!a || !*a) return;
   }
   if (was_ready && on_disconnect_) on_disconnect_(status);
+}
+
+TcpChannelFactory::TcpChannelFactory(EventLoop* loop, std::string token,
+                                     std::string peer_name)
+    : loop_(loop), token_(std::move(token)), peer_name_(std::move(peer_name)) {}
+
+std::unique_ptr<Channel> TcpChannelFactory::Connect(
+    const std::string& address) {
+  return std::make_unique<TcpChannel>(loop_, address, token_, peer_name_);
 }
 
 bool NeverSent(const absl::Status& status) {

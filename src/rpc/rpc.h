@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "rpc/channel.h"
 #include "rpc/event_loop.h"
 #include "rpc/strangers.h"
 
@@ -51,11 +52,26 @@ inline constexpr double kLatencyBucketsSeconds[] = {
 inline constexpr int kNumLatencyBuckets =
     sizeof(kLatencyBucketsSeconds) / sizeof(double) + 1;
 
+// Where the replies to one request go when it did not come over a
+// connection: a peer in memory (rpc/fake_channel.h).
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  // The reply's payload, or the error it carries.
+  virtual void Deliver(absl::StatusOr<std::string> reply) = 0;
+  virtual bool connected() const = 0;
+  virtual uint64_t connection_id() const = 0;
+  virtual const std::string& peer() const = 0;
+};
+
 // Replies to one request. Cheap to copy; may be kept and used later (on the
 // loop thread). Replying to a connection that has closed does nothing.
 class Responder {
  public:
   Responder() = default;
+  // Replies to a request that came from memory (see ReplySink).
+  explicit Responder(std::shared_ptr<ReplySink> sink)
+      : sink_(std::move(sink)) {}
   void Reply(const google::protobuf::MessageLite& message) const;
   void ReplyRaw(std::string payload) const;
   // Replies and writes to the socket at once instead of at the end of the
@@ -79,15 +95,23 @@ class Responder {
   // Counts the reply in the server's stats, if it keeps them.
   void Record(bool ok) const;
   std::shared_ptr<Connection> conn_;
+  std::shared_ptr<ReplySink> sink_;  // instead of conn_, from memory
   uint64_t call_id_ = 0;
   uint32_t method_ = 0;
   int64_t start_us_ = 0;  // when the request came; 0: no stats kept
 };
 
-class Server {
+// What serves requests by method: a Server, or a peer in memory in tests
+// (rpc/fake_channel.h). Handlers run on the loop thread.
+class HandlerRegistry {
  public:
   using Handler = std::function<void(std::string_view payload, Responder)>;
+  virtual ~HandlerRegistry() = default;
+  virtual void Register(int method, Handler handler) = 0;
+};
 
+class Server : public HandlerRegistry {
+ public:
   // Listens on host:port (port 0 picks one). Fails with a message naming the
   // address when it is taken. Connections use this process's TLS
   // (rpc/tls.h: ProcessTls), and the overload's `tls` (null: plain TCP).
@@ -104,7 +128,7 @@ class Server {
   // Also accepts on `host` at the same port (e.g. 127.0.0.1 beside the
   // advertised address, so that programs on this host can use loopback).
   absl::Status AlsoListen(const std::string& host);
-  void Register(int method, Handler handler);
+  void Register(int method, Handler handler) override;
   // Counts requests and how long each took to be answered, by method and
   // outcome, and answers GET_SERVER_STATS with them.
   void EnableStats();
@@ -161,36 +185,32 @@ class Server {
 // the node advertises. A taken loopback port is logged, not fatal.
 void AlsoListenOnLoopback(Server* server, const std::string& advertised_host);
 
-// A client connection to one address. Connects on first use and again after a
-// failure; calls made while connecting wait for the handshake (the TLS one,
-// then the token's).
-class Channel {
+// A client connection to one address over TCP (or TLS). Connects on first
+// use and again after a failure; calls made while connecting wait for the
+// handshake (the TLS one, then the token's).
+class TcpChannel final : public Channel {
  public:
-  using Callback = std::function<void(absl::StatusOr<std::string> payload)>;
-
   // With this process's TLS (ProcessTls; a config error fails every call),
   // or with `tls` (null: plain TCP).
-  Channel(EventLoop* loop, std::string address, std::string token,
-          std::string peer_name);
-  Channel(EventLoop* loop, std::string address, std::string token,
-          std::string peer_name, std::shared_ptr<const TlsContext> tls);
-  ~Channel();
+  TcpChannel(EventLoop* loop, std::string address, std::string token,
+             std::string peer_name);
+  TcpChannel(EventLoop* loop, std::string address, std::string token,
+             std::string peer_name, std::shared_ptr<const TlsContext> tls);
+  ~TcpChannel() override;
 
-  // timeout_ms <= 0: no deadline (the call still fails if the connection is
-  // lost).
+  using Channel::Call;
   void Call(int method, std::string payload, Callback callback,
-            int64_t timeout_ms = 0);
-  // Called each time an established connection is lost.
-  void OnDisconnect(std::function<void(const absl::Status&)> callback);
-  const std::string& address() const { return address_; }
+            int64_t timeout_ms) override;
+  void OnDisconnect(std::function<void(const absl::Status&)> callback) override;
+  const std::string& address() const override { return address_; }
   // How many times a connection that the server closed before it took the
   // hello, having sent no frame, is made again, 40, 80, 160... ms apart
   // (default 3): a server drops the oldest strangers when a flood fills
   // their seats, and nothing queued was sent.
   void set_hello_retries(int retries) { max_hello_retries_ = retries; }
-  bool connected() const;
-  size_t pending_calls() const { return pending_.size(); }
-  void Close();
+  bool connected() const override;
+  size_t pending_calls() const override { return pending_.size(); }
+  void Close() override;
 
  private:
   struct Pending {
@@ -224,6 +244,19 @@ class Channel {
   std::vector<std::string> queued_;  // encoded frames waiting for the handshake
   std::function<void(const absl::Status&)> on_disconnect_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// Makes TcpChannels on one loop, with one token, peer name and TLS.
+class TcpChannelFactory final : public ChannelFactory {
+ public:
+  // With this process's TLS (ProcessTls).
+  TcpChannelFactory(EventLoop* loop, std::string token, std::string peer_name);
+  std::unique_ptr<Channel> Connect(const std::string& address) override;
+
+ private:
+  EventLoop* const loop_;
+  const std::string token_;
+  const std::string peer_name_;
 };
 
 // Whether a call failed before its request was written to the connection
@@ -261,7 +294,7 @@ void CallProto(Channel* channel, int method,
 // Registers a typed handler: a request that does not parse gets an
 // InvalidArgument error and the handler is not called.
 template <typename Request>
-void RegisterProto(Server* server, int method,
+void RegisterProto(HandlerRegistry* server, int method,
                    std::function<void(const Request&, Responder)> handler) {
   server->Register(method, [h = std::move(handler), method](
                                std::string_view payload, Responder r) {

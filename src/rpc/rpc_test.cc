@@ -452,7 +452,7 @@ class RpcTest : public ::testing::Test {
   Channel* NewChannel(const std::string& address, const std::string& token) {
     return RunOnLoop([&] {
       channels_.push_back(
-          std::make_unique<Channel>(loop_.get(), address, token, "test"));
+          std::make_unique<TcpChannel>(loop_.get(), address, token, "test"));
       return channels_.back().get();
     });
   }

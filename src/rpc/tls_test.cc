@@ -93,7 +93,7 @@ class TlsRpcTest : public ::testing::Test {
   Channel* NewChannel(int port, Tls tls, const std::string& token = kToken) {
     Channel* out = nullptr;
     loop_->RunSync([&] {
-      channels_.push_back(std::make_unique<Channel>(
+      channels_.push_back(std::make_unique<TcpChannel>(
           loop_.get(), absl::StrCat("127.0.0.1:", port), token, "test",
           std::move(tls)));
       out = channels_.back().get();

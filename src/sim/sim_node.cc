@@ -89,8 +89,8 @@ absl::Status SimNode::Listen() {
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   address_ = absl::StrCat(o.node_ip, ":", server_->port());
-  head_ = std::make_unique<rpc::Channel>(shared_->loop, o.head_address, o.token,
-                                         "agent " + spec_.node_id);
+  head_ = std::make_unique<rpc::TcpChannel>(shared_->loop, o.head_address,
+                                            o.token, "agent " + spec_.node_id);
   RegisterHandlers();
   return absl::OkStatus();
 }

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/core_runtime.h"
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 #include "shoal/actor.h"
 #include "shoal/errors.h"
 #include "shoal/shoal.pb.h"

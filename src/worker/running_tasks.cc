@@ -6,8 +6,8 @@
 #include "common/logging.h"
 #include "common/task_events.h"
 #include "common/util.h"
+#include "head_client/head_client.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
 
 namespace shoal::internal {
 

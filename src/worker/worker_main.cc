@@ -362,7 +362,7 @@ int RunWorker() {
         server.get(), proto::CREATE_ACTOR_INSTANCE, CreateActorInstance);
     rpc::RegisterProto<proto::ActorExitingRequest>(
         server.get(), proto::ADOPT_ACTOR, AdoptActor);
-    agent = std::make_unique<rpc::Channel>(
+    agent = std::make_unique<rpc::TcpChannel>(
         loop->get(), Env("SHOAL_AGENT_ADDRESS"), token, "worker " + worker_id);
     proto::RegisterWorkerRequest req;
     req.set_worker_id(worker_id);

@@ -26,7 +26,7 @@ class AgentClient {
               const std::string& token, int64_t timeout_ms = 5000)
       : loop_(loop), timeout_ms_(timeout_ms) {
     loop_->RunSync([&] {
-      channel_ = std::make_unique<rpc::Channel>(loop_, agent, token, "test");
+      channel_ = std::make_unique<rpc::TcpChannel>(loop_, agent, token, "test");
     });
   }
   ~AgentClient() {

@@ -24,8 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "head_client/head_client.h"
 #include "rpc/event_loop.h"
-#include "rpc/head_client.h"
 #include "shoal/api.h"
 #include "tests/testing/test_cluster.h"
 

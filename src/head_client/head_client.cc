@@ -1,4 +1,4 @@
-#include "rpc/head_client.h"
+#include "head_client/head_client.h"
 
 #include <unistd.h>
 
@@ -18,8 +18,11 @@ HeadClient::HeadClient(EventLoop* loop, std::string address, std::string token,
                        std::string peer_name)
     : loop_(loop),
       address_(address),
-      channel_(std::make_unique<Channel>(
+      channel_(std::make_unique<TcpChannel>(
           loop, std::move(address), std::move(token), std::move(peer_name))) {}
+
+HeadClient::HeadClient(EventLoop* loop, std::unique_ptr<Channel> channel)
+    : loop_(loop), address_(channel->address()), channel_(std::move(channel)) {}
 
 HeadClient::~HeadClient() {
   if (channel_ != nullptr) loop_->RunSync([this] { Close(); });

@@ -16,8 +16,8 @@
 // loop's thread; the blocking ones on any other thread (REQUIRES: not the
 // loop's). The client may be made and destroyed on any thread while its loop
 // runs; it owns one rpc::Channel, which lives on the loop.
-#ifndef SHOAL_RPC_HEAD_CLIENT_H_
-#define SHOAL_RPC_HEAD_CLIENT_H_
+#ifndef SHOAL_HEAD_CLIENT_HEAD_CLIENT_H_
+#define SHOAL_HEAD_CLIENT_HEAD_CLIENT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -49,6 +49,8 @@ class HeadClient {
   // after a failure; `peer_name` names this process in the head's logs.
   HeadClient(EventLoop* loop, std::string address, std::string token,
              std::string peer_name);
+  // Over `channel` (one of `loop`'s), the head's address being its.
+  HeadClient(EventLoop* loop, std::unique_ptr<Channel> channel);
   // Closes the client on its loop and waits for that, unless it is closed
   // already. REQUIRES: the loop runs, or the client was closed.
   ~HeadClient();
@@ -209,4 +211,4 @@ class HeadClient {
 
 }  // namespace shoal::rpc
 
-#endif  // SHOAL_RPC_HEAD_CLIENT_H_
+#endif  // SHOAL_HEAD_CLIENT_HEAD_CLIENT_H_

@@ -1,8 +1,7 @@
-// HeadClient against a real Head over loopback: typed calls in both forms,
-// the head's own errors, and the calls of a client whose head is gone or
-// which was closed.
-#include "rpc/head_client.h"
-
+// HeadClient against a real Head over loopback, end to end: typed calls in
+// both forms, the head's own answers and errors, and the calls of a client
+// whose head is gone or which was closed. (head_client_test checks the
+// client alone, against a peer in memory.)
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "head/head.h"
 #include "head/head_testing.h"
+#include "head_client/head_client.h"
 #include "rpc/event_loop.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
@@ -508,27 +508,6 @@ TEST_F(HeadClientTest, ClosedClientCancelsCalls) {
   EXPECT_EQ(status.status().code(), absl::StatusCode::kCancelled)
       << status.status();
   EXPECT_THAT(status.status().message(), HasSubstr("closed"));
-}
-
-TEST(RunOnLoopAndWaitTest, ReturnsWhatDoneIsGiven) {
-  auto loop = EventLoop::Create("wait-test");
-  ASSERT_TRUE(loop.ok()) << loop.status();
-  // Finished later by a timer on the loop, not by the closure itself.
-  int value =
-      RunOnLoopAndWait<int>(loop->get(), [&](std::function<void(int)> done) {
-        (*loop)->RunAfter(1, [done] {
-          done(42);
-          done(7);  // ignored
-        });
-      });
-  EXPECT_EQ(value, 42);
-  bool ran = false;
-  RunOnLoopAndWait<void>(loop->get(), [&](std::function<void()> done) {
-    ran = (*loop)->InLoop();
-    done();
-  });
-  EXPECT_TRUE(ran);
-  (*loop)->Stop();
 }
 
 }  // namespace
