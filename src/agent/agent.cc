@@ -147,7 +147,6 @@ class AgentImpl : public NodeAgent {
   void MakeParts() {
     agent::HeadLinkOptions head;
     head.head_address = options_.head_address;
-    head.token = options_.token;
     head.node_id = node_id_;
     head.session_dir = options_.session_dir;
     head.head_timeout_ms = options_.head_timeout_ms;
@@ -165,7 +164,11 @@ class AgentImpl : public NodeAgent {
       }
       RequestStop();
     };
-    head_ = std::make_unique<agent::HeadLink>(loop_.get(), std::move(head));
+    head_ = std::make_unique<agent::HeadLink>(
+        clock_.get(),
+        agent::HeadClientCalls(loop_.get(), options_.head_address,
+                               options_.token, "agent " + node_id_),
+        std::move(head));
     workers_ = std::make_unique<agent::ProcessWorkers>(
         WorkersOptions(), agent::SystemProcessLauncher(), &binaries_);
     agent::LeaseServiceOptions leases;
@@ -386,7 +389,7 @@ class AgentImpl : public NodeAgent {
   std::unique_ptr<rpc::EventLoop> loop_;
   const std::string node_id_;
   std::string address_;
-  std::unique_ptr<agent::LeaseClock> clock_;
+  std::unique_ptr<agent::Clock> clock_;
   agent::BinaryCache binaries_;
   std::unique_ptr<rpc::Server> server_;
   std::unique_ptr<agent::ObjectService> objects_;  // null: no store memory

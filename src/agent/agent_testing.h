@@ -81,7 +81,7 @@ class FakeProcessLauncher : public ProcessLauncher {
 };
 
 // Time moved by hand: Advance runs the timers that come due, in order.
-class FakeClock : public LeaseClock {
+class FakeClock : public Clock {
  public:
   int64_t NowUs() override { return now_us_; }
   uint64_t RunAfter(int64_t delay_ms, std::function<void()> fn) override {

@@ -5,18 +5,65 @@
 
 #include "common/logging.h"
 #include "common/util.h"
-#include "rpc/event_loop.h"
 #include "rpc/head_client.h"
 
 namespace shoal::agent {
+namespace {
 
-HeadLink::HeadLink(rpc::EventLoop* loop, HeadLinkOptions options)
-    : loop_(loop),
+class NetworkHeadCalls : public HeadCalls {
+ public:
+  NetworkHeadCalls(rpc::EventLoop* loop, const std::string& address,
+                   const std::string& token, const std::string& peer_name)
+      : client_(loop, address, token, peer_name) {}
+  void RegisterNode(const proto::RegisterNodeRequest& request,
+                    Done<proto::RegisterNodeReply> done,
+                    int64_t timeout_ms) override {
+    client_.RegisterNode(request, std::move(done), timeout_ms);
+  }
+  void Heartbeat(const proto::HeartbeatRequest& request,
+                 Done<proto::HeartbeatReply> done,
+                 int64_t timeout_ms) override {
+    client_.Heartbeat(request, std::move(done), timeout_ms);
+  }
+  void UnregisterNode(const proto::UnregisterNodeRequest& request,
+                      Done<proto::Empty> done, int64_t timeout_ms) override {
+    client_.UnregisterNode(request, std::move(done), timeout_ms);
+  }
+  void JobEvent(const proto::JobEvent& event,
+                Done<proto::Empty> done) override {
+    client_.JobEvent(event, std::move(done));
+  }
+  void GetBlobChunk(const proto::GetBlobChunkRequest& request,
+                    Done<proto::BlobChunk> done, int64_t timeout_ms) override {
+    client_.GetBlobChunk(request, std::move(done), timeout_ms);
+  }
+  void GetPlacementGroup(const proto::GetPlacementGroupRequest& request,
+                         Done<proto::PlacementGroupInfo> done,
+                         int64_t timeout_ms) override {
+    client_.GetPlacementGroup(request, std::move(done), timeout_ms);
+  }
+  void Close() override { client_.Close(); }
+
+ private:
+  rpc::HeadClient client_;
+};
+
+}  // namespace
+
+std::unique_ptr<HeadCalls> HeadClientCalls(rpc::EventLoop* loop,
+                                           const std::string& address,
+                                           const std::string& token,
+                                           const std::string& peer_name) {
+  return std::make_unique<NetworkHeadCalls>(loop, address, token, peer_name);
+}
+
+HeadLink::HeadLink(Clock* clock, std::unique_ptr<HeadCalls> head,
+                   HeadLinkOptions options)
+    : clock_(clock),
       options_(std::move(options)),
-      head_(std::make_unique<rpc::HeadClient>(loop, options_.head_address,
-                                              options_.token,
-                                              "agent " + options_.node_id)),
-      watch_(options_.head_address, options_.head_timeout_ms, MonotonicUs()) {}
+      head_(std::move(head)),
+      watch_(options_.head_address, options_.head_timeout_ms, clock_->NowUs()) {
+}
 
 HeadLink::~HeadLink() = default;
 
@@ -34,7 +81,7 @@ void HeadLink::Register(std::function<void(absl::Status)> done) {
           watch_.Failed(reply.status());
         } else {
           registered_ = true;
-          watch_.Answered(MonotonicUs());
+          watch_.Answered(clock_->NowUs());
           view_.Reset();
           if (reply->heartbeat_interval_ms() > 0) {
             heartbeat_ms_ = reply->heartbeat_interval_ms();
@@ -54,8 +101,8 @@ void HeadLink::StartBeating() {
 }
 
 void HeadLink::ScheduleHeartbeat() {
-  loop_->RunAfter(JitteredMs(heartbeat_ms_),
-                  [this] { SendHeartbeat(/*periodic=*/true); });
+  clock_->RunAfter(JitteredMs(heartbeat_ms_),
+                   [this] { SendHeartbeat(/*periodic=*/true); });
 }
 
 // So that `shoal status` and other agents' spillback see a lease granted or
@@ -63,7 +110,7 @@ void HeadLink::ScheduleHeartbeat() {
 void HeadLink::ReportSoon() {
   if (report_scheduled_ || head_ == nullptr) return;
   report_scheduled_ = true;
-  loop_->RunAfter(20, [this] {
+  clock_->RunAfter(20, [this] {
     report_scheduled_ = false;
     SendHeartbeat(/*periodic=*/false);
   });
@@ -103,7 +150,7 @@ void HeadLink::OnHeartbeatReply(
     }
   } else {
     head_warned_ = false;
-    watch_.Answered(MonotonicUs());
+    watch_.Answered(clock_->NowUs());
     view_.Apply(*reply);
     if (options_.view_changed) options_.view_changed();
   }
@@ -128,7 +175,7 @@ void HeadLink::SendJobEvent() {
                            << ": the head did not take a report (" << r.status()
                            << "); sending it again";
       }
-      loop_->RunAfter(500, [this] { SendJobEvent(); });
+      clock_->RunAfter(500, [this] { SendJobEvent(); });
       return;
     }
     job_events_warned_ = false;
@@ -178,7 +225,7 @@ void HeadLink::GetPlacementGroup(
 }
 
 void HeadLink::ScheduleHeadWatch() {
-  loop_->RunAfter(watch_.period_ms(), [this] { CheckHead(); });
+  clock_->RunAfter(watch_.period_ms(), [this] { CheckHead(); });
 }
 
 // Stops the node once the head has not accepted it for head_timeout_ms.
@@ -192,7 +239,7 @@ void HeadLink::CheckHead() {
                        << options_.head_timeout_ms / 1000.0
                        << " s (--head-timeout-s)";
   }
-  std::optional<std::string> why = watch_.Check(MonotonicUs());
+  std::optional<std::string> why = watch_.Check(clock_->NowUs());
   if (!why.has_value()) return ScheduleHeadWatch();
   SHOAL_LOG(ERROR) << *why;
   head_lost_ = true;
@@ -216,7 +263,7 @@ void HeadLink::Close() {
   // Closing the client fails the calls still in flight, and their callbacks
   // run now; head_ is null by then, which tells them that the link is
   // closed and must not act on (or warn about) the failure.
-  std::unique_ptr<rpc::HeadClient> head = std::move(head_);
+  std::unique_ptr<HeadCalls> head = std::move(head_);
   if (head != nullptr) head->Close();
 }
 

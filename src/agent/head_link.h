@@ -19,20 +19,54 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/binary_cache.h"
+#include "agent/clock.h"
 #include "agent/cluster_view.h"
 #include "agent/head_watch.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
 class EventLoop;
-class HeadClient;
 }  // namespace shoal::rpc
 
 namespace shoal::agent {
 
+// The calls to the head that the link makes: over the network
+// (HeadClientCalls), or in memory in tests. Callbacks run on the link's
+// loop; Close fails the calls in flight (their callbacks run within it).
+class HeadCalls {
+ public:
+  template <typename Reply>
+  using Done = std::function<void(absl::StatusOr<Reply>)>;
+
+  virtual ~HeadCalls() = default;
+  virtual void RegisterNode(const proto::RegisterNodeRequest& request,
+                            Done<proto::RegisterNodeReply> done,
+                            int64_t timeout_ms) = 0;
+  virtual void Heartbeat(const proto::HeartbeatRequest& request,
+                         Done<proto::HeartbeatReply> done,
+                         int64_t timeout_ms) = 0;
+  virtual void UnregisterNode(const proto::UnregisterNodeRequest& request,
+                              Done<proto::Empty> done, int64_t timeout_ms) = 0;
+  virtual void JobEvent(const proto::JobEvent& event,
+                        Done<proto::Empty> done) = 0;
+  virtual void GetBlobChunk(const proto::GetBlobChunkRequest& request,
+                            Done<proto::BlobChunk> done,
+                            int64_t timeout_ms) = 0;
+  virtual void GetPlacementGroup(const proto::GetPlacementGroupRequest& request,
+                                 Done<proto::PlacementGroupInfo> done,
+                                 int64_t timeout_ms) = 0;
+  virtual void Close() = 0;
+};
+
+// rpc::HeadClient to the head at `address`; `peer_name` names this process
+// in the head's logs. REQUIRES: `loop` outlives it.
+std::unique_ptr<HeadCalls> HeadClientCalls(rpc::EventLoop* loop,
+                                           const std::string& address,
+                                           const std::string& token,
+                                           const std::string& peer_name);
+
 struct HeadLinkOptions {
-  std::string head_address;  // host:port
-  std::string token;
+  std::string head_address;  // host:port, for messages
   std::string node_id;
   // A deleted session folder is warned about (the node is likely orphaned).
   std::string session_dir;
@@ -49,8 +83,9 @@ struct HeadLinkOptions {
 
 class HeadLink {
  public:
-  // REQUIRES: `loop` outlives this.
-  HeadLink(rpc::EventLoop* loop, HeadLinkOptions options);
+  // REQUIRES: `clock` outlives this.
+  HeadLink(Clock* clock, std::unique_ptr<HeadCalls> head,
+           HeadLinkOptions options);
   ~HeadLink();
 
   // Registers the node; `done` (may be null) hears how it went.
@@ -90,9 +125,9 @@ class HeadLink {
   void ScheduleHeadWatch();
   void CheckHead();
 
-  rpc::EventLoop* const loop_;
+  Clock* const clock_;
   const HeadLinkOptions options_;
-  std::unique_ptr<rpc::HeadClient> head_;  // null once closed
+  std::unique_ptr<HeadCalls> head_;  // null once closed
   ClusterView view_;
   HeadWatch watch_;
   bool registered_ = false;

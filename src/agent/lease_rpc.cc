@@ -4,8 +4,6 @@
 #include <string>
 #include <utility>
 
-#include "common/util.h"
-#include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
@@ -27,19 +25,6 @@ class ResponderRequester : public LeaseRequester {
   const rpc::Responder responder_;
 };
 
-class EventLoopClock : public LeaseClock {
- public:
-  explicit EventLoopClock(rpc::EventLoop* loop) : loop_(loop) {}
-  int64_t NowUs() override { return MonotonicUs(); }
-  uint64_t RunAfter(int64_t delay_ms, std::function<void()> fn) override {
-    return loop_->RunAfter(delay_ms, std::move(fn));
-  }
-  void Cancel(uint64_t timer_id) override { loop_->CancelTimer(timer_id); }
-
- private:
-  rpc::EventLoop* const loop_;
-};
-
 // Answers a bundle call with its status.
 void Answer(const rpc::Responder& resp, const absl::Status& st) {
   if (!st.ok()) return resp.Error(st);
@@ -50,10 +35,6 @@ void Answer(const rpc::Responder& resp, const absl::Status& st) {
 
 std::unique_ptr<LeaseRequester> RpcRequester(rpc::Responder responder) {
   return std::make_unique<ResponderRequester>(std::move(responder));
-}
-
-std::unique_ptr<LeaseClock> LoopClock(rpc::EventLoop* loop) {
-  return std::make_unique<EventLoopClock>(loop);
 }
 
 void RegisterLeaseHandlers(LeaseService* leases, rpc::Server* s) {

@@ -1,5 +1,5 @@
-// The RPC side of a LeaseService: its handlers on a node's server, the
-// requester behind an RPC, and the event loop as its clock.
+// The RPC side of a LeaseService: its handlers on a node's server and the
+// requester behind an RPC.
 //
 // Threading: everything here runs on the loop of the server and service.
 #ifndef SHOAL_AGENT_LEASE_RPC_H_
@@ -11,7 +11,6 @@
 #include "agent/lease_service.h"
 
 namespace shoal::rpc {
-class EventLoop;
 class Responder;
 class Server;
 }  // namespace shoal::rpc
@@ -26,9 +25,6 @@ void RegisterLeaseHandlers(LeaseService* leases, rpc::Server* server);
 
 // The requester of a lease over RPC: the answer goes to `responder`.
 std::unique_ptr<LeaseRequester> RpcRequester(rpc::Responder responder);
-
-// MonotonicUs and the loop's timers. REQUIRES: `loop` outlives it.
-std::unique_ptr<LeaseClock> LoopClock(rpc::EventLoop* loop);
 
 }  // namespace shoal::agent
 

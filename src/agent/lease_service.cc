@@ -12,7 +12,7 @@
 
 namespace shoal::agent {
 
-LeaseService::LeaseService(LeaseServiceOptions options, LeaseClock* clock,
+LeaseService::LeaseService(LeaseServiceOptions options, Clock* clock,
                            WorkerLauncher* launcher)
     : options_(std::move(options)),
       clock_(clock),

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/bundle_reservations.h"
+#include "agent/clock.h"
 #include "agent/device_allocator.h"
 #include "agent/lease_queue.h"
 #include "agent/lease_table.h"
@@ -43,17 +44,6 @@ namespace shoal::agent {
 
 class ClusterView;
 struct LeaseDecision;
-
-// Time and timers as the service sees them: the node's event loop
-// (LoopClock in agent/lease_rpc.h), or a test's clock moved by hand.
-class LeaseClock {
- public:
-  virtual ~LeaseClock() = default;
-  virtual int64_t NowUs() = 0;  // steady clock
-  // Runs `fn` on the service's loop after `delay_ms`; an id for Cancel.
-  virtual uint64_t RunAfter(int64_t delay_ms, std::function<void()> fn) = 0;
-  virtual void Cancel(uint64_t timer_id) = 0;
-};
 
 // A leased worker as its requester hears of it.
 struct WorkerAddress {
@@ -130,7 +120,7 @@ struct LeaseServiceOptions {
 class LeaseService {
  public:
   // REQUIRES: `clock` and `launcher` outlive this.
-  LeaseService(LeaseServiceOptions options, LeaseClock* clock,
+  LeaseService(LeaseServiceOptions options, Clock* clock,
                WorkerLauncher* launcher);
   ~LeaseService();
   LeaseService(const LeaseService&) = delete;
@@ -224,7 +214,7 @@ class LeaseService {
   void ReportSoon();
 
   const LeaseServiceOptions options_;
-  LeaseClock* const clock_;
+  Clock* const clock_;
   WorkerLauncher* const launcher_;
   NodeResources node_;
   LeaseTable leases_;           // changes node_

@@ -101,7 +101,7 @@ class SimNode : public agent::WorkerLauncher {
   uint64_t heartbeat_timer_ = 0;
   bool report_scheduled_ = false;
 
-  std::unique_ptr<agent::LeaseClock> clock_;
+  std::unique_ptr<agent::Clock> clock_;
   std::unique_ptr<agent::LeaseService> leases_;  // made by Listen()
   // Fake workers that ended, for GET_WORKER_EXIT (the last few).
   std::map<std::string, std::string> exits_;
