@@ -98,9 +98,12 @@ class LeaseServiceTest : public ::testing::Test {
     o.node_id = "n1";
     o.address = "10.0.0.1:7000";
     o.resources = resources;
+    if (int gpus = static_cast<int>(resources.GetDouble("GPU")); gpus > 0) {
+      o.devices["GPU"] = gpus;
+    }
     int chips = static_cast<int>(resources.GetDouble("TPU"));
     if (chips > 0) {
-      o.devices = {{"TPU", chips}};
+      o.devices["TPU"] = chips;
       o.accelerators.push_back(std::make_shared<accel::TpuAcceleratorManager>(
           chips, chips, std::nullopt, std::vector<std::string>{}, "test"));
     }
@@ -455,6 +458,21 @@ TEST_F(LeaseServiceTest, GivesEachLeaseItsOwnTpuChips) {
   service_->ReturnLease(first, true);
   Request(R({{"TPU", 2}}));
   EXPECT_EQ(workers_.devices_of["w3"], (DeviceIds{{"TPU", {0, 1}}}));
+}
+
+TEST_F(LeaseServiceTest, GivesGpusWholeOrSharedByFractions) {
+  MakeService(R({{"CPU", 8}, {"GPU", 2}}));
+  Request(R({{"GPU", 1}}));
+  Request(R({{"GPU", 0.5}}));
+  Request(R({{"GPU", 0.5}}));
+  Inbox* more = Request(R({{"GPU", 1}}));
+  EXPECT_EQ(workers_.devices_of["w1"], (DeviceIds{{"GPU", {0}}}));
+  // Fractions share the lowest free device and take it from no one.
+  EXPECT_EQ(workers_.devices_of["w2"], (DeviceIds{{"GPU", {1}}}));
+  EXPECT_EQ(workers_.devices_of["w3"], (DeviceIds{{"GPU", {1}}}));
+  EXPECT_EQ(Free("GPU"), 0);
+  EXPECT_TRUE(more->replies.empty());  // counted full: it waits
+  EXPECT_EQ(workers_.added, 3);
 }
 
 TEST_F(LeaseServiceTest, ChipsThatCannotBeClaimedFailTheRequest) {
