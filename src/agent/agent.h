@@ -5,11 +5,14 @@
 // stays unreachable for head_timeout_ms stops by itself: nothing of it
 // outlives its cluster.
 //
-// The decisions and the books are parts under src/agent/ that are tested
-// alone: lease_policy (grant, spill back, wait or fail a request),
-// lease_queue (waiting requests, deepest first), lease_table (leases and
-// lent CPU), bundle_reservations, device_allocator, worker_pool and
-// binary_cache. The agent wires them to RPCs.
+// The parts are under src/agent/, their decisions and books tested alone:
+// head_link (registration, heartbeats, job reports: IO; head_watch decides
+// when the head is lost),
+// lease_service (lease and bundle RPCs over lease_policy, lease_queue,
+// lease_table, bundle_reservations and device_allocator), process_workers
+// (the worker processes behind the leases: worker_pool, binary_cache,
+// tpu_lock), job_runner, object_service and log_service. The agent wires
+// them to its server.
 //
 // Threading: all state lives on the agent's event loop.
 #ifndef SHOAL_AGENT_AGENT_H_

@@ -167,4 +167,26 @@ void CountSpillback(const std::string& node_id, const ResourceSet& shape,
   }
 }
 
+std::string GroupGoneMessage(
+    const std::string& group,
+    const absl::StatusOr<proto::PlacementGroupInfo>& info) {
+  std::string gone;
+  if (!info.ok() && absl::IsNotFound(info.status())) {
+    gone =
+        absl::StrCat("no placement group ", group, " exists on this cluster");
+  } else if (info.ok() &&
+             (info->state() == proto::PlacementGroupInfo::REMOVED ||
+              info->state() == proto::PlacementGroupInfo::FAILED)) {
+    gone = absl::StrCat(
+        "placement group ", group,
+        info->state() == proto::PlacementGroupInfo::FAILED
+            ? absl::StrCat(" failed: ", info->error())
+            : " was removed (by RemovePlacementGroup, or because the job "
+              "that created it ended; create it with Lifetime::kDetached to "
+              "keep it)");
+  }
+  if (gone.empty()) return gone;
+  return absl::StrCat(gone, "; its tasks cannot run");
+}
+
 }  // namespace shoal::agent

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "accel/accelerator_manager.h"
 #include "agent/node_resources.h"
 #include "scheduling/resource_set.h"
@@ -114,6 +115,14 @@ absl::Status ValidateDevices(
     const std::vector<std::shared_ptr<const accel::AcceleratorManager>>&
         accelerators,
     const ResourceSet& shape);
+
+// What the head's answer about placement group `group` (GET_PLACEMENT_GROUP)
+// means for a request waiting for its bundles: why its tasks cannot run (no
+// such group, removed, failed), or "" when it may still be placed (or the
+// head could not say): the request waits.
+std::string GroupGoneMessage(
+    const std::string& group,
+    const absl::StatusOr<proto::PlacementGroupInfo>& info);
 
 // Counts a spillback of `shape` to `node_id` as taken from that node's
 // available resources in `view`, until the next view arrives, so that the

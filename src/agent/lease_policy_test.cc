@@ -54,10 +54,14 @@ struct Case {
   int64_t want_retry_at_us = 0;   // kWait, kAskHeadAboutGroup
 };
 
-TEST(DecideLeaseTest, Table) {
+// The placement group of the cases' bundle resources.
+const std::string kGroup = "d04157891339";
+
+// code-sizes: table
+std::vector<Case> DecideLeaseCases() {
   const ResourceSet four = R({{"CPU", 4}});
   const ResourceSet none;
-  const std::string pg = "d04157891339";
+  const std::string& pg = kGroup;
   const ResourceSet in_bundle = R({{"CPU_group_0_" + pg, 1}});
   const ResourceSet bundle_node =
       R({{"CPU", 4}, {"CPU_group_0_" + pg, 1}, {"CPU_group_" + pg, 1}});
@@ -71,7 +75,7 @@ TEST(DecideLeaseTest, Table) {
   NodeResources over_gpu{R({{"CPU", 4}, {"GPU", 1}}), R({{"GPU", 1}})};
   over_gpu.available.Set("CPU", -kResourceUnit);
 
-  std::vector<Case> cases = {
+  return {
       {.name = "fits here",
        .shape = R({{"CPU", 1}}),
        .here = idle,
@@ -257,7 +261,10 @@ TEST(DecideLeaseTest, Table) {
        .want = Kind::kSpillback,
        .want_node = "b"},
   };
-  for (const Case& c : cases) {
+}
+
+TEST(DecideLeaseTest, Table) {
+  for (const Case& c : DecideLeaseCases()) {
     SCOPED_TRACE(c.name);
     LeaseAsk ask;
     ask.shape = c.shape;
@@ -284,7 +291,7 @@ TEST(DecideLeaseTest, Table) {
       EXPECT_EQ(d.infeasible, c.want_infeasible);
     }
     if (c.want == Kind::kAskHeadAboutGroup) {
-      EXPECT_EQ(d.group_id, pg);
+      EXPECT_EQ(d.group_id, kGroup);
     }
     EXPECT_EQ(d.retry_at_us, c.want_retry_at_us);
   }
@@ -342,6 +349,39 @@ TEST(CountSpillbackTest, TakesTheShapeFromTheNodeUntilItNoLongerFits) {
   EXPECT_EQ(ResourceSet::FromProto(view[1].available()), R({{"CPU", 1}}));
   EXPECT_EQ(ResourceSet::FromProto(view[0].available()), four);
   CountSpillback("nobody", R({{"CPU", 1}}), &view);
+}
+
+TEST(GroupGoneMessageTest, SaysWhyAGroupsTasksCannotRun) {
+  struct Case {
+    std::string name;
+    absl::StatusOr<proto::PlacementGroupInfo> info;
+    std::string want;  // a part of the message; "" for none
+  };
+  auto in_state = [](proto::PlacementGroupInfo::State state) {
+    proto::PlacementGroupInfo info;
+    info.set_state(state);
+    info.set_error("no node has 8 TPU");
+    return info;
+  };
+  std::vector<Case> cases = {
+      {"unknown", absl::NotFoundError("no such group"),
+       "no placement group pg1 exists on this cluster; its tasks cannot run"},
+      {"removed", in_state(proto::PlacementGroupInfo::REMOVED),
+       "placement group pg1 was removed"},
+      {"failed", in_state(proto::PlacementGroupInfo::FAILED),
+       "placement group pg1 failed: no node has 8 TPU; its tasks cannot run"},
+      {"being placed", in_state(proto::PlacementGroupInfo::PENDING), ""},
+      {"head cannot say", absl::UnavailableError("head restarting"), ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string got = GroupGoneMessage("pg1", c.info);
+    if (c.want.empty()) {
+      EXPECT_EQ(got, "");
+    } else {
+      EXPECT_TRUE(absl::StrContains(got, c.want)) << got;
+    }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "agent/lease_queue.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 namespace shoal::agent {
@@ -38,7 +39,7 @@ std::optional<PendingLease> LeaseQueue::Take(uint64_t conn_id,
   if (request_id.empty()) return std::nullopt;
   auto it =
       std::find_if(queue_.begin(), queue_.end(), [&](const PendingLease& p) {
-        return p.responder.connection_id() == conn_id &&
+        return p.connection_id() == conn_id &&
                p.request.request_id() == request_id;
       });
   if (it == queue_.end()) return std::nullopt;
@@ -48,13 +49,27 @@ std::optional<PendingLease> LeaseQueue::Take(uint64_t conn_id,
 }
 
 size_t LeaseQueue::DropConnection(uint64_t conn_id) {
-  auto kept = std::stable_partition(
-      queue_.begin(), queue_.end(), [conn_id](const PendingLease& p) {
-        return p.responder.connection_id() != conn_id;
-      });
+  auto kept = std::stable_partition(queue_.begin(), queue_.end(),
+                                    [conn_id](const PendingLease& p) {
+                                      return p.connection_id() != conn_id;
+                                    });
   size_t dropped = static_cast<size_t>(queue_.end() - kept);
   queue_.erase(kept, queue_.end());
   return dropped;
+}
+
+void LeaseQueue::FillDemands(proto::HeartbeatRequest* request) const {
+  std::map<std::pair<std::string, bool>, proto::ResourceDemand> by_shape;
+  for (const PendingLease& p : queue_) {
+    auto key = std::make_pair(p.ask.shape.DebugString(), p.infeasible);
+    auto [it, added] = by_shape.emplace(key, proto::ResourceDemand());
+    if (added) {
+      p.ask.shape.ToProto(it->second.mutable_shape());
+      it->second.set_infeasible(p.infeasible);
+    }
+    it->second.set_count(it->second.count() + 1);
+  }
+  for (auto& [k, d] : by_shape) *request->add_demands() = d;
 }
 
 }  // namespace shoal::agent

@@ -10,21 +10,40 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "agent/lease_policy.h"
-#include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::agent {
 
+// Who waits for the answer to a lease request: on a node, the request's
+// RPC connection (agent/lease_rpc.h); in tests, a recorder.
+class LeaseRequester {
+ public:
+  virtual ~LeaseRequester() = default;
+  // Names the requester's connection: its leases end when it closes.
+  virtual uint64_t connection_id() const = 0;
+  // Who it is (host:port), for `shoal status --verbose`.
+  virtual const std::string& peer() const = 0;
+  // False once the requester has gone: nothing is granted to it.
+  virtual bool connected() const = 0;
+  virtual void Reply(const proto::RequestLeaseReply& reply) const = 0;
+};
+
 struct PendingLease {
   proto::RequestLeaseRequest request;
   LeaseAsk ask;
-  rpc::Responder responder;
+  // Where the answer goes; null: nowhere (a request of connection 0).
+  std::unique_ptr<LeaseRequester> requester;
   bool infeasible = false;  // counted as infeasible demand
   uint64_t seq = 0;         // the agent's number for it
+
+  uint64_t connection_id() const {
+    return requester == nullptr ? 0 : requester->connection_id();
+  }
 };
 
 class LeaseQueue {
@@ -48,6 +67,10 @@ class LeaseQueue {
 
   // Drops the requests of the requester on connection `conn_id`; how many.
   size_t DropConnection(uint64_t conn_id);
+
+  // Adds the queued requests to a heartbeat as demands: one per shape and
+  // infeasibility, with how many ask for it.
+  void FillDemands(proto::HeartbeatRequest* request) const;
 
   const std::deque<PendingLease>& requests() const { return queue_; }
   size_t size() const { return queue_.size(); }

@@ -1,5 +1,6 @@
 #include "agent/lease_queue.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -93,6 +94,29 @@ TEST(LeaseQueueTest, TakesARequestByItsRequestersName) {
   EXPECT_EQ(taken->seq, 3u);
   EXPECT_FALSE(queue.Take(0, "a1/2").has_value());
   EXPECT_EQ(Order(queue.requests()), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST(LeaseQueueTest, ReportsDemandsByShapeAndFeasibility) {
+  LeaseQueue queue;
+  auto push = [&](uint64_t seq, double cpus, bool infeasible) {
+    PendingLease p = Request(seq, 0);
+    p.ask.shape = *ResourceSet::FromDoubles({{"CPU", cpus}});
+    p.infeasible = infeasible;
+    queue.Push(std::move(p));
+  };
+  push(1, 1, false);
+  push(2, 1, false);
+  push(3, 64, true);
+  push(4, 1, true);
+  proto::HeartbeatRequest hb;
+  queue.FillDemands(&hb);
+  std::map<std::pair<double, bool>, int64_t> got;
+  for (const proto::ResourceDemand& d : hb.demands()) {
+    got[{ResourceSet::FromProto(d.shape()).GetDouble("CPU"), d.infeasible()}] =
+        d.count();
+  }
+  EXPECT_EQ(got, (std::map<std::pair<double, bool>, int64_t>{
+                     {{1, false}, 2}, {{1, true}, 1}, {{64, true}, 1}}));
 }
 
 }  // namespace

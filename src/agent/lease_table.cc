@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "shoal/shoal.pb.h"
 
 namespace shoal::agent {
 
@@ -122,6 +123,22 @@ std::vector<std::string> LeaseTable::InGroup(const std::string& pg) const {
     }
   }
   return ids;
+}
+
+void LeaseTable::FillLeases(const std::string& node_id, int64_t now_us,
+                            proto::HeartbeatRequest* request) const {
+  for (const auto& [id, lease] : leases_) {
+    proto::LeaseInfo* info = request->add_leases();
+    info->set_lease_id(id);
+    info->set_node_id(node_id);
+    info->set_job_id(lease.job_id);
+    info->set_worker_id(lease.worker_id);
+    info->set_owner(lease.owner);
+    info->set_age_ms((now_us - lease.granted_us) / 1000);
+    info->set_actor_id(lease.actor_id);
+    info->set_blocked(lease.blocked);
+    lease.shape.ToProto(info->mutable_shape());
+  }
 }
 
 }  // namespace shoal::agent

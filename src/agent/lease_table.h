@@ -35,6 +35,10 @@
 #include "agent/node_resources.h"
 #include "scheduling/resource_set.h"
 
+namespace shoal::proto {
+class HeartbeatRequest;
+}  // namespace shoal::proto
+
 namespace shoal::agent {
 
 struct Lease {
@@ -95,6 +99,11 @@ class LeaseTable {
   std::vector<std::string> HeldBy(uint64_t conn_id) const;
   // The leases that hold bundle resources of placement group `pg`.
   std::vector<std::string> InGroup(const std::string& pg) const;
+
+  // Adds every lease to a heartbeat (`shoal status --verbose`, and the
+  // head's check of actor leases), aged as of `now_us`.
+  void FillLeases(const std::string& node_id, int64_t now_us,
+                  proto::HeartbeatRequest* request) const;
 
   const std::map<std::string, Lease>& leases() const { return leases_; }
   size_t size() const { return leases_.size(); }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "shoal/shoal.pb.h"
 
 namespace shoal::agent {
 namespace {
@@ -86,7 +87,8 @@ struct Script {
   std::vector<Step> steps;
 };
 
-TEST(LeaseTableTest, Lending) {
+// code-sizes: table
+std::vector<Script> LendingScripts() {
   const std::string bundle_cpu = "CPU_group_0_d04157891339";
   const ResourceSet none;
   const ResourceSet one = R({{"CPU", 1}});
@@ -94,7 +96,7 @@ TEST(LeaseTableTest, Lending) {
   const ResourceSet four = R({{"CPU", 4}});
   ResourceSet four_less_bundle_cpu = four;
   four_less_bundle_cpu.Add(Minus(bundle_cpu, 1));
-  std::vector<Script> scripts = {
+  return {
       {"block lends the CPU to deeper requests, unblock takes it back",
        two,
        {Grant("a", two, none, kNever), Block("a", 0, two, 1),
@@ -148,7 +150,10 @@ TEST(LeaseTableTest, Lending) {
        {Block("x", 0, one, 0, BlockResult::kUnknownLease),
         Unblock("x", one, 0, /*unblocked=*/false), Remove("x", one, 0)}},
   };
-  for (const Script& script : scripts) {
+}
+
+TEST(LeaseTableTest, Lending) {
+  for (const Script& script : LendingScripts()) {
     SCOPED_TRACE(script.name);
     NodeResources node{script.total, script.total};
     LeaseTable table(&node);
@@ -352,6 +357,32 @@ TEST(NodeResourcesTest, UnlentIsWhatIsFreeForAnythingButNestedTasks) {
     NodeResources node{total, c.available, c.lent};
     EXPECT_EQ(node.Unlent(), c.unlent) << node.Unlent().DebugString();
   }
+}
+
+TEST(LeaseTableTest, ReportsItsLeases) {
+  NodeResources node{R({{"CPU", 4}}), R({{"CPU", 4}})};
+  LeaseTable table(&node);
+  table.Add(Lease{.id = "l1",
+                  .worker_id = "w1",
+                  .shape = R({{"CPU", 2}}),
+                  .owner = "10.0.0.9:5000",
+                  .job_id = "job1",
+                  .actor_id = "actor1",
+                  .granted_us = 1'000'000});
+  table.Block("l1", 0);
+  proto::HeartbeatRequest hb;
+  table.FillLeases("n1", 3'500'000, &hb);
+  ASSERT_EQ(hb.leases_size(), 1);
+  const proto::LeaseInfo& info = hb.leases(0);
+  EXPECT_EQ(info.lease_id(), "l1");
+  EXPECT_EQ(info.node_id(), "n1");
+  EXPECT_EQ(info.worker_id(), "w1");
+  EXPECT_EQ(info.owner(), "10.0.0.9:5000");
+  EXPECT_EQ(info.job_id(), "job1");
+  EXPECT_EQ(info.actor_id(), "actor1");
+  EXPECT_EQ(info.age_ms(), 2500);
+  EXPECT_TRUE(info.blocked());
+  EXPECT_EQ(ResourceSet::FromProto(info.shape()), R({{"CPU", 2}}));
 }
 
 }  // namespace

@@ -10,68 +10,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "agent/agent_testing.h"
 #include "gtest/gtest.h"
 
 namespace shoal::agent {
 namespace {
 
-// Processes in memory: Start hands out pids, Exit() makes one exit with a
-// wait status that the next ReapAny reports.
-class FakeLauncher : public ProcessLauncher {
- public:
-  struct State {
-    std::vector<SpawnOptions> started;
-    std::vector<std::pair<pid_t, int>> signals;
-    std::deque<Exit> exited;  // not reaped yet
-    std::set<pid_t> running;
-    absl::Status start_error = absl::OkStatus();
-    bool exit_on_sigterm = true;
-    pid_t next_pid = 100;
-  };
-
-  explicit FakeLauncher(State* state) : s_(state) {}
-
-  absl::StatusOr<pid_t> Start(const SpawnOptions& options) override {
-    if (!s_->start_error.ok()) return s_->start_error;
-    s_->started.push_back(options);
-    s_->running.insert(s_->next_pid);
-    return s_->next_pid++;
-  }
-  absl::Status Signal(pid_t pid, int signal) override {
-    if (!s_->running.count(pid)) return absl::NotFoundError("no process");
-    s_->signals.emplace_back(pid, signal);
-    if (signal == SIGKILL || (signal == SIGTERM && s_->exit_on_sigterm)) {
-      Exit(pid, signal == SIGKILL ? 9 : 15);
-    }
-    return absl::OkStatus();
-  }
-  std::optional<ProcessLauncher::Exit> ReapAny() override {
-    if (s_->exited.empty()) return std::nullopt;
-    ProcessLauncher::Exit e = s_->exited.front();
-    s_->exited.pop_front();
-    return e;
-  }
-  bool Reap(pid_t pid, bool wait) override {
-    for (auto it = s_->exited.begin(); it != s_->exited.end(); ++it) {
-      if (it->pid == pid) {
-        s_->exited.erase(it);
-        return true;
-      }
-    }
-    return !s_->running.count(pid);
-  }
-
-  // The process ends (killed by `signal`, or exits with `code` when signal
-  // is 0).
-  void Exit(pid_t pid, int signal, int code = 0) {
-    s_->running.erase(pid);
-    int status = signal != 0 ? signal : (code << 8);  // as waitpid encodes
-    s_->exited.push_back({pid, status});
-  }
-
- private:
-  State* s_;
-};
+using FakeLauncher = FakeProcessLauncher;
 
 class WorkerPoolTest : public ::testing::Test {
  protected:

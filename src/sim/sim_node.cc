@@ -1,13 +1,12 @@
 #include "sim/sim_node.h"
 
 #include <algorithm>
-#include <deque>
 #include <optional>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/lease_policy.h"
+#include "agent/lease_rpc.h"
 #include "common/logging.h"
 #include "common/util.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -17,12 +16,8 @@
 namespace shoal::sim {
 namespace {
 
-using agent::Lease;
-using agent::LeaseDecision;
-using agent::PendingLease;
 using google::protobuf::internal::WireFormatLite;
 
-constexpr int64_t kPrepareExpiryMs = 10000;
 constexpr size_t kExitsKept = 64;
 // What a `void` function returns: msgpack nil.
 constexpr char kNoOpResult[] = "\xc0";
@@ -74,9 +69,7 @@ std::optional<ReplyHeader> ReadReplyHeader(std::string_view payload) {
 SimNode::SimNode(SimShared* shared, SimNodeSpec spec)
     : shared_(shared),
       spec_(std::move(spec)),
-      node_{spec_.resources, spec_.resources},
-      leases_(&node_),
-      bundles_(spec_.node_id, &node_) {}
+      clock_(agent::LoopClock(shared_->loop)) {}
 
 SimNode::~SimNode() {
   *alive_ = false;
@@ -91,6 +84,20 @@ absl::Status SimNode::Listen() {
   address_ = absl::StrCat(o.node_ip, ":", server_->port());
   head_ = std::make_unique<rpc::TcpChannel>(shared_->loop, o.head_address,
                                             o.token, "agent " + spec_.node_id);
+  // The agent's lease service, quiet, over no cluster view: nothing spills
+  // back, no head is asked about groups, and a request that never fits here
+  // fails INFEASIBLE after the grace period.
+  agent::LeaseServiceOptions leases;
+  leases.node_id = spec_.node_id;
+  leases.address = address_;
+  leases.resources = spec_.resources;
+  leases.accelerators = shared_->accelerators;
+  leases.infeasible_grace_ms = o.infeasible_grace_ms;
+  leases.worker_exit_wait_ms = 0;
+  leases.log_events = false;
+  leases.report_soon = [this] { ReportSoon(); };
+  leases_ = std::make_unique<agent::LeaseService>(std::move(leases),
+                                                  clock_.get(), this);
   RegisterHandlers();
   return absl::OkStatus();
 }
@@ -99,8 +106,7 @@ void SimNode::Close() {
   if (closed_) return;
   closed_ = true;
   if (heartbeat_timer_ != 0) shared_->loop->CancelTimer(heartbeat_timer_);
-  if (dispatch_timer_ != 0) shared_->loop->CancelTimer(dispatch_timer_);
-  heartbeat_timer_ = dispatch_timer_ = 0;
+  heartbeat_timer_ = 0;
   if (registered_) --shared_->stats.registered;
   registered_ = false;
   SetViewWhole(false);
@@ -116,8 +122,8 @@ proto::NodeInfo SimNode::SelfInfo() const {
   info.set_hostname(spec_.node_id);  // a simulated host of its own
   info.set_host_id(HostId());        // its files are this host's
   info.set_alive(true);
-  node_.total.ToProto(info.mutable_total());
-  node_.Unlent().ToProto(info.mutable_available());
+  leases_->resources().total.ToProto(info.mutable_total());
+  leases_->resources().Unlent().ToProto(info.mutable_available());
   for (const auto& [k, v] : spec_.labels) (*info.mutable_labels())[k] = v;
   return info;
 }
@@ -200,32 +206,10 @@ void SimNode::SendHeartbeat(bool periodic) {
   if (closed_ || !registered_ || leaving_) return;
   proto::HeartbeatRequest req;
   req.set_node_id(spec_.node_id);
-  node_.Unlent().ToProto(req.mutable_available());
-  node_.total.ToProto(req.mutable_total());
-  // Demands and leases, as the agent fills them (agent.cc).
-  std::map<std::pair<std::string, bool>, proto::ResourceDemand> by_shape;
-  for (const PendingLease& p : pending_.requests()) {
-    auto key = std::make_pair(p.ask.shape.DebugString(), p.infeasible);
-    auto [it, added] = by_shape.emplace(key, proto::ResourceDemand());
-    if (added) {
-      p.ask.shape.ToProto(it->second.mutable_shape());
-      it->second.set_infeasible(p.infeasible);
-    }
-    it->second.set_count(it->second.count() + 1);
-  }
-  for (auto& [k, d] : by_shape) *req.add_demands() = d;
-  int64_t now = MonotonicUs();
-  for (const auto& [id, lease] : leases_.leases()) {
-    proto::LeaseInfo* info = req.add_leases();
-    info->set_lease_id(id);
-    info->set_node_id(spec_.node_id);
-    info->set_job_id(lease.job_id);
-    info->set_worker_id(lease.worker_id);
-    info->set_owner(lease.owner);
-    info->set_age_ms((now - lease.granted_us) / 1000);
-    info->set_actor_id(lease.actor_id);
-    lease.shape.ToProto(info->mutable_shape());
-  }
+  leases_->resources().Unlent().ToProto(req.mutable_available());
+  leases_->resources().total.ToProto(req.mutable_total());
+  // Demands and leases, as the agent fills them.
+  leases_->FillHeartbeat(&req);
   // The view version it holds, as an agent does (agent/cluster_view.h):
   // the head then sends only what changed.
   req.set_view_epoch(view_epoch_);
@@ -286,83 +270,20 @@ void SimNode::OnUnknownNode() {
 
 void SimNode::RegisterHandlers() {
   rpc::Server* s = server_.get();
-  rpc::RegisterProto<proto::RequestLeaseRequest>(
-      s, proto::REQUEST_LEASE,
-      [this](const auto& r, rpc::Responder resp) { RequestLease(r, resp); });
-  rpc::RegisterProto<proto::CancelLease>(
-      s, proto::CANCEL_LEASE_REQUEST,
-      [this](const auto& r, rpc::Responder resp) {
-        std::optional<PendingLease> p =
-            pending_.Take(resp.connection_id(), r.request_id());
-        proto::CancelLeaseReply reply;
-        if (p.has_value()) {
-          proto::RequestLeaseReply canceled;
-          canceled.set_outcome(proto::RequestLeaseReply::CANCELED);
-          canceled.set_error("the requester withdrew it");
-          p->responder.Reply(canceled);
-          reply.set_canceled(true);
-          ReportSoon();
-        }
-        resp.Reply(reply);
-      });
-  rpc::RegisterProto<proto::ReturnLeaseRequest>(
-      s, proto::RETURN_LEASE, [this](const auto& r, rpc::Responder resp) {
-        ReleaseLease(r.lease_id(),
-                     r.kill_worker() ? "killed: its driver returned the lease "
-                                       "and asked so"
-                                     : "");
-        resp.Reply(proto::Empty());
-      });
-  rpc::RegisterProto<proto::GetWorkerExitRequest>(
-      s, proto::GET_WORKER_EXIT, [this](const auto& r, rpc::Responder resp) {
-        proto::GetWorkerExitReply reply;
-        auto it = exits_.find(r.worker_id());
-        if (it != exits_.end()) {
-          reply.set_exited(true);
-          reply.set_description(it->second);
-        } else {
-          bool running = false;
-          for (const auto& [id, lease] : leases_.leases()) {
-            running |= lease.worker_id == r.worker_id();
-          }
-          reply.set_description(running
-                                    ? "the worker is still running"
-                                    : "this agent does not know the worker");
-        }
-        resp.Reply(reply);
-      });
+  agent::RegisterLeaseHandlers(leases_.get(), s);
   rpc::RegisterProto<proto::Empty>(
       s, proto::GET_AGENT_INFO, [this](const auto&, rpc::Responder resp) {
         proto::AgentInfo info;
         *info.mutable_node() = SelfInfo();
-        info.set_num_workers(static_cast<int64_t>(leases_.size()));
-        info.set_num_leases(static_cast<int64_t>(leases_.size()));
+        info.set_num_workers(static_cast<int64_t>(leases_->leases().size()));
+        info.set_num_leases(static_cast<int64_t>(leases_->leases().size()));
         resp.Reply(info);
-      });
-  rpc::RegisterProto<proto::BundleReservation>(
-      s, proto::PREPARE_BUNDLES, [this](const auto& r, rpc::Responder resp) {
-        absl::Status st = PrepareBundles(r);
-        if (!st.ok()) return resp.Error(st);
-        resp.Reply(proto::Empty());
-      });
-  rpc::RegisterProto<proto::BundleReservation>(
-      s, proto::COMMIT_BUNDLES, [this](const auto& r, rpc::Responder resp) {
-        absl::Status st = bundles_.Commit(r.pg_id());
-        if (!st.ok()) return resp.Error(st);
-        ReportSoon();
-        Dispatch();
-        resp.Reply(proto::Empty());
-      });
-  rpc::RegisterProto<proto::BundleReservation>(
-      s, proto::CANCEL_BUNDLES, [this](const auto& r, rpc::Responder resp) {
-        CancelBundles(r.pg_id());
-        resp.Reply(proto::Empty());
       });
   // The fake workers: every lease's worker is this server.
   rpc::RegisterProto<proto::TaskSpec>(
       s, proto::PUSH_TASK,
       [this](const auto& spec, rpc::Responder resp) { PushTask(spec, resp); });
-  server_->OnDisconnect([this](uint64_t conn) { OnDisconnect(conn); });
+  server_->OnDisconnect([this](uint64_t conn) { leases_->OnDisconnect(conn); });
 }
 
 void SimNode::PushTask(const proto::TaskSpec& spec, rpc::Responder resp) {
@@ -381,164 +302,52 @@ void SimNode::PushTask(const proto::TaskSpec& spec, rpc::Responder resp) {
   resp.Reply(result);
 }
 
-void SimNode::RequestLease(const proto::RequestLeaseRequest& r,
-                           rpc::Responder resp) {
-  PendingLease p;
-  p.request = r;
-  p.ask.shape = ResourceSet::FromProto(r.shape());
-  p.ask.excluded_nodes.assign(r.excluded_nodes().begin(),
-                              r.excluded_nodes().end());
-  p.ask.no_spillback = r.no_spillback();
-  p.ask.devices_valid =
-      agent::ValidateDevices(shared_->accelerators, p.ask.shape);
-  p.ask.arrival_us = MonotonicUs();
-  p.responder = std::move(resp);
-  p.seq = ++next_request_seq_;
-  if (!TryPlace(p)) pending_.Push(std::move(p));
-  ReportSoon();
+// ---- Simulated workers (agent::WorkerLauncher) ----
+
+absl::Status SimNode::ClaimDevices(const agent::DeviceIds&) {
+  return absl::OkStatus();
 }
 
-// Grants, fails or keeps `p` waiting (false), by the agent's own policy
-// over no cluster view: nothing spills back.
-bool SimNode::TryPlace(PendingLease& p) {
-  if (!p.responder.connected()) return true;
-  static const std::vector<proto::NodeInfo> kNoView;
-  int64_t now = MonotonicUs();
-  agent::LocalNode here{spec_.node_id,
-                        address_,
-                        node_,
-                        kNoView,
-                        /*can_ask_head=*/false,
-                        shared_->options.infeasible_grace_ms * 1000,
-                        leases_.Withheld(p.request.depth())};
-  LeaseDecision d = agent::DecideLease(p.ask, here, now);
-  switch (d.kind) {
-    case LeaseDecision::Kind::kGrant:
-      Grant(p);
-      return true;
-    case LeaseDecision::Kind::kInvalid:
-    case LeaseDecision::Kind::kInfeasible: {
-      proto::RequestLeaseReply reply;
-      reply.set_outcome(d.kind == LeaseDecision::Kind::kInvalid
-                            ? proto::RequestLeaseReply::INVALID
-                            : proto::RequestLeaseReply::INFEASIBLE);
-      reply.set_error(d.message);
-      p.responder.Reply(reply);
-      return true;
-    }
-    case LeaseDecision::Kind::kSpillback:          // no view: never
-    case LeaseDecision::Kind::kAskHeadAboutGroup:  // can_ask_head: never
-    case LeaseDecision::Kind::kWait:
-      p.infeasible = d.infeasible;
-      if (d.retry_at_us != 0) EnsureDispatchTimer(d.retry_at_us);
-      return false;
+// Every lease gets a worker of its own: none is reused.
+std::optional<agent::WorkerAddress> SimNode::Reuse(
+    const agent::Lease&, const proto::RequestLeaseRequest&) {
+  return std::nullopt;
+}
+
+std::string SimNode::Add(const agent::Lease& lease,
+                         const proto::RequestLeaseRequest&) {
+  return "simw-" + lease.id;
+}
+
+// A simulated worker is up at once, at the node's own address.
+void SimNode::Start(const std::string& worker_id,
+                    const proto::RequestLeaseRequest&) {
+  ++shared_->stats.leases_granted;
+  leases_->WorkerStarted({worker_id, address_, 0});
+}
+
+// A worker ends with its lease; when it is killed, `why` is what
+// GET_WORKER_EXIT says of it.
+void SimNode::LeaseEnded(const std::string& worker_id, bool kill,
+                         const std::string& why) {
+  if (!kill) return;
+  if (exits_.size() >= kExitsKept) exits_.erase(exits_.begin());
+  exits_[worker_id] = "killed: " + why;
+}
+
+bool SimNode::Knows(const std::string& worker_id) {
+  for (const auto& [id, lease] : leases_->leases().leases()) {
+    if (lease.worker_id == worker_id) return true;
   }
   return false;
 }
 
-void SimNode::Grant(PendingLease& p) {
-  const proto::RequestLeaseRequest& r = p.request;
-  Lease lease;
-  lease.id = RandomHex(8);
-  lease.worker_id = "simw-" + lease.id;
-  lease.shape = p.ask.shape;
-  lease.conn_id = p.responder.connection_id();
-  lease.owner = p.responder.peer();
-  lease.job_id = r.job_id();
-  lease.actor_id = r.actor_id();
-  lease.granted_us = MonotonicUs();
-  const Lease& added = leases_.Add(std::move(lease));
-  ++shared_->stats.leases_granted;
-  proto::RequestLeaseReply reply;
-  reply.set_outcome(proto::RequestLeaseReply::GRANTED);
-  reply.set_lease_id(added.id);
-  reply.set_worker_id(added.worker_id);
-  reply.set_worker_address(address_);
-  reply.set_worker_pid(0);
-  reply.set_node_id(spec_.node_id);
-  p.responder.Reply(reply);
-  ReportSoon();
+std::optional<std::string> SimNode::ExitOf(const std::string& worker_id) {
+  auto it = exits_.find(worker_id);
+  if (it == exits_.end()) return std::nullopt;
+  return it->second;
 }
 
-void SimNode::Dispatch() {
-  std::deque<PendingLease> waiting = pending_.TakeAll();
-  while (!waiting.empty()) {
-    PendingLease p = std::move(waiting.front());
-    waiting.pop_front();
-    if (!TryPlace(p)) pending_.Push(std::move(p));
-  }
-}
-
-void SimNode::EnsureDispatchTimer(int64_t at_us) {
-  if (dispatch_timer_at_ != 0 && dispatch_timer_at_ <= at_us) return;
-  if (dispatch_timer_ != 0) shared_->loop->CancelTimer(dispatch_timer_);
-  dispatch_timer_at_ = at_us;
-  int64_t delay_ms = std::max<int64_t>(1, (at_us - MonotonicUs()) / 1000 + 1);
-  dispatch_timer_ = shared_->loop->RunAfter(delay_ms, [this] {
-    dispatch_timer_ = 0;
-    dispatch_timer_at_ = 0;
-    Dispatch();
-  });
-}
-
-// Ends a lease; its fake worker ends with it when `why` is not empty (it is
-// then what GET_WORKER_EXIT says).
-void SimNode::ReleaseLease(const std::string& lease_id,
-                           const std::string& why) {
-  std::optional<Lease> lease = leases_.Remove(lease_id);
-  if (!lease.has_value()) return;
-  if (!why.empty()) {
-    if (exits_.size() >= kExitsKept) exits_.erase(exits_.begin());
-    exits_[lease->worker_id] = why;
-  }
-  ReportSoon();
-  Dispatch();
-}
-
-void SimNode::OnDisconnect(uint64_t conn) {
-  // Its queued requests go first, so that what its leases free goes to
-  // others (as in the agent).
-  size_t dropped = pending_.DropConnection(conn);
-  std::vector<std::string> gone;
-  for (const std::string& id : leases_.HeldBy(conn)) {
-    if (leases_.Find(id)->actor_id.empty()) gone.push_back(id);
-  }
-  for (const auto& id : gone) {
-    ReleaseLease(id, "killed: its driver disconnected");
-  }
-  if (dropped > 0 || !gone.empty()) ReportSoon();
-}
-
-// ---- Placement-group bundles ----
-
-absl::Status SimNode::PrepareBundles(const proto::BundleReservation& r) {
-  const std::string& pg = r.pg_id();
-  if (bundles_.IsPrepared(pg) || bundles_.IsCommitted(pg)) {
-    return absl::OkStatus();  // a retried prepare
-  }
-  std::vector<agent::BundleReservations::Bundle> bundles;
-  for (int i = 0; i < r.indices_size() && i < r.bundles_size(); ++i) {
-    bundles.emplace_back(r.indices(i), ResourceSet::FromProto(r.bundles(i)));
-  }
-  if (absl::Status st = bundles_.Prepare(pg, bundles); !st.ok()) return st;
-  std::weak_ptr<bool> alive = alive_;
-  shared_->loop->RunAfter(kPrepareExpiryMs, [this, alive, pg] {
-    if (!alive.expired() && bundles_.IsPrepared(pg)) CancelBundles(pg);
-  });
-  ReportSoon();
-  return absl::OkStatus();
-}
-
-void SimNode::CancelBundles(const std::string& pg) {
-  bool committed = bundles_.IsCommitted(pg);
-  bundles_.Cancel(pg);
-  if (committed) {
-    for (const auto& id : leases_.InGroup(pg)) {
-      ReleaseLease(id, "killed: its placement group was removed");
-    }
-  }
-  ReportSoon();
-  Dispatch();
-}
+void SimNode::Describe(const std::string&, proto::LeaseInfo*) const {}
 
 }  // namespace shoal::sim

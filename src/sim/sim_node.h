@@ -10,15 +10,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "accel/accelerator_manager.h"
-#include "agent/bundle_reservations.h"
-#include "agent/lease_queue.h"
-#include "agent/lease_table.h"
-#include "agent/node_resources.h"
+#include "agent/lease_service.h"
 #include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 #include "sim/sim_nodes.h"
@@ -35,11 +33,14 @@ struct SimShared {
   SimStats stats;  // loop only
 };
 
-class SimNode {
+// Its leases and bundles are the agent's own LeaseService; the node is
+// that service's WorkerLauncher, of simulated workers: each lease starts
+// one at once, whose address is the node's server.
+class SimNode : public agent::WorkerLauncher {
  public:
   // REQUIRES: `shared` outlives this.
   SimNode(SimShared* shared, SimNodeSpec spec);
-  ~SimNode();
+  ~SimNode() override;
 
   // Listens (the node's address); registers later, with Register().
   absl::Status Listen();
@@ -63,16 +64,23 @@ class SimNode {
   void SetViewWhole(bool whole);
   void OnUnknownNode();
 
-  void RequestLease(const proto::RequestLeaseRequest& r, rpc::Responder resp);
-  bool TryPlace(agent::PendingLease& p);
-  void Grant(agent::PendingLease& p);
-  void Dispatch();
-  void EnsureDispatchTimer(int64_t at_us);
-  void ReleaseLease(const std::string& lease_id, const std::string& why);
-  void OnDisconnect(uint64_t conn);
-  absl::Status PrepareBundles(const proto::BundleReservation& r);
-  void CancelBundles(const std::string& pg);
   void PushTask(const proto::TaskSpec& spec, rpc::Responder resp);
+
+  // agent::WorkerLauncher, of simulated workers:
+  absl::Status ClaimDevices(const agent::DeviceIds& devices) override;
+  std::optional<agent::WorkerAddress> Reuse(
+      const agent::Lease& lease,
+      const proto::RequestLeaseRequest& request) override;
+  std::string Add(const agent::Lease& lease,
+                  const proto::RequestLeaseRequest& request) override;
+  void Start(const std::string& worker_id,
+             const proto::RequestLeaseRequest& request) override;
+  void LeaseEnded(const std::string& worker_id, bool kill,
+                  const std::string& why) override;
+  bool Knows(const std::string& worker_id) override;
+  std::optional<std::string> ExitOf(const std::string& worker_id) override;
+  void Describe(const std::string& worker_id,
+                proto::LeaseInfo* info) const override;
 
   SimShared* const shared_;
   const SimNodeSpec spec_;
@@ -93,13 +101,8 @@ class SimNode {
   uint64_t heartbeat_timer_ = 0;
   bool report_scheduled_ = false;
 
-  agent::NodeResources node_;
-  agent::LeaseTable leases_;
-  agent::BundleReservations bundles_;
-  agent::LeaseQueue pending_;
-  uint64_t next_request_seq_ = 0;
-  uint64_t dispatch_timer_ = 0;
-  int64_t dispatch_timer_at_ = 0;
+  std::unique_ptr<agent::Clock> clock_;
+  std::unique_ptr<agent::LeaseService> leases_;  // made by Listen()
   // Fake workers that ended, for GET_WORKER_EXIT (the last few).
   std::map<std::string, std::string> exits_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

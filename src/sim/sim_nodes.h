@@ -9,9 +9,9 @@
 // resources, demands and leases, as the agent fills them), registering
 // again when the head answers unknown_node, and the agent RPCs that drivers
 // and the head call: REQUEST_LEASE, RETURN_LEASE, CANCEL_LEASE_REQUEST,
-// PREPARE/COMMIT/CANCEL_BUNDLES, GET_AGENT_INFO, GET_WORKER_EXIT. The books
-// are the agent's own parts (NodeResources, LeaseTable, BundleReservations,
-// LeaseQueue) and requests are decided by the agent's DecideLease.
+// PREPARE/COMMIT/CANCEL_BUNDLES, GET_AGENT_INFO, GET_WORKER_EXIT. Leases and
+// bundles are the agent's own LeaseService (agent/lease_service.h), with
+// simulated workers in place of processes.
 //
 // What is simulated: a granted lease names a fake worker whose address is
 // the node's own server, which answers PUSH_TASK at once with the result of
