@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/files.h"
 #include "object_plane/transfer_client.h"
 #include "object_store/shm_arena.h"
 #include "rpc/event_loop.h"

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/util.h"
+#include "common/net.h"
 #include "fuzz/fuzz_targets.h"
 #include "object_plane/transfer_client.h"
 #include "object_plane/transfer_codec.h"

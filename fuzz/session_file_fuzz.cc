@@ -21,8 +21,9 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "common/files.h"
+#include "common/net.h"
 #include "common/session.h"
-#include "common/util.h"
 #include "fuzz/fuzz_targets.h"
 
 namespace shoal::fuzz {

@@ -9,9 +9,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 
 namespace shoal::agent {
 

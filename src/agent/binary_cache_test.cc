@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "common/util.h"
+#include "common/files.h"
 #include "gtest/gtest.h"
 
 namespace shoal::agent {

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "common/util.h"
+#include "common/clock.h"
 #include "rpc/event_loop.h"
 
 namespace shoal::agent {

@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/files.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/random.h"
 #include "head_client/head_client.h"
 
 namespace shoal::agent {

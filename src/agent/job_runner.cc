@@ -15,9 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/process.h"
-#include "common/util.h"
 
 extern char** environ;
 

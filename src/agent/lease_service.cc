@@ -8,7 +8,7 @@
 #include "agent/cluster_view.h"
 #include "agent/lease_policy.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/random.h"
 
 namespace shoal::agent {
 

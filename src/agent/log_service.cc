@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 namespace shoal::agent {
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/tpu_lock.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/process.h"
 
 namespace shoal::agent {
 

@@ -16,8 +16,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/process.h"
 
 namespace shoal::agent {
 namespace {

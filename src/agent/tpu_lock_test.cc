@@ -21,7 +21,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/files.h"
+#include "common/process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -11,7 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/process.h"
+#include "common/random.h"
 
 namespace shoal::agent {
 namespace {

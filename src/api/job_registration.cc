@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "common/clock.h"
 #include "common/logging.h"
-#include "common/util.h"
 #include "head_client/head_client.h"
 #include "rpc/event_loop.h"
 

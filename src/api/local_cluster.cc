@@ -9,10 +9,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "common/files.h"
 #include "common/process.h"
+#include "common/random.h"
 #include "common/session.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 
 namespace shoal::internal {
 

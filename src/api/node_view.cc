@@ -1,6 +1,7 @@
 #include "api/node_view.h"
 
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/net.h"
 
 namespace shoal::internal {
 

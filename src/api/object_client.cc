@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/logging.h"
-#include "common/util.h"
 #include "object_store/shm_arena.h"
 #include "rpc/blocking_channel.h"
 #include "rpc/rpc.h"

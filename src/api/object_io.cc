@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "api/object_client.h"
 #include "api/task_error.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::internal {

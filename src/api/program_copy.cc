@@ -7,9 +7,9 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/process.h"
-#include "common/util.h"
 #include "head_client/head_client.h"
 
 namespace shoal::internal {

@@ -5,7 +5,8 @@
 
 #include <iostream>
 
-#include "common/util.h"
+#include "common/files.h"
+#include "common/net.h"
 #include "gtest/gtest.h"
 
 namespace shoal::internal {

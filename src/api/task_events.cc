@@ -3,9 +3,9 @@
 #include <cstring>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/utf8.h"
-#include "common/util.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"

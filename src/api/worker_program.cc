@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/task_error.h"
+#include "common/files.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 
 namespace shoal::internal {
 

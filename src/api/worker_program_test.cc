@@ -8,7 +8,7 @@
 #include <string>
 
 #include "api/task_error.h"
-#include "common/util.h"
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

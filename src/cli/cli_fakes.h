@@ -25,7 +25,7 @@
 #include "cli/cluster_api.h"
 #include "cli/context.h"
 #include "cli/host.h"
-#include "common/util.h"
+#include "common/files.h"
 #include "gtest/gtest.h"
 
 namespace shoal::cli::testing {

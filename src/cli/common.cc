@@ -6,7 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 namespace shoal::cli {
 

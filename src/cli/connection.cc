@@ -9,9 +9,9 @@
 #include "cli/context.h"
 #include "cli/exit_status.h"
 #include "cli/flag_checks.h"
+#include "common/files.h"
 #include "common/session.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 
 namespace shoal::cli {
 

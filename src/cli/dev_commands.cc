@@ -13,8 +13,8 @@
 #include "cli/context.h"
 #include "cli/exit_status.h"
 #include "cli/flag_checks.h"
+#include "common/clock.h"
 #include "common/logging.h"
-#include "common/util.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal::cli {

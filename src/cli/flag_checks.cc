@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/usage.h"
-#include "common/util.h"
+#include "common/net.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal::cli {

@@ -9,7 +9,6 @@
 #include "api/local_cluster.h"
 #include "common/process.h"
 #include "common/session.h"
-#include "common/util.h"
 
 namespace shoal::cli {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "cli/cli_fakes.h"
 #include "cli/session_files.h"
+#include "common/files.h"
 #include "common/session.h"
-#include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/connection.h"
 #include "cli/start_command.h"
-#include "common/util.h"
+#include "common/files.h"
 
 namespace shoal::cli::start {
 namespace {

@@ -18,7 +18,6 @@
 #include "cli/exit_status.h"
 #include "common/status_macros.h"
 #include "common/task_events.h"
-#include "common/util.h"
 #include "dashboard/formats.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"

@@ -9,8 +9,8 @@
 #include "cli/context.h"
 #include "cli/host.h"
 #include "cli/session_files.h"
+#include "common/files.h"
 #include "common/session.h"
-#include "common/util.h"
 
 namespace shoal::cli::stop {
 namespace {

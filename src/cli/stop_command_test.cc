@@ -7,8 +7,8 @@
 
 #include "cli/cli_fakes.h"
 #include "cli/session_files.h"
+#include "common/files.h"
 #include "common/session.h"
-#include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -23,7 +23,8 @@
 #include "absl/strings/strip.h"
 #include "collective/hierarchical_transport.h"
 #include "collective/transport.h"
-#include "common/util.h"
+#include "common/files.h"
+#include "common/net.h"
 #include "shoal/launch.h"
 
 namespace shoal::collective {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/util.h"
+#include "common/files.h"
 
 namespace shoal::collective::internal {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collective/file_store.h"
-#include "common/util.h"
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/collective.h"

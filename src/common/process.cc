@@ -1,5 +1,6 @@
 #include "common/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,15 +9,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <mutex>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "common/files.h"
 
 extern char** environ;
 
@@ -297,6 +303,82 @@ int RunGroupGuard(char** argv, int grace_ms) {
     raise(sig);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+std::vector<int64_t> ProcessesHoldingFile(const std::string& path) {
+  std::vector<int64_t> out;
+  char resolved[4096];
+  std::string target = realpath(path.c_str(), resolved) ? resolved : path;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    int64_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+    DIR* fds = opendir(fd_dir.c_str());
+    if (fds == nullptr) continue;
+    while (dirent* f = readdir(fds)) {
+      char link[4096];
+      ssize_t n = readlink(absl::StrCat(fd_dir, "/", f->d_name).c_str(), link,
+                           sizeof(link) - 1);
+      if (n <= 0) continue;
+      link[n] = 0;
+      if (target == link) {
+        out.push_back(pid);
+        break;
+      }
+    }
+    closedir(fds);
+  }
+  closedir(proc);
+  return out;
+}
+
+std::vector<int64_t> ProcessesWithEnvironment(const std::string& name,
+                                              const std::string& value) {
+  std::vector<int64_t> out;
+  const std::string wanted = absl::StrCat(name, "=", value);
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    int64_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    auto vars = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+    if (!vars.ok()) continue;
+    for (absl::string_view var : absl::StrSplit(*vars, '\0')) {
+      if (var == wanted) {
+        out.push_back(pid);
+        break;
+      }
+    }
+  }
+  closedir(proc);
+  return out;
+}
+
+bool ProcessAlive(int64_t pid) {
+  // A value beyond pid_t (a corrupt pid file) would otherwise be truncated
+  // into some other process's pid, e.g. 2^32 + 1 into init's.
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  // A zombie (exited, not yet reaped by its parent) is not alive.
+  auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return true;
+  size_t paren = stat->rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat->size() ||
+         (*stat)[paren + 2] != 'Z';
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) {
+    return absl::StrCat("exited with code ", WEXITSTATUS(status));
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return absl::StrCat("killed by signal ", sig, " (", name ? name : "?", ")");
+  }
+  return absl::StrCat("ended with wait status ", status);
 }
 
 }  // namespace shoal

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -64,6 +65,20 @@ void TerminateProcess(pid_t pid, int grace_ms);
 // ends this process. Ignores SIGPIPE unless the program handles it, so that
 // the write fails with EPIPE instead. Thread-safe; does its work once.
 void IgnoreSigpipeUnlessHandled();
+
+// Pids of the processes that have `path` open (from /proc/*/fd).
+std::vector<int64_t> ProcessesHoldingFile(const std::string& path);
+
+// Pids of the processes whose environment holds `name`=`value` (from
+// /proc/*/environ; only processes this one may read).
+std::vector<int64_t> ProcessesWithEnvironment(const std::string& name,
+                                              const std::string& value);
+
+// True while a process with this pid exists (signal 0).
+bool ProcessAlive(int64_t pid);
+
+// "exited with code 3", "killed by signal 9 (Killed)" for a waitpid status.
+std::string DescribeWaitStatus(int status);
 
 }  // namespace shoal
 

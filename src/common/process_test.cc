@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "common/util.h"
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

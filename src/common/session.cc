@@ -16,8 +16,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "common/net.h"
+#include "common/process.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 
 namespace shoal {
 

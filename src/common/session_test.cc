@@ -15,7 +15,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/files.h"
+#include "common/net.h"
+#include "common/process.h"
+#include "common/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

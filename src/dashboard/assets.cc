@@ -4,7 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/files.h"
 
 namespace shoal::dashboard {
 

@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/process.h"
-#include "common/util.h"
 
 namespace shoal::dashboard {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/files.h"
 
 namespace shoal {
 

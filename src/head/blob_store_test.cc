@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "common/util.h"
+#include "common/files.h"
 #include "gtest/gtest.h"
 
 namespace shoal {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/logging.h"
-#include "common/util.h"
 
 namespace shoal {
 namespace {

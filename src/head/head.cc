@@ -5,9 +5,11 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/files.h"
 #include "common/logging.h"
+#include "common/random.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 #include "head/actor_manager.h"
 #include "head/agent_call.h"
 #include "head/blob_store.h"

@@ -8,8 +8,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/files.h"
 #include "common/logging.h"
-#include "common/util.h"
 #include "head/table_storage.h"
 #include "scheduling/resource_set.h"
 

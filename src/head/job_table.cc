@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/random.h"
 #include "common/utf8.h"
-#include "common/util.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal {

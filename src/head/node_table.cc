@@ -3,7 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/random.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/random.h"
 #include "head/table_storage.h"
 #include "scheduling/resource_set.h"
 

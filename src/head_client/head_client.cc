@@ -6,9 +6,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 #include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/files.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/net.h"
 #include "launch/framework_env.h"
 #include "launch/gang_plan.h"
 #include "launch/launcher_contact.h"

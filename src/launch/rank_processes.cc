@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/process.h"
 #include "common/utf8.h"
-#include "common/util.h"
 #include "launch/output_lines.h"
 
 namespace shoal::launch {

@@ -11,7 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/clock.h"
 #include "head_client/head_client.h"
 #include "rpc/rpc.h"
 

@@ -12,10 +12,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/constant_time.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 #include "object_plane/transfer_codec.h"
 #include "object_plane/transfer_socket.h"
 #include "rpc/tls.h"

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/clock.h"
 #include "rpc/tls.h"
 
 namespace shoal::object_plane {

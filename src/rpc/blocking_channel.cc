@@ -13,7 +13,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/net.h"
 #include "rpc/frame.h"
 #include "rpc/rpc.h"
 #include "rpc/tls.h"

@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/logging.h"
-#include "common/util.h"
 
 namespace shoal::rpc {
 namespace {

@@ -18,10 +18,11 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/constant_time.h"
 #include "common/logging.h"
+#include "common/net.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 #include "google/protobuf/message_lite.h"
 #include "google/protobuf/stubs/logging.h"
 #include "rpc/frame.h"

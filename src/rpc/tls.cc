@@ -16,7 +16,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
 
 namespace shoal::rpc {
 

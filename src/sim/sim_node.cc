@@ -7,8 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/lease_rpc.h"
+#include "common/clock.h"
 #include "common/logging.h"
-#include "common/util.h"
+#include "common/net.h"
+#include "common/random.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "shoal/shoal.pb.h"

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/task_events.h"
-#include "common/util.h"
 #include "head_client/head_client.h"
 #include "rpc/event_loop.h"
 

@@ -18,7 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "accel/fake_host.h"
-#include "common/util.h"
+#include "common/files.h"
+#include "common/process.h"
+#include "common/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"

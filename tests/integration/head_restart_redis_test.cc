@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/util.h"
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"

@@ -35,7 +35,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/process.h"
+#include "common/random.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"

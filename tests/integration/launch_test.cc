@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "accel/fake_host.h"
+#include "common/files.h"
+#include "common/random.h"
 #include "common/session.h"
-#include "common/util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"

@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/files.h"
+#include "common/net.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "object_plane/transfer_client.h"

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/util.h"
+#include "common/files.h"
+#include "common/net.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/tls.h"

@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util.h"
+#include "common/files.h"
+#include "common/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/api.h"

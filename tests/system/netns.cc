@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/util.h"
+#include "common/files.h"
 
 namespace shoal::testing {
 namespace {

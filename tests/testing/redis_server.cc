@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/process.h"
-#include "common/util.h"
 
 namespace shoal::testing {
 namespace {

@@ -22,9 +22,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "accel/fake_host.h"
+#include "common/clock.h"
+#include "common/files.h"
 #include "common/session.h"
 #include "common/status_macros.h"
-#include "common/util.h"
 #include "shoal/api.h"
 
 namespace shoal::testing {
