@@ -39,7 +39,7 @@
 
 #include "agent/bundle_reservations.h"
 #include "agent/node_resources.h"
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 #include "fuzz/fuzz_targets.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"

@@ -31,7 +31,7 @@
 #include "common/net.h"
 #include "common/random.h"
 #include "common/status_macros.h"
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 #include "head_client/head_client.h"
 #include "object_plane/transfer_client.h"
 #include "rpc/event_loop.h"

@@ -36,8 +36,8 @@ struct TaskEntry {
   int depth = 0;                // how deeply it is nested (a driver's: 0)
   bool in_cpp_program = false;  // runs in the job's C++ program's workers
   bool in_window = false;       // holds a place in the SubmitWindow
-  // Its task events (api/task_events.h): the record of its current attempt,
-  // and whether it changed since it was last sent.
+  // Its task events (api/task_event_buffer.h): the record of its current
+  // attempt, and whether it changed since it was last sent.
   struct Events {
     int64_t times[proto::TaskEvent::State_ARRAYSIZE] = {};
     proto::TaskEvent::State state = proto::TaskEvent::STATE_UNKNOWN;

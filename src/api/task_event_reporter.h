@@ -1,4 +1,4 @@
-// Sends the task events of the tasks this process owns (task_events.h) to
+// Sends the task events of the tasks this process owns (task_event_buffer.h) to
 // the head: one batch at a time, every TaskEventsIntervalMs(), and at
 // shutdown. A batch the head was away for is kept (up to a bound) and goes
 // again ahead of the next one, so that a head that restarts misses nothing.
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "api/task_events.h"
+#include "api/task_event_buffer.h"
 
 namespace shoal::internal {
 

@@ -26,7 +26,7 @@
 #include "api/object_recovery.h"
 #include "api/task_entry.h"
 #include "api/task_error.h"
-#include "api/task_events.h"
+#include "api/task_event_buffer.h"
 
 namespace shoal::internal {
 

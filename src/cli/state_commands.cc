@@ -17,7 +17,7 @@
 #include "cli/common.h"
 #include "cli/exit_status.h"
 #include "common/status_macros.h"
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 #include "dashboard/formats.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"

@@ -1,5 +1,5 @@
-// The head's task records (common/task_events.h): the latest state of each
-// task, folded from the reports of drivers and workers, in bounded memory:
+// The head's task records (common/task_event_record.h): the latest state of
+// each task, folded from the reports of drivers and workers, in bounded memory:
 // at most `max_per_job` per job and `max_total` in all, the oldest
 // forgotten first (ended ones before those still going, the oldest job's
 // first when over `max_total`) and counted. Answers LIST_TASKS: records
@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "absl/status/statusor.h"
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal {

@@ -165,7 +165,7 @@ class HeadClient {
   void JobEvent(const proto::JobEvent& event, Callback<proto::Empty> done,
                 int64_t timeout_ms = kDefaultTimeoutMs);
 
-  // Task events (common/task_events.h), logs, objects, gangs, RPC stats.
+  // Task events (common/task_event_record.h), logs, objects, gangs, RPC stats.
   void ReportTaskEvents(const proto::TaskEventBatch& batch,
                         Callback<proto::Empty> done,
                         int64_t timeout_ms = kDefaultTimeoutMs);

@@ -5,7 +5,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 #include "head_client/head_client.h"
 #include "rpc/event_loop.h"
 

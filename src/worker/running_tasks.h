@@ -1,4 +1,4 @@
-// What this worker runs now, for task events (common/task_events.h): a
+// What this worker runs now, for task events (common/task_event_record.h): a
 // task that is still running one report interval after it began is
 // reported RUNNING to the head from a thread of its own (the worker's loop
 // may be busy running it). Tasks that end sooner are not reported here:

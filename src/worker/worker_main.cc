@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/process.h"
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 #include "worker/actor_host.h"

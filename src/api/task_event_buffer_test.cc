@@ -1,4 +1,4 @@
-#include "api/task_events.h"
+#include "api/task_event_buffer.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-// The task events of the tasks this process owns (common/task_events.h).
+// The task events of the tasks this process owns (common/task_event_record.h).
 // Each task's record lives in its entry (TaskEntry::events): a state
 // change updates it there, with no lookup and no copy, and lists the task
 // as changed. When a task ends its record is written into the batch at
@@ -10,8 +10,8 @@
 //
 // Threading: the runtime's loop thread only. A listed entry must stay
 // alive until Ended() or Clear().
-#ifndef SHOAL_API_TASK_EVENTS_H_
-#define SHOAL_API_TASK_EVENTS_H_
+#ifndef SHOAL_API_TASK_EVENT_BUFFER_H_
+#define SHOAL_API_TASK_EVENT_BUFFER_H_
 
 #include <cstdint>
 #include <string>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "api/task_entry.h"
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 
 namespace shoal::internal {
 
@@ -68,4 +68,4 @@ class TaskEventBuffer {
 
 }  // namespace shoal::internal
 
-#endif  // SHOAL_API_TASK_EVENTS_H_
+#endif  // SHOAL_API_TASK_EVENT_BUFFER_H_

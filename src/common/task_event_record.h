@@ -2,8 +2,8 @@
 // driver) and the worker that runs it report the task's state changes to
 // the head in batches, off the task path. One record per task and attempt
 // travels and is kept; reports about the same task fold into it.
-#ifndef SHOAL_COMMON_TASK_EVENTS_H_
-#define SHOAL_COMMON_TASK_EVENTS_H_
+#ifndef SHOAL_COMMON_TASK_EVENT_RECORD_H_
+#define SHOAL_COMMON_TASK_EVENT_RECORD_H_
 
 #include <cstdint>
 #include <string_view>
@@ -38,4 +38,4 @@ int64_t TaskEventsIntervalMs();
 
 }  // namespace shoal
 
-#endif  // SHOAL_COMMON_TASK_EVENTS_H_
+#endif  // SHOAL_COMMON_TASK_EVENT_RECORD_H_

@@ -1,4 +1,4 @@
-#include "common/task_events.h"
+#include "common/task_event_record.h"
 
 #include <cstdlib>
 
