@@ -78,10 +78,39 @@ void JobManager::Restore() {
     struct stat st;
     if (stat(LogPath(id).c_str(), &st) == 0) job.info.set_log_bytes(st.st_size);
     if (OutputInStorage()) RestoreLog(job, output);
-    if (!JobTable::Finished(job.info) && job.info.node_id().empty()) {
+    if (JobTable::Finished(job.info)) continue;
+    if (job.info.node_id().empty()) {
       PlaceLater(id);
+    } else if (job.info.state() == proto::JobInfo::PENDING) {
+      // Placed by the head before this one, never reported started: its
+      // START_JOB may have died with that head.
+      After(options_.place_retry_ms, [this, id = id] { StartAgain(id); });
     }
   }
+}
+
+void JobManager::StartAgain(const std::string& id) {
+  JobTable::Job* job = table_.Find(id);
+  if (job == nullptr || JobTable::Finished(job->info) ||
+      job->info.node_id().empty() ||
+      job->info.state() != proto::JobInfo::PENDING) {
+    return;
+  }
+  for (const JobNode& n : options_.alive_nodes()) {
+    node_addresses_[n.node_id] = n.address;
+  }
+  AgentCall(job->info.node_id(), proto::START_JOB, job->info.spec(),
+            [this, id](absl::StatusOr<proto::Empty> r) {
+              // An agent that got it the first time says so: it runs.
+              if (r.ok() || absl::IsAlreadyExists(r.status())) return;
+              if (absl::IsUnavailable(r.status())) {
+                // The node has not come back yet; if it never does, its
+                // death ends or moves the job and this stops.
+                After(options_.place_retry_ms, [this, id] { StartAgain(id); });
+                return;
+              }
+              Started(id, r);
+            });
 }
 
 absl::StatusOr<proto::JobInfo> JobManager::Submit(const proto::JobSpec& spec) {

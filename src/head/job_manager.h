@@ -86,6 +86,8 @@ class JobManager {
   };
 
   void Place(const std::string& id);
+  // Sends START_JOB again for a restored job placed but not yet started.
+  void StartAgain(const std::string& id);
   void PlaceLater(const std::string& id);
   void Started(const std::string& id, absl::StatusOr<proto::Empty> reply);
   std::string LogPath(const std::string& id) const;

@@ -282,5 +282,35 @@ TEST_F(JobManagerTest, ARestartedHeadTakesUpTheJobsKept) {
   EXPECT_EQ(Get("waits").node_id(), "w1");
 }
 
+TEST_F(JobManagerTest, AJobWhoseStartDiedWithTheHeadIsStartedAgain) {
+  Submit("lost", 1);  // placed: START_JOB sent, never answered
+  ASSERT_FALSE(Get("lost").node_id().empty());
+  const std::string node = Get("lost").node_id();
+  const size_t starts = agents_.Count(proto::START_JOB);
+  jobs_ = Make();  // the head died before the agent heard of the job
+  jobs_->Restore();
+  EXPECT_EQ(Get("lost").state(), proto::JobInfo::PENDING);
+  time_.Advance(500);
+  ASSERT_EQ(agents_.Count(proto::START_JOB), starts + 1);
+  std::vector<size_t> waiting = agents_.Waiting(proto::START_JOB);
+  ASSERT_FALSE(waiting.empty());
+  EXPECT_EQ(agents_.call(waiting.back()).address, node + ":1");
+  // Not back yet: asked again later, and kept meanwhile.
+  agents_.Fail(waiting.back(), absl::UnavailableError("connection refused"));
+  EXPECT_EQ(Get("lost").state(), proto::JobInfo::PENDING);
+  time_.Advance(500);
+  ASSERT_EQ(agents_.Count(proto::START_JOB), starts + 2);
+  // An agent that had it after all says so: the job is left running there.
+  agents_.Fail(agents_.Waiting(proto::START_JOB).back(),
+               absl::AlreadyExistsError("job lost already runs on this node"));
+  EXPECT_EQ(Get("lost").state(), proto::JobInfo::PENDING);
+  EXPECT_EQ(Get("lost").node_id(), node);
+  ASSERT_TRUE(Report("lost", true, false, 0, "", 0).ok());
+  EXPECT_EQ(Get("lost").state(), proto::JobInfo::RUNNING);
+  time_.Advance(5000);
+  EXPECT_EQ(agents_.Count(proto::START_JOB), starts + 2)
+      << "once running, never again";
+}
+
 }  // namespace
 }  // namespace shoal
