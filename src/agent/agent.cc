@@ -3,13 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <future>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/binary_cache.h"
 #include "agent/head_link.h"
 #include "agent/job_runner.h"
@@ -107,12 +106,12 @@ class AgentImpl : public NodeAgent {
   std::string node_id() const override { return node_id_; }
 
   void Wait() override {
-    std::unique_lock<std::mutex> lock(stop_mu_);
-    stop_cv_.wait(lock, [&] { return stop_requested_; });
+    absl::MutexLock lock(&stop_mu_);
+    while (!stop_requested_) stop_cv_.Wait(&stop_mu_);
   }
 
   absl::Status stop_reason() const override {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    absl::MutexLock lock(&stop_mu_);
     return stop_reason_;
   }
 
@@ -163,7 +162,7 @@ class AgentImpl : public NodeAgent {
     head.view_changed = [this] { leases_->Dispatch(); };
     head.lost = [this](const absl::Status& why) {
       {
-        std::lock_guard<std::mutex> lock(stop_mu_);
+        absl::MutexLock lock(&stop_mu_);
         stop_reason_ = why;
       }
       RequestStop();
@@ -307,9 +306,9 @@ class AgentImpl : public NodeAgent {
   }
 
   void RequestStop() {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    absl::MutexLock lock(&stop_mu_);
     stop_requested_ = true;
-    stop_cv_.notify_all();
+    stop_cv_.SignalAll();
   }
 
   void RegisterHandlers() {
@@ -404,8 +403,8 @@ class AgentImpl : public NodeAgent {
   std::unique_ptr<agent::LeaseService> leases_;
   std::unique_ptr<agent::JobRunner> jobs_;
 
-  mutable std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
+  mutable absl::Mutex stop_mu_;
+  absl::CondVar stop_cv_;
   bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
   absl::Status stop_reason_ ABSL_GUARDED_BY(stop_mu_);
 };

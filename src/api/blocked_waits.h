@@ -10,11 +10,11 @@
 #define SHOAL_API_BLOCKED_WAITS_H_
 
 #include <functional>
-#include <mutex>
 #include <set>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace shoal::internal {
 
@@ -40,7 +40,7 @@ class BlockedWaits {
 
   const std::function<int()> current_depth_;
   const TellFn tell_;
-  std::mutex mu_;
+  absl::Mutex mu_;
   std::multiset<int> depths_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
-#include <mutex>
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "api/blocked_waits.h"
 #include "api/job_registration.h"
 #include "api/object_client.h"
@@ -227,7 +227,7 @@ class CoreRuntimeImpl : public CoreRuntime {
           options.name.empty() ? "" : "\"", ": ", info.status().message()));
     }
     if (!keep.empty()) {
-      std::lock_guard<std::mutex> lock(actor_args_mu_);
+      absl::MutexLock lock(&actor_args_mu_);
       for (auto& k : keep) actor_arg_refs_.push_back(std::move(k));
     }
     return spec.actor_id();
@@ -437,7 +437,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     tasks.tasks.clear();
     std::vector<std::shared_ptr<RefHandle>> actor_args;
     {
-      std::lock_guard<std::mutex> lock(actor_args_mu_);
+      absl::MutexLock lock(&actor_args_mu_);
       actor_args.swap(actor_arg_refs_);
     }
     actor_args.clear();
@@ -596,7 +596,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   OwnedObjects objects_;
   BlockedWaits blocked_;
   ObjectIo io_;
-  std::mutex actor_args_mu_;
+  absl::Mutex actor_args_mu_;
   // Constructor arguments of the actors this process made, kept for their
   // restarts.
   std::vector<std::shared_ptr<RefHandle>> actor_arg_refs_

@@ -12,25 +12,25 @@ ProgramCopies::ProgramCopies(SendFn send, TellFn tell)
 ProgramCopies::~ProgramCopies() { Shutdown(); }
 
 void ProgramCopies::Adopt(const std::string& program_hash) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   hashes_.program = program_hash;
   sent_ = true;
 }
 
 ProgramCopies::Hashes ProgramCopies::Known() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return hashes_;
 }
 
 bool ProgramCopies::sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return sent_;
 }
 
 absl::Status ProgramCopies::SendAndRecord() {
   absl::StatusOr<Hashes> sent = send_();
   if (sent.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     hashes_ = *sent;
     sent_ = true;
   }
@@ -39,28 +39,27 @@ absl::Status ProgramCopies::SendAndRecord() {
 }
 
 absl::Status ProgramCopies::SendOnce() {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !sending_; });
-    if (sent_) {
-      Hashes known = hashes_;
-      lock.unlock();
-      tell_(known);
-      return absl::OkStatus();
-    }
-    sending_ = true;
+  mu_.Lock();
+  while (sending_) cv_.Wait(&mu_);
+  if (sent_) {
+    Hashes known = hashes_;
+    mu_.Unlock();
+    tell_(known);
+    return absl::OkStatus();
   }
+  sending_ = true;
+  mu_.Unlock();
   absl::Status sent = SendAndRecord();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     sending_ = false;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return sent;
 }
 
 void ProgramCopies::Wanted() {
-  std::lock_guard<std::mutex> lock(copier_mu_);
+  absl::MutexLock lock(&copier_mu_);
   if (stopping_) return;
   copy_wanted_ = true;
   if (copier_running_) return;
@@ -69,7 +68,7 @@ void ProgramCopies::Wanted() {
   copier_ = std::thread([this] {
     while (true) {
       {
-        std::lock_guard<std::mutex> lock(copier_mu_);
+        absl::MutexLock lock(&copier_mu_);
         if (!copy_wanted_ || stopping_) {
           copier_running_ = false;
           return;
@@ -90,7 +89,7 @@ void ProgramCopies::SendAgain() {
   // Programs never sent (every node was on this host) are not sent now
   // either.
   if (!sent()) return;
-  std::lock_guard<std::mutex> lock(uploader_mu_);
+  absl::MutexLock lock(&uploader_mu_);
   if (stopping_ || uploading_.exchange(true)) return;
   if (uploader_.joinable()) uploader_.join();  // done: uploading_ was false
   uploader_ = std::thread([this] {
@@ -107,13 +106,13 @@ void ProgramCopies::Shutdown() {
   stopping_ = true;
   std::thread uploader;
   {
-    std::lock_guard<std::mutex> lock(uploader_mu_);
+    absl::MutexLock lock(&uploader_mu_);
     uploader = std::move(uploader_);
   }
   if (uploader.joinable()) uploader.join();
   std::thread copier;
   {
-    std::lock_guard<std::mutex> lock(copier_mu_);
+    absl::MutexLock lock(&copier_mu_);
     copier = std::move(copier_);
   }
   if (copier.joinable()) copier.join();

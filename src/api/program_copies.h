@@ -11,15 +11,14 @@
 #define SHOAL_API_PROGRAM_COPIES_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace shoal::internal {
 
@@ -69,20 +68,20 @@ class ProgramCopies {
   const TellFn tell_;
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
   bool sent_ ABSL_GUARDED_BY(mu_) = false;
   Hashes hashes_ ABSL_GUARDED_BY(mu_);
 
   // Wanted()'s thread: joined once it has ended, or by Shutdown.
-  std::mutex copier_mu_;
+  absl::Mutex copier_mu_;
   std::thread copier_ ABSL_GUARDED_BY(copier_mu_);
   bool copier_running_ ABSL_GUARDED_BY(copier_mu_) = false;
   bool copy_wanted_ ABSL_GUARDED_BY(copier_mu_) = false;
 
   // SendAgain()'s thread.
-  std::mutex uploader_mu_;
+  absl::Mutex uploader_mu_;
   std::thread uploader_ ABSL_GUARDED_BY(uploader_mu_);
   std::atomic<bool> uploading_{false};
 };

@@ -252,7 +252,9 @@ absl::Status FilterRows(const std::string& what, const StateQuery& q,
   }
   std::vector<Row>& rows = listing->rows;
   if (!filters.empty() && !rows.empty()) {
-    for (const auto& [key, value] : filters) {
+    for (const auto& filter : filters) {
+      // A name, not a structured binding: clang 14 cannot capture those.
+      const std::string& key = filter.first;
       const Row& first = rows.front();
       if (std::none_of(first.begin(), first.end(),
                        [&](const auto& c) { return c.first == key; })) {
@@ -268,7 +270,8 @@ absl::Status FilterRows(const std::string& what, const StateQuery& q,
   int64_t total = 0;
   for (Row& row : rows) {
     bool match = true;
-    for (const auto& [key, value] : filters) {
+    for (const auto& [filter_key, value] : filters) {
+      const std::string& key = filter_key;  // clang 14 cannot capture it
       auto it = std::find_if(row.begin(), row.end(),
                              [&](const auto& c) { return c.first == key; });
       if (it == row.end() || it->second != value) match = false;

@@ -1,10 +1,10 @@
 #include "head/head.h"
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -86,8 +86,8 @@ class HeadImpl : public Head {
   int port() const override { return server_->port(); }
 
   void Wait() override {
-    std::unique_lock<std::mutex> lock(stop_mu_);
-    stop_cv_.wait(lock, [&] { return stop_requested_; });
+    absl::MutexLock lock(&stop_mu_);
+    while (!stop_requested_) stop_cv_.Wait(&stop_mu_);
   }
 
   void Stop() override {
@@ -118,9 +118,9 @@ class HeadImpl : public Head {
   }
 
   void RequestStop() {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    absl::MutexLock lock(&stop_mu_);
     stop_requested_ = true;
-    stop_cv_.notify_all();
+    stop_cv_.SignalAll();
   }
 
   std::string Address() const {
@@ -464,9 +464,9 @@ class HeadImpl : public Head {
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<ActorManager> actors_;
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_requested_ = false;
+  absl::Mutex stop_mu_;
+  absl::CondVar stop_cv_;
+  bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 
 }  // namespace

@@ -3,14 +3,15 @@
 #include <sqlite3.h>
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "head/wal_check.h"
 
@@ -59,10 +60,10 @@ class Checkpointer {
       : db_(db), writes_(writes), thread_([this] { Run(); }) {}
   ~Checkpointer() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_one();
+    cv_.Signal();
     thread_.join();
     // Not the last connection to the file: closing it checkpoints nothing.
     sqlite3_close_v2(db_);
@@ -71,24 +72,34 @@ class Checkpointer {
  private:
   void Run() {
     uint64_t done = 0;
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::seconds(1),
-                         [this] { return stop_; })) {
+    mu_.Lock();
+    while (!StopWithin(absl::Seconds(1))) {
       uint64_t writes = writes_->load(std::memory_order_relaxed);
       if (writes == done) continue;
-      lock.unlock();
+      mu_.Unlock();
       int rc = sqlite3_wal_checkpoint_v2(
           db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      lock.lock();
+      mu_.Lock();
       if (rc == SQLITE_OK) done = writes;
     }
+    mu_.Unlock();
+  }
+
+  // Waits up to `timeout` for the destructor's stop; returns whether it
+  // came.
+  bool StopWithin(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!stop_) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) return stop_;
+    }
+    return true;
   }
 
   sqlite3* const db_;
   const std::atomic<uint64_t>* const writes_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: it starts once the rest is set
 };
 

@@ -11,12 +11,12 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -180,16 +180,23 @@ class SourcePull {
 
   // nullopt when every chunk arrived.
   std::optional<SourceFailure> Run() {
+    size_t missing;
+    {
+      absl::MutexLock lock(&mu_);
+      missing = missing_chunks_.size();
+    }
     size_t workers = std::min<size_t>(
-        missing_chunks_.size(),
-        static_cast<size_t>(std::max(1, options_.connections)));
+        missing, static_cast<size_t>(std::max(1, options_.connections)));
     std::vector<std::thread> threads;
     for (size_t i = 1; i < workers; ++i) {
       threads.emplace_back([this] { Work(); });
     }
     Work();
     for (std::thread& t : threads) t.join();
-    if (failure_.has_value()) return failure_;
+    {
+      absl::MutexLock lock(&mu_);
+      if (failure_.has_value()) return failure_;
+    }
     for (char d : done_) {
       if (!d) return SourceFailure{SourceFailure::kBroken, "chunks missing"};
     }
@@ -198,11 +205,11 @@ class SourcePull {
 
  private:
   void Fail(SourceFailure f) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!failure_.has_value()) failure_ = std::move(f);
   }
   std::optional<uint64_t> Next() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (failure_.has_value() || missing_chunks_.empty()) return std::nullopt;
     uint64_t c = missing_chunks_.front();
     missing_chunks_.pop_front();
@@ -300,7 +307,7 @@ class SourcePull {
   const IoLimits limits_;
   std::vector<char>& done_;
 
-  std::mutex mu_;
+  absl::Mutex mu_;
   std::deque<uint64_t> missing_chunks_ ABSL_GUARDED_BY(mu_);
   std::optional<SourceFailure> failure_ ABSL_GUARDED_BY(mu_);
 };

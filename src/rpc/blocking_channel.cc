@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
   }
   std::unique_ptr<BlockingChannel> channel(new BlockingChannel(fd, address));
   int64_t deadline = DeadlineUs(timeout_ms);
-  std::lock_guard<std::mutex> lock(channel->mu_);
+  absl::MutexLock lock(&channel->mu_);
   if (tls != nullptr) {
     // Non-blocking, so that the TLS calls return and the deadlines hold.
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -201,33 +201,8 @@ absl::StatusOr<std::string> BlockingChannel::ReadFrame(uint8_t* kind,
                                                        uint32_t* method,
                                                        uint64_t* call_id,
                                                        int64_t deadline_us) {
-  auto read_exact = [&](char* out, size_t size) -> absl::Status {
-    size_t got = 0;
-    while (got < size) {
-      if (!Wait(POLLIN, deadline_us)) {
-        return Broken(absl::StrCat("no reply from ", address_, " in time"));
-      }
-      ssize_t n = tls_ != nullptr ? tls_->Recv(out + got, size - got)
-                                  : recv(fd_, out + got, size - got, 0);
-      if (n == 0) {
-        return Broken(absl::StrCat(address_, " closed the connection"));
-      }
-      if (n < 0) {
-        tls_blocked_ = errno == EAGAIN;
-        if (errno == EINTR || errno == EAGAIN) continue;
-        if (errno == EPROTO && tls_ != nullptr) {
-          Broken(std::string(tls_->error().message())).IgnoreError();
-          return tls_->error();
-        }
-        return Broken(absl::StrCat("connection to ", address_,
-                                   " lost: ", strerror(errno)));
-      }
-      got += static_cast<size_t>(n);
-    }
-    return absl::OkStatus();
-  };
   char header[kHeaderSize];
-  if (auto s = read_exact(header, kHeaderSize); !s.ok()) return s;
+  if (auto s = ReadExact(header, kHeaderSize, deadline_us); !s.ok()) return s;
   uint32_t len;
   memcpy(&len, header, 4);
   if (len < kHeaderSize - 4 || len > kMaxFrameSize) {
@@ -237,14 +212,44 @@ absl::StatusOr<std::string> BlockingChannel::ReadFrame(uint8_t* kind,
   memcpy(method, header + 5, 4);
   memcpy(call_id, header + 9, 8);
   std::string payload(len - (kHeaderSize - 4), '\0');
-  if (auto s = read_exact(payload.data(), payload.size()); !s.ok()) return s;
+  if (auto s = ReadExact(payload.data(), payload.size(), deadline_us);
+      !s.ok()) {
+    return s;
+  }
   return payload;
+}
+
+absl::Status BlockingChannel::ReadExact(char* out, size_t size,
+                                        int64_t deadline_us) {
+  size_t got = 0;
+  while (got < size) {
+    if (!Wait(POLLIN, deadline_us)) {
+      return Broken(absl::StrCat("no reply from ", address_, " in time"));
+    }
+    ssize_t n = tls_ != nullptr ? tls_->Recv(out + got, size - got)
+                                : recv(fd_, out + got, size - got, 0);
+    if (n == 0) {
+      return Broken(absl::StrCat(address_, " closed the connection"));
+    }
+    if (n < 0) {
+      tls_blocked_ = errno == EAGAIN;
+      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EPROTO && tls_ != nullptr) {
+        Broken(std::string(tls_->error().message())).IgnoreError();
+        return tls_->error();
+      }
+      return Broken(
+          absl::StrCat("connection to ", address_, " lost: ", strerror(errno)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> BlockingChannel::Call(int method,
                                                   std::string_view payload,
                                                   int64_t timeout_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!broken_.empty()) return absl::UnavailableError(broken_);
   int64_t deadline = DeadlineUs(timeout_ms);
   uint64_t id = next_call_id_++;
@@ -273,7 +278,7 @@ absl::StatusOr<std::string> BlockingChannel::Call(int method,
 }
 
 absl::Status BlockingChannel::Send(int method, std::string_view payload) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!broken_.empty()) return absl::UnavailableError(broken_);
   return WriteFrame(kRequest, static_cast<uint32_t>(method), next_call_id_++,
                     payload, DeadlineUs(10000));

@@ -9,11 +9,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace google::protobuf {
 class MessageLite;
@@ -57,23 +58,33 @@ class BlockingChannel {
 
  private:
   BlockingChannel(int fd, std::string address);
-  absl::Status Handshake(int64_t deadline_us);
+  absl::Status Handshake(int64_t deadline_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until the socket (or the TLS session) can move data.
-  bool Wait(short events, int64_t deadline_us);
+  bool Wait(short events, int64_t deadline_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteFrame(uint8_t kind, uint32_t method, uint64_t call_id,
-                          std::string_view payload, int64_t deadline_us);
+                          std::string_view payload, int64_t deadline_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one frame; its kind, method and call id into the out-parameters.
   absl::StatusOr<std::string> ReadFrame(uint8_t* kind, uint32_t* method,
-                                        uint64_t* call_id, int64_t deadline_us);
-  absl::Status Broken(const std::string& what);
+                                        uint64_t* call_id, int64_t deadline_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads exactly `size` bytes into `out`.
+  absl::Status ReadExact(char* out, size_t size, int64_t deadline_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Broken(const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  int fd_;
-  std::unique_ptr<TlsStream> tls_;  // null: plain TCP
-  bool tls_blocked_ = false;        // its last call returned EAGAIN
+  absl::Mutex mu_;
+  const int fd_;  // set once, by the constructor
+  std::unique_ptr<TlsStream> tls_ ABSL_GUARDED_BY(mu_);  // null: plain TCP
+  // Its last call returned EAGAIN.
+  bool tls_blocked_ ABSL_GUARDED_BY(mu_) = false;
   const std::string address_;
-  uint64_t next_call_id_ = 1;
-  std::string broken_;  // why the connection is unusable, once it is
+  uint64_t next_call_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Why the connection is unusable, once it is.
+  std::string broken_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::rpc

@@ -14,12 +14,10 @@
 #define SHOAL_RPC_EVENT_LOOP_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,7 +27,9 @@
 #include <variant>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "rpc/executor.h"
 
@@ -86,10 +86,10 @@ class EventLoop final : public Executor {
   std::atomic<std::thread::id> thread_id_{};
   std::atomic<bool> stopping_{false};
 
-  std::mutex mu_;
-  std::vector<std::function<void()>> posted_;  // guarded by mu_
-  bool wake_pending_ = false;                  // guarded by mu_
-  bool closed_ = false;  // guarded by mu_; Post() no longer accepts
+  absl::Mutex mu_;
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
+  bool wake_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Post() no longer accepts
 
   // Loop-thread state.
   std::unordered_map<int, std::shared_ptr<FdCallback>> fds_;
@@ -136,25 +136,25 @@ template <typename T>
 class WaitSlot {
  public:
   void Set(T value) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (value_.has_value()) return;
     value_.emplace(std::move(value));
-    ready_.notify_all();
+    ready_.SignalAll();
   }
   bool has_value() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return value_.has_value();
   }
   T Take() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ready_.wait(lock, [this] { return value_.has_value(); });
+    absl::MutexLock lock(&mu_);
+    while (!value_.has_value()) ready_.Wait(&mu_);
     return std::move(*value_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::optional<T> value_;  // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar ready_;
+  std::optional<T> value_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace loop_internal

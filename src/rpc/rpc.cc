@@ -13,11 +13,12 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <set>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/constant_time.h"
 #include "common/logging.h"
@@ -58,14 +59,23 @@ constexpr int64_t kStrangerLogIntervalUs = 10 * 1000 * 1000;
 // Shoal's log, each kind at most a few times and then once per 1,000 with a
 // count: one bad field repeated for every line a program prints must not
 // flood the log or the terminal.
+absl::Mutex g_protobuf_log_mu(absl::kConstInit);
+// How many messages each place in protobuf's code has logged; made by the
+// first message and never freed (a message may come while the process
+// exits).
+std::map<std::pair<std::string, int>, int64_t>* g_protobuf_log_seen
+    ABSL_GUARDED_BY(g_protobuf_log_mu)
+        ABSL_PT_GUARDED_BY(g_protobuf_log_mu) = nullptr;
+
 void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
                  const std::string& message) {
-  static std::mutex mu;
-  static std::map<std::pair<std::string, int>, int64_t> seen;
   int64_t n;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    n = ++seen[{file, line}];
+    absl::MutexLock lock(&g_protobuf_log_mu);
+    if (g_protobuf_log_seen == nullptr) {
+      g_protobuf_log_seen = new std::map<std::pair<std::string, int>, int64_t>;
+    }
+    n = ++(*g_protobuf_log_seen)[{file, line}];
   }
   if (n > 3 && n % 1000 != 0) return;
   std::string text = absl::StrCat("protobuf: ", message);
