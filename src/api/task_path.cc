@@ -225,7 +225,7 @@ void TaskPath::GetActor(
 
 std::unique_ptr<rpc::Channel> TaskPath::ConnectTo(const std::string& address) {
   return std::make_unique<rpc::TcpChannel>(loop_, address, options_.token,
-                                        options_.peer_name);
+                                           options_.peer_name);
 }
 
 }  // namespace shoal::internal
