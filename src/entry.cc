@@ -11,8 +11,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cli/cli.h"
+#include "common/environment.h"
 #include "common/process.h"
 #include "launch/local_launch.h"
 #include "worker/worker_main.h"
@@ -23,20 +25,17 @@ using MainFn = int (*)(int, char**, char**);
 MainFn g_program_main = nullptr;
 
 int RoleMain(int argc, char** argv, char** envp) {
-  const char* role = getenv("SHOAL_ROLE");
-  if (role != nullptr && strcmp(role, "worker") == 0) {
-    return shoal::internal::RunWorker();
-  }
-  if (role != nullptr && strcmp(role, "launch-child") == 0) {
-    return shoal::internal::RunLaunchChild();
-  }
-  if (role != nullptr && strcmp(role, "group-guard") == 0 && argc > 1) {
+  const std::string role = shoal::env::Get(shoal::env::Var::kRole);
+  if (role == "worker") return shoal::internal::RunWorker();
+  if (role == "launch-child") return shoal::internal::RunLaunchChild();
+  if (role == "group-guard" && argc > 1) {
     // A job's entrypoint, under a guard that ends its process group when
     // the node agent that started it dies (common/process.h).
-    const char* grace = getenv("SHOAL_GROUP_GUARD_GRACE_MS");
-    return shoal::RunGroupGuard(argv + 1, grace ? atoi(grace) : 5000);
+    return shoal::RunGroupGuard(
+        argv + 1, static_cast<int>(
+                      shoal::env::GetInt(shoal::env::Var::kGroupGuardGraceMs)));
   }
-  if (role != nullptr && strcmp(role, "cli") == 0) {
+  if (role == "cli") {
     return shoal::cli::Main(argc, argv);
   }
   return g_program_main(argc, argv, envp);

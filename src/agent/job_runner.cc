@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/process.h"
@@ -153,12 +154,10 @@ absl::Status JobRunner::Spawn(const proto::JobSpec& spec,
   if (!options_.python_path.empty()) {
     // The job's own PYTHONPATH (--env), else the agent's, then Shoal's.
     auto given = spawn.env.find("PYTHONPATH");
-    const char* inherited = getenv("PYTHONPATH");
-    spawn.env["PYTHONPATH"] =
-        AppendToSearchPath(given != spawn.env.end() ? given->second
-                           : inherited != nullptr   ? inherited
-                                                    : "",
-                           options_.python_path);
+    spawn.env["PYTHONPATH"] = AppendToSearchPath(
+        given != spawn.env.end() ? given->second
+                                 : env::Get(env::Var::kPythonpath),
+        options_.python_path);
   }
   spawn.env["SHOAL_ADDRESS"] = spec.head_address();
   spawn.env["SHOAL_TOKEN"] = options_.token;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/process.h"
@@ -23,7 +24,6 @@
 namespace shoal::agent {
 namespace {
 
-constexpr char kDefaultLockfile[] = "/tmp/libtpu_lockfile";
 constexpr char kNodeIdVar[] = "SHOAL_NODE_ID=";
 constexpr char kWorkerIdVar[] = "SHOAL_WORKER_ID=";
 
@@ -73,10 +73,7 @@ void EndLeftover(int64_t pid, const std::string& lockfile) {
 
 }  // namespace
 
-std::string LibtpuLockfilePath() {
-  const char* env = getenv("SHOAL_LIBTPU_LOCKFILE");
-  return env != nullptr && *env != '\0' ? env : kDefaultLockfile;
-}
+std::string LibtpuLockfilePath() { return env::Get(env::Var::kLibtpuLockfile); }
 
 absl::Status ClearTpuLock(const std::string& lockfile,
                           const std::string& node_id,

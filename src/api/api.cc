@@ -25,6 +25,7 @@
 #include "api/driver_init.h"
 #include "api/local_cluster.h"
 #include "api/task_error.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/random.h"
@@ -84,8 +85,7 @@ std::shared_ptr<CoreRuntime> RequireRuntime() {
   auto rt = Runtime();
   if (rt == nullptr) {
     // A worker that submits tasks joins the cluster it runs in.
-    const char* role = getenv("SHOAL_ROLE");
-    if (role != nullptr && std::string(role) == "worker") {
+    if (env::Get(env::Var::kRole) == "worker") {
       Init();
       rt = Runtime();
     }
@@ -141,17 +141,13 @@ void internal::InitDriver(const InitOptions& options,
   rt.workers_run_this_program = program.workers_run_this_program;
   rt.worker_command = program.worker_command;
   rt.cpp_program = program.cpp_program;
-  if (const char* role = getenv("SHOAL_ROLE");
-      role != nullptr && std::string(role) == "worker") {
-    const char* worker = getenv("SHOAL_WORKER_ID");
-    const char* agent = getenv("SHOAL_AGENT_ADDRESS");
-    rt.worker_id = worker != nullptr ? worker : "";
-    rt.worker_agent_address = agent != nullptr ? agent : "";
+  if (env::Get(env::Var::kRole) == "worker") {
+    rt.worker_id = env::Get(env::Var::kWorkerId);
+    rt.worker_agent_address = env::Get(env::Var::kAgentAddress);
     // A task's idle lease holds CPU that its siblings' and parents'
     // children wait for: give it back at once.
     rt.lease_idle_ms = 0;
-    const char* job = getenv("SHOAL_JOB_ID");
-    rt.lease_job_id = job != nullptr ? job : "";
+    rt.lease_job_id = env::Get(env::Var::kJobId);
   }
   std::string temp_dir =
       options.temp_dir.empty() ? DefaultTempDir() : options.temp_dir;
@@ -212,33 +208,24 @@ void Shutdown() {
 bool IsInitialized() { return Runtime() != nullptr; }
 
 std::string CurrentNodeId() {
-  const char* role = getenv("SHOAL_ROLE");
-  const char* node = getenv("SHOAL_NODE_ID");
-  if (role == nullptr || node == nullptr ||
-      (std::string(role) != "worker" && std::string(role) != "launch-child")) {
-    return "";
-  }
-  return node;
+  std::string role = env::Get(env::Var::kRole);
+  if (role != "worker" && role != "launch-child") return "";
+  return env::Get(env::Var::kNodeId);
 }
 
 AssignedDevices GetAssignedDevices() {
-  auto env = [](const char* name) -> std::string {
-    const char* v = getenv(name);
-    return v ? v : "";
-  };
   AssignedDevices out;
-  out.kind = env("SHOAL_DEVICE_KIND");
+  out.kind = env::Get(env::Var::kDeviceKind);
   if (out.kind.empty()) return out;
   for (absl::string_view id :
-       absl::StrSplit(env("SHOAL_DEVICE_IDS"), ',', absl::SkipEmpty())) {
+       absl::StrSplit(env::Get(env::Var::kDeviceIds), ',', absl::SkipEmpty())) {
     int value = 0;
     if (absl::SimpleAtoi(id, &value)) out.ids.push_back(value);
   }
-  out.accelerator_type = env("SHOAL_ACCELERATOR_TYPE");
-  out.slice_name = env("SHOAL_TPU_SLICE_NAME");
-  if (!absl::SimpleAtoi(env("SHOAL_TPU_WORKER_ID"), &out.worker_id)) {
-    out.worker_id = -1;
-  }
+  out.accelerator_type = env::Get(env::Var::kAcceleratorType);
+  out.slice_name = env::Get(env::Var::kTpuSliceName);
+  out.worker_id =
+      static_cast<int>(env::FindInt(env::Var::kTpuWorkerId).value_or(-1));
   return out;
 }
 

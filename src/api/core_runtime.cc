@@ -26,6 +26,7 @@
 #include "api/task_error.h"
 #include "api/task_path.h"
 #include "api/worker_program.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -47,12 +48,7 @@ absl::Status OtherError(absl::string_view message) {
 
 // How long blocking calls wait for a head that cannot be reached (it
 // restarts): SHOAL_HEAD_OUTAGE_WAIT_MS, 30 s by default.
-int64_t HeadOutageWaitMs() {
-  const char* v = getenv("SHOAL_HEAD_OUTAGE_WAIT_MS");
-  int64_t ms = 30000;
-  if (v != nullptr && *v != '\0' && !absl::SimpleAtoi(v, &ms)) ms = 30000;
-  return std::max<int64_t>(0, ms);
-}
+int64_t HeadOutageWaitMs() { return env::GetInt(env::Var::kHeadOutageWaitMs); }
 
 // Pulls stored objects into this process's memory (its host has no agent,
 // so no store), presenting `token`.
@@ -344,8 +340,9 @@ class CoreRuntimeImpl : public CoreRuntime {
   // (TaskSubmitter::Options::program_wanted).
   absl::Status ShareProgram(const proto::ClusterStatus& status) {
     if (!options_.worker_id.empty()) {
-      const char* blob = getenv("SHOAL_BLOB_HASH");
-      if (blob != nullptr && blob[0] != '\0') copies_.Adopt(blob);
+      if (std::optional<std::string> blob = env::Find(env::Var::kBlobHash)) {
+        copies_.Adopt(*blob);
+      }
       return absl::OkStatus();
     }
     if (NodesElsewhere(status, HostId()) ||

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "object_store/shm_arena.h"
@@ -40,17 +41,8 @@ void PrefaultIfFresh(uint8_t* dest, uint64_t size) {
 }  // namespace
 
 uint64_t InlineThresholdBytes() {
-  static const uint64_t threshold = [] {
-    const char* v = getenv("SHOAL_INLINE_THRESHOLD_BYTES");
-    if (v != nullptr && *v != '\0') {
-      char* end = nullptr;
-      unsigned long long n = strtoull(v, &end, 10);
-      if (end != nullptr && *end == '\0') return static_cast<uint64_t>(n);
-      SHOAL_LOG(WARNING) << "ignoring SHOAL_INLINE_THRESHOLD_BYTES=" << v
-                         << ": not a number of bytes";
-    }
-    return static_cast<uint64_t>(100 << 10);
-  }();
+  static const uint64_t threshold =
+      static_cast<uint64_t>(env::GetInt(env::Var::kInlineThresholdBytes));
   return threshold;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/process.h"
@@ -44,8 +45,7 @@ absl::StatusOr<std::string> StripDebugInfo(const std::string& path) {
 absl::StatusOr<std::string> SendProgram(rpc::HeadClient& head,
                                         const std::string& path) {
   std::string copy = path;
-  const char* debug = getenv("SHOAL_SEND_DEBUG_INFO");
-  if (debug == nullptr || std::string_view(debug) != "1") {
+  if (!env::IsOn(env::Var::kSendDebugInfo)) {
     absl::StatusOr<std::string> stripped = StripDebugInfo(path);
     if (stripped.ok()) {
       copy = *stripped;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 #include "common/logging.h"
 
 namespace shoal::internal {
@@ -60,17 +61,7 @@ int64_t SubmitWindow::peak() const {
 }
 
 int64_t MaxPendingTasksFromEnv() {
-  constexpr int64_t kDefault = 100000;
-  const char* v = getenv("SHOAL_MAX_PENDING_TASKS");
-  int64_t n = 0;
-  if (v == nullptr || *v == '\0') return kDefault;
-  if (!absl::SimpleAtoi(v, &n) || n < 0) {
-    SHOAL_LOG(WARNING) << "SHOAL_MAX_PENDING_TASKS=" << v
-                       << " is not a count of tasks (0: no bound); using "
-                       << kDefault;
-    return kDefault;
-  }
-  return n;
+  return env::GetInt(env::Var::kMaxPendingTasks);
 }
 
 }  // namespace shoal::internal

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "cli/command_line.h"
+#include "cli/config_command.h"
 #include "cli/connection.h"
 #include "cli/context.h"
 #include "cli/daemon_commands.h"
@@ -45,6 +46,7 @@ struct AllFlags {
   launch_command::Flags launch;
   fake_tpu::Flags fake_tpu;
   sim_nodes::Flags sim_nodes;
+  config::Flags config;
 };
 
 using Program = Command::Program;
@@ -100,6 +102,9 @@ std::vector<Command> RegisterAll(CLI::App& app, AllFlags& f,
                  return launch_command::Run(f.launch);
                },
                Program::kTaken, &f.launch.tls});
+  c.push_back({config::Register(app, f.config),
+               [&](Context& ctx) { return config::Run(f.config, ctx); },
+               Program::kRefused, nullptr, /*uses_tls=*/false});
   CLI::App& dev = *RegisterDevGroup(app);
   c.push_back({fake_tpu::Register(dev, f.fake_tpu),
                [&](Context& ctx) { return fake_tpu::Run(f.fake_tpu, ctx); },

@@ -15,6 +15,7 @@
 #include "accel/accelerator_manager.h"
 #include "accel/detect.h"
 #include "agent/agent.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -102,7 +103,7 @@ absl::StatusOr<HeadOptions> BuildOptions(const Flags& f) {
   HeadOptions options;
   options.host = f.host.empty() ? PrimaryIpAddress() : f.host;
   options.port = f.port;
-  options.token = EnvOr("SHOAL_TOKEN", "");
+  options.token = env::Get(env::Var::kToken);
   options.session_dir = f.session_dir;
   options.health_timeout_ms = f.health_timeout_ms;
   options.infeasible_grace_ms = f.infeasible_grace_ms;
@@ -213,7 +214,7 @@ CLI::App* Register(CLI::App& parent, Flags& f) {
 absl::StatusOr<AgentOptions> BuildOptions(const Flags& f) {
   AgentOptions o;
   o.head_address = f.address;
-  o.token = EnvOr("SHOAL_TOKEN", "");
+  o.token = env::Get(env::Var::kToken);
   o.node_ip = f.node_ip.empty() ? PrimaryIpAddress() : f.node_ip;
   o.session_dir = f.session_dir;
   if (!f.node_id.empty()) RETURN_IF_ERROR(CheckNodeId(f.node_id));
@@ -225,7 +226,7 @@ absl::StatusOr<AgentOptions> BuildOptions(const Flags& f) {
   o.head_timeout_ms =
       std::min<int64_t>(f.head_timeout_s, int64_t{1} << 40) * 1000;
   accel::DetectOptions detect;
-  detect.device_root = EnvOr("SHOAL_DEVICE_ROOT", "/");
+  detect.device_root = env::Get(env::Var::kDeviceRoot);
   detect.env = accel::EnvironmentSnapshot();
   // `shoal start` checked these before starting this process; checked
   // again for a hand-made `_agent` command line.

@@ -14,6 +14,7 @@
 #include "cli/exit_status.h"
 #include "cli/flag_checks.h"
 #include "common/clock.h"
+#include "common/environment.h"
 #include "common/logging.h"
 #include "scheduling/resource_set.h"
 
@@ -126,7 +127,7 @@ absl::StatusOr<int> Run(const Flags& flags, Context& ctx) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   sim::SimNodesOptions options = flags.options;
-  if (options.token.empty()) options.token = EnvOr("SHOAL_TOKEN", "");
+  if (options.token.empty()) options.token = env::Get(env::Var::kToken);
   if (options.token.empty()) {
     return UsageError(
         "the simulated nodes need the cluster token: --token, --token-file "

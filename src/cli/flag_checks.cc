@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/usage.h"
+#include "common/environment.h"
 #include "common/net.h"
 #include "scheduling/resource_set.h"
 
@@ -142,11 +143,9 @@ absl::Status CheckAdvertised(const AdvertisedFlags& f) {
 }
 
 absl::Status CheckAddressEnvironment(const std::string& address_flag) {
-  const char* env = getenv("SHOAL_ADDRESS");
-  if (!address_flag.empty() || env == nullptr || *env == '\0') {
-    return absl::OkStatus();
-  }
-  absl::Status status = CheckHostPort(env);
+  std::optional<std::string> env = env::Find(env::Var::kAddress);
+  if (!address_flag.empty() || !env) return absl::OkStatus();
+  absl::Status status = CheckHostPort(*env);
   if (status.ok()) return status;
   return absl::InvalidArgumentError(
       absl::StrCat("SHOAL_ADDRESS ", status.message()));
@@ -156,11 +155,6 @@ std::string Absolute(const std::string& path) {
   std::error_code error;
   std::filesystem::path absolute = std::filesystem::absolute(path, error);
   return error ? path : absolute.lexically_normal().string();
-}
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* v = getenv(name);
-  return v && *v ? v : fallback;
 }
 
 }  // namespace shoal::cli

@@ -58,10 +58,6 @@ absl::Status CheckAddressEnvironment(const std::string& address_flag);
 // `path` from the root, so that a command naming it works from any folder.
 std::string Absolute(const std::string& path);
 
-// The value of environment variable `name`, or `fallback` when it is unset
-// or empty.
-std::string EnvOr(const char* name, const std::string& fallback);
-
 }  // namespace shoal::cli
 
 #endif  // SHOAL_CLI_FLAG_CHECKS_H_

@@ -18,6 +18,7 @@
 #include "cli/host.h"
 #include "cli/session_files.h"
 #include "cli/start_report.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/net.h"
 #include "common/process.h"
@@ -158,7 +159,7 @@ absl::StatusOr<std::optional<int>> StartOnRunning(const Flags& f,
 // was started on this host.
 absl::StatusOr<std::string> StartToken(const Flags& f,
                                        const std::string& temp_dir) {
-  std::string token = f.token.empty() ? EnvOr("SHOAL_TOKEN", "") : f.token;
+  std::string token = f.token.empty() ? env::Get(env::Var::kToken) : f.token;
   if (f.head || !token.empty()) return token;
   std::string address = f.address;
   ResolveClusterAddress(temp_dir, &address, &token).IgnoreError();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/connection.h"
 #include "cli/start_command.h"
+#include "common/environment.h"
 #include "common/files.h"
 
 namespace shoal::cli::start {
@@ -106,7 +107,7 @@ void AddTimingAndPortOptions(CLI::App* cmd, Flags& f) {
                   "(gone, or another cluster's) before the node stops: its "
                   "workers end, its object store is freed (default 60, as "
                   "in Ray; room for the head to restart)")
-      ->envname("SHOAL_HEAD_TIMEOUT_S")
+      ->envname(env::Name(env::Var::kHeadTimeoutS))
       ->check(AtLeast(1));
 }
 

@@ -23,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "collective/hierarchical_transport.h"
 #include "collective/transport.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/net.h"
 #include "shoal/launch.h"
@@ -88,16 +89,11 @@ struct RankInfo {
   }
 };
 
-std::string Env(const char* name) {
-  const char* value = getenv(name);
-  return value == nullptr ? "" : value;
-}
-
 std::string DefaultGeneration() {
   std::vector<std::string> parts;
-  for (const char* name :
-       {"MASTER_ADDR", "MASTER_PORT", "SHOAL_RESTART_COUNT"}) {
-    std::string value = Env(name);
+  for (env::Var var : {env::Var::kMasterAddr, env::Var::kMasterPort,
+                       env::Var::kRestartCount}) {
+    std::string value = env::Find(var).value_or("");
     if (!value.empty()) parts.push_back(value);
   }
   return parts.empty() ? "0" : absl::StrJoin(parts, ":");
@@ -114,7 +110,7 @@ std::string DefaultHostId() {
   if (stat("/proc/self/ns/net", &st) == 0) {
     absl::StrAppend(&boot, "/netns:", st.st_ino);
   }
-  std::string simulated = Env("SHOAL_DEVICE_ROOT");
+  std::string simulated = env::Find(env::Var::kDeviceRoot).value_or("");
   if (!simulated.empty()) absl::StrAppend(&boot, "/simulated:", simulated);
   return boot;
 }
@@ -122,7 +118,7 @@ std::string DefaultHostId() {
 // The local address a UDP socket would use to reach the head (nothing is
 // sent), else the primary address.
 std::string DefaultInterfaceAddress() {
-  std::string head = Env("SHOAL_ADDRESS");
+  std::string head = env::Get(env::Var::kAddress);
   std::string host;
   int port = 0;
   if (!head.empty() && SplitHostPort(head, &host, &port).ok()) {
@@ -482,9 +478,9 @@ std::vector<std::unique_ptr<collective::Group>> DeviceGroups(
   if (info.local_device_count < 1) {
     throw collective::CollectiveError(
         absl::StrCat("DeviceGroups('", name,
-                     "'): this process has no devices (SHOAL_LOCAL_DEVICE_"
-                     "COUNT is unset or 0); run it with `shoal launch "
-                     "--per-host`"),
+                     "'): this process has no devices "
+                     "(SHOAL_LOCAL_DEVICE_COUNT is unset or 0); run it with "
+                     "`shoal launch --per-host`"),
         {});
   }
   const int local = info.local_device_count;

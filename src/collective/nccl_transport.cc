@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collective/transport.h"
+#include "common/environment.h"
 
 namespace shoal::collective::internal {
 namespace {
@@ -61,8 +62,7 @@ ncclRedOp_t NcclOp(ReduceOp op) {
 }
 
 std::string VisibleDevices() {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  return visible == nullptr ? "unset" : visible;
+  return env::Find(env::Var::kCudaVisibleDevices).value_or("unset");
 }
 
 // The device this process drives: SHOAL_NCCL_DEVICE when set, else the
@@ -79,10 +79,10 @@ absl::StatusOr<int> ChooseDevice() {
         "); run it on a GPU host or use a CPU backend"));
   }
   int device = 0;
-  if (const char* chosen = std::getenv("SHOAL_NCCL_DEVICE")) {
-    if (!absl::SimpleAtoi(chosen, &device) || device < 0 || device >= count) {
+  if (std::optional<std::string> chosen = env::Find(env::Var::kNcclDevice)) {
+    if (!absl::SimpleAtoi(*chosen, &device) || device < 0 || device >= count) {
       return absl::InvalidArgumentError(
-          absl::StrCat("SHOAL_NCCL_DEVICE=", chosen, " is not one of the ",
+          absl::StrCat("SHOAL_NCCL_DEVICE=", *chosen, " is not one of the ",
                        count, " visible CUDA devices (0..", count - 1, ")"));
     }
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 
 namespace shoal::collective::internal::shm {
 namespace {
@@ -18,7 +19,6 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr milliseconds kLivenessPeriod{100};
-constexpr int kDefaultSpins = 128;
 
 // A process that exists and is not a zombie (a rank that exited while its
 // parent has not reaped it yet is dead to us).
@@ -42,7 +42,7 @@ Rendezvous::Rendezvous(const TransportOptions& options, Header* header,
       size_(options.size),
       rank_(options.rank),
       timeout_(options.timeout),
-      spins_(static_cast<int>(EnvSize("SHOAL_SHM_SPINS", kDefaultSpins))),
+      spins_(static_cast<int>(env::GetInt(env::Var::kShmSpins))),
       header_(header),
       control_(control) {}
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/environment.h"
 
 namespace shoal::collective::internal::shm {
 namespace {
@@ -208,15 +209,6 @@ size_t RoundUp(size_t value, size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-size_t EnvSize(const char* name, size_t fallback) {
-  const char* value = getenv(name);
-  size_t parsed = 0;
-  if (value != nullptr && absl::SimpleAtoi(value, &parsed) && parsed > 0) {
-    return parsed;
-  }
-  return fallback;
-}
-
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
                milliseconds timeout) {
   timespec ts;
@@ -239,10 +231,12 @@ std::string OpDescriptor::ToString() const {
 }
 
 absl::StatusOr<Segment> Segment::Attach(const TransportOptions& options) {
-  size_t slot_bytes =
-      EnvSize("SHOAL_SHM_SLOT_BYTES",
-              std::clamp(kMaxSegmentDataBytes / kPipelineDepth / options.size,
-                         kMinSlotBytes, kDefaultSlotBytes));
+  size_t slot_bytes = std::clamp(
+      kMaxSegmentDataBytes / kPipelineDepth / static_cast<size_t>(options.size),
+      kMinSlotBytes, kDefaultSlotBytes);
+  if (std::optional<int64_t> chosen = env::FindInt(env::Var::kShmSlotBytes)) {
+    slot_bytes = static_cast<size_t>(*chosen);
+  }
   slot_bytes = RoundUp(std::max(slot_bytes, kPage), kPage);
   Layout layout = LayoutFor(options.size, slot_bytes);
   std::string key = options.key_prefix + "shm";

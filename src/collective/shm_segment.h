@@ -32,8 +32,6 @@ inline constexpr size_t kLine = 128;
 inline constexpr size_t kMaxAbortRanks = 64;
 
 size_t RoundUp(size_t value, size_t multiple);
-// The positive integer in environment variable `name`, else `fallback`.
-size_t EnvSize(const char* name, size_t fallback);
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

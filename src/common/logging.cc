@@ -9,6 +9,8 @@
 #include <ctime>
 #include <string_view>
 
+#include "common/environment.h"
+
 namespace shoal::internal {
 namespace {
 
@@ -17,9 +19,7 @@ std::string& Component() {
   return *component;
 }
 
-LogSeverity ParseSeverity(const char* text) {
-  if (text == nullptr) return LogSeverity::kInfo;
-  std::string_view v(text);
+LogSeverity ParseSeverity(std::string_view v) {
   if (v == "debug") return LogSeverity::kDebug;
   if (v == "warning") return LogSeverity::kWarning;
   if (v == "error") return LogSeverity::kError;
@@ -45,7 +45,8 @@ const char* SeverityLetter(LogSeverity s) {
 }  // namespace
 
 LogSeverity MinLogSeverity() {
-  static const LogSeverity severity = ParseSeverity(getenv("SHOAL_LOG_LEVEL"));
+  static const LogSeverity severity =
+      ParseSeverity(env::Get(env::Var::kLogLevel));
   return severity;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/environment.h"
 #include "common/files.h"
 
 namespace shoal {
@@ -27,8 +28,9 @@ std::string Hostname() {
 
 std::string HostId() {
   static const std::string id = [] {
-    const char* named = getenv("SHOAL_HOST_ID");
-    if (named != nullptr && named[0] != '\0') return std::string(named);
+    if (std::optional<std::string> named = env::Find(env::Var::kHostId)) {
+      return *named;
+    }
     std::string boot = ReadFile("/proc/sys/kernel/random/boot_id").value_or("");
     while (!boot.empty() && (boot.back() == '\n' || boot.back() == ' ')) {
       boot.pop_back();

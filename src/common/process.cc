@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
+#include "common/environment.h"
 #include "common/files.h"
 
 extern char** environ;
@@ -41,9 +42,8 @@ void KeepNewFilesPrivate() {
 }
 
 absl::StatusOr<std::string> MakeTempFile(const std::string& prefix) {
-  const char* dir = getenv("TMPDIR");
-  std::string path = absl::StrCat(dir != nullptr && *dir ? dir : "/tmp", "/",
-                                  prefix, "XXXXXX");
+  std::string path =
+      absl::StrCat(env::Get(env::Var::kTmpdir), "/", prefix, "XXXXXX");
   int fd = mkstemp(path.data());
   if (fd < 0) {
     return absl::InternalError(

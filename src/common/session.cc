@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/net.h"
 #include "common/process.h"
@@ -23,10 +24,7 @@
 
 namespace shoal {
 
-std::string DefaultTempDir() {
-  const char* env = getenv("SHOAL_TEMP_DIR");
-  return env && *env ? env : "/tmp/shoal";
-}
+std::string DefaultTempDir() { return env::Get(env::Var::kTempDir); }
 
 absl::StatusOr<std::string> CreateSessionDir(const std::string& temp_dir,
                                              std::string* previous_latest) {
@@ -196,14 +194,8 @@ bool SameListener(const std::string& a, const std::string& b) {
 
 absl::Status ResolveClusterAddress(const std::string& temp_dir,
                                    std::string* address, std::string* token) {
-  if (address->empty()) {
-    const char* env = getenv("SHOAL_ADDRESS");
-    if (env && *env) *address = env;
-  }
-  if (token->empty()) {
-    const char* env = getenv("SHOAL_TOKEN");
-    if (env && *env) *token = env;
-  }
+  if (address->empty()) *address = env::Get(env::Var::kAddress);
+  if (token->empty()) *token = env::Get(env::Var::kToken);
   LocalCluster local = FindLocalCluster(temp_dir);
   if (address->empty()) {
     if (local.head_address.empty()) {

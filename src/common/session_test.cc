@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/environment_testing.h"
 #include "common/files.h"
 #include "common/net.h"
 #include "common/process.h"
@@ -47,30 +48,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-// Sets (or with nullopt unsets) an environment variable and restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
 };
 
 // A pid that belonged to a process that has exited and been reaped.

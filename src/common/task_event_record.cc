@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
+#include "common/environment.h"
 
 namespace shoal {
 
@@ -52,12 +53,8 @@ bool MergeTaskEvent(const proto::TaskEvent& event, proto::TaskEvent* record) {
 }
 
 int64_t TaskEventsIntervalMs() {
-  static const int64_t interval = [] {
-    const char* v = getenv("SHOAL_TASK_EVENTS_REPORT_INTERVAL_MS");
-    int64_t ms = 1000;
-    if (v != nullptr && *v != '\0' && !absl::SimpleAtoi(v, &ms)) ms = 1000;
-    return ms < 0 ? 0 : ms;
-  }();
+  static const int64_t interval =
+      env::GetInt(env::Var::kTaskEventsReportIntervalMs);
   return interval;
 }
 

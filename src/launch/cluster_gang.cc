@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/core_runtime.h"
 #include "common/clock.h"
+#include "common/environment.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/random.h"
@@ -65,9 +66,8 @@ ClusterGang::ClusterGang(const LaunchOptions& options, ReservedGang gang,
       gang_(std::move(gang)),
       interrupted_(interrupted),
       inbox_(PrintOutput) {
-  const char* job = getenv("SHOAL_JOB_SUBMISSION_ID");
   record_ = NewGangRecord(options, RandomHex(4), gang_.reservation.group.id(),
-                          job ? job : "",
+                          env::Get(env::Var::kJobSubmissionId),
                           absl::StrCat(Hostname(), " pid ", getpid()), NowMs());
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -26,11 +27,6 @@ constexpr int64_t kReportIntervalUs = 100000;
 constexpr int64_t kStopGraceUs = 3'000'000;
 constexpr int kPollMs = 50;
 
-std::string Env(const char* name) {
-  const char* v = getenv(name);
-  return v ? v : "";
-}
-
 // This host's ranks: their environments (with the rendezvous port) and how
 // to start them.
 absl::StatusOr<std::vector<RankProcessPlan>> PlanHost(
@@ -40,7 +36,7 @@ absl::StatusOr<std::vector<RankProcessPlan>> PlanHost(
   gang.rendezvous.coordinator_port = port;
   auto envs = ComputeLaunchEnvironments(gang);
   if (!envs.ok()) return envs.status();
-  std::string session = Env("SHOAL_SESSION_DIR");
+  std::string session = env::Get(env::Var::kSessionDir);
   std::string log_dir = absl::StrCat(session.empty() ? "/tmp" : session,
                                      "/logs/launch-", spec.launch_id());
   MakeDirs(log_dir).IgnoreError();
@@ -49,7 +45,7 @@ absl::StatusOr<std::vector<RankProcessPlan>> PlanHost(
   // on other hosts could not reach it. Point it at the interface that holds
   // this host's address in the gang, unless the user chose one.
   std::string gloo_interface;
-  if (getenv("GLOO_SOCKET_IFNAME") == nullptr) {
+  if (!env::Find(env::Var::kGlooSocketIfname)) {
     gloo_interface = InterfaceOf(spec.hosts(spec.host_index()).address());
   }
   return PlanRanks(spec, *envs, gloo_interface, log_dir);
@@ -116,12 +112,13 @@ std::string RunLaunchHost(std::string spec_bytes) {
   }
   // The launcher, the head and the ranks all use the cluster's token: the
   // launcher sends the one it resolved, the worker holds the agent's.
-  std::string token = !spec.token().empty() ? spec.token() : Env("SHOAL_TOKEN");
+  std::string token =
+      !spec.token().empty() ? spec.token() : env::Get(env::Var::kToken);
   const proto::LaunchHost& self = spec.hosts(spec.host_index());
   std::string where =
       absl::StrCat("host ", spec.host_index(), " (", self.address(), ", node ",
                    self.node_id(), ")");
-  auto link = RunnerLink::Create(spec, Env("SHOAL_ADDRESS"), token);
+  auto link = RunnerLink::Create(spec, env::Get(env::Var::kAddress), token);
   if (!link.ok()) return Failed(&result, std::string(link.status().message()));
   auto port = (*link)->RendezvousPort(spec);
   if (!port.ok()) {

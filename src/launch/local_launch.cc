@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/environment.h"
 #include "common/files.h"
 #include "common/process.h"
 #include "launch/framework_env.h"
@@ -23,27 +24,17 @@
 namespace shoal::internal {
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = getenv(name);
-  return v ? v : "";
-}
-
-int EnvInt(const char* name, int fallback) {
-  int value = 0;
-  return absl::SimpleAtoi(Env(name), &value) ? value : fallback;
-}
-
 // The gang this process launches on its host: every host of its TPU slice
 // (so global ranks span the slice), else this host alone.
 absl::StatusOr<std::pair<launch::LaunchSpec, int>> DescribeGang() {
   AssignedDevices held = GetAssignedDevices();
   launch::LaunchSpec spec;
   spec.mode = launch::LaunchMode::kPerDevice;
-  std::string self = Env("SHOAL_NODE_IP");
+  std::string self = env::Get(env::Var::kNodeIp);
   if (self.empty()) self = "127.0.0.1";
   if (held.kind == "TPU") {
-    std::vector<std::string> hosts =
-        absl::StrSplit(Env("TPU_WORKER_HOSTNAMES"), ',', absl::SkipEmpty());
+    std::vector<std::string> hosts = absl::StrSplit(
+        env::Get(env::Var::kTpuWorkerHostnames), ',', absl::SkipEmpty());
     int me = held.worker_id >= 0 ? held.worker_id : 0;
     if (hosts.empty()) hosts.push_back(self);
     for (size_t h = 0; h < hosts.size(); ++h) {
@@ -59,7 +50,7 @@ absl::StatusOr<std::pair<launch::LaunchSpec, int>> DescribeGang() {
         for (int id : held.ids)
           host.num_devices = std::max(host.num_devices, id + 1);
       }
-      host.tpu_accelerator_type = Env("TPU_ACCELERATOR_TYPE");
+      host.tpu_accelerator_type = env::Get(env::Var::kTpuAcceleratorType);
       host.tpu_worker_id = static_cast<int>(h);
       spec.hosts.push_back(host);
     }
@@ -74,7 +65,7 @@ absl::StatusOr<std::pair<launch::LaunchSpec, int>> DescribeGang() {
       host.num_devices = std::max(host.num_devices, id + 1);
   } else {
     host.kind = launch::DeviceKind::kCpu;
-    host.num_devices = std::max(1, EnvInt("SHOAL_NUM_CPU_DEVICES", 1));
+    host.num_devices = static_cast<int>(env::GetInt(env::Var::kNumCpuDevices));
   }
   spec.hosts.push_back(host);
   return std::make_pair(spec, 0);
@@ -221,14 +212,14 @@ std::vector<std::string> LaunchPerDevice(const std::string& function_name,
 
 int RunLaunchChild() {
   proto::TaskResult result;
-  auto spec_text = ReadFile(Env("SHOAL_LAUNCH_SPEC"));
+  auto spec_text = ReadFile(env::Get(env::Var::kLaunchSpec));
   proto::TaskSpec spec;
   int code = 1;
   if (!spec_text.ok() || !spec.ParseFromString(*spec_text)) {
     result.set_error("cannot read the launch spec");
   } else if (const Invoker* invoker = FindInvoker(spec.function_name())) {
-    std::vector<ObjectValue> args = {
-        ObjectValue::Owned(Pack(EnvInt("SHOAL_LAUNCH_LOCAL_INDEX", 0)))};
+    std::vector<ObjectValue> args = {ObjectValue::Owned(
+        Pack(static_cast<int>(env::GetInt(env::Var::kLaunchLocalIndex))))};
     for (const auto& a : spec.args()) args.push_back({a, false, nullptr});
     try {
       result.set_value(ToMsgpack((*invoker)(args)));
@@ -240,7 +231,7 @@ int RunLaunchChild() {
   } else {
     result.set_error("no remote function named " + spec.function_name());
   }
-  WriteFile(Env("SHOAL_LAUNCH_RESULT"), result.SerializeAsString(), 0600)
+  WriteFile(env::Get(env::Var::kLaunchResult), result.SerializeAsString(), 0600)
       .IgnoreError();
   fflush(stdout);
   fflush(stderr);
@@ -253,43 +244,44 @@ namespace shoal {
 
 DeviceContext CurrentDevice() {
   DeviceContext d;
-  d.kind = internal::Env("SHOAL_DEVICE_KIND");
+  d.kind = env::Get(env::Var::kDeviceKind);
   std::vector<std::string> ids =
-      absl::StrSplit(internal::Env("SHOAL_DEVICE_IDS"), ',', absl::SkipEmpty());
+      absl::StrSplit(env::Get(env::Var::kDeviceIds), ',', absl::SkipEmpty());
   if (!ids.empty()) (void)absl::SimpleAtoi(ids[0], &d.device_id);
-  d.local_rank = internal::EnvInt("SHOAL_LOCAL_RANK", 0);
-  d.global_rank = internal::EnvInt("SHOAL_RANK", 0);
-  d.world_size = internal::EnvInt("SHOAL_WORLD_SIZE", 1);
+  d.local_rank = static_cast<int>(env::GetInt(env::Var::kLocalRank));
+  d.global_rank = static_cast<int>(env::GetInt(env::Var::kRank));
+  d.world_size = static_cast<int>(env::GetInt(env::Var::kWorldSize));
   return d;
 }
 
 namespace spmd {
 
 ProcessInfo Initialize() {
-  using internal::Env;
-  using internal::EnvInt;
   ProcessInfo info;
-  if (!Env("SHOAL_PROCESS_ID").empty()) {
-    info.process_id = EnvInt("SHOAL_PROCESS_ID", 0);
-    info.process_count = EnvInt("SHOAL_NUM_PROCESSES", 1);
-    info.local_device_count = EnvInt("SHOAL_LOCAL_DEVICE_COUNT", 0);
-    info.global_device_count = EnvInt("SHOAL_GLOBAL_DEVICE_COUNT", 0);
-    info.coordinator_address = Env("SHOAL_COORDINATOR_ADDRESS");
+  if (!env::Get(env::Var::kProcessId).empty()) {
+    info.process_id = static_cast<int>(env::GetInt(env::Var::kProcessId));
+    info.process_count = static_cast<int>(env::GetInt(env::Var::kNumProcesses));
+    info.local_device_count =
+        static_cast<int>(env::GetInt(env::Var::kLocalDeviceCount));
+    info.global_device_count =
+        static_cast<int>(env::GetInt(env::Var::kGlobalDeviceCount));
+    info.coordinator_address = env::Get(env::Var::kCoordinatorAddress);
     return info;
   }
   AssignedDevices held = GetAssignedDevices();
   info.local_device_count = static_cast<int>(held.ids.size());
-  std::vector<std::string> hosts =
-      absl::StrSplit(Env("TPU_WORKER_HOSTNAMES"), ',', absl::SkipEmpty());
+  std::vector<std::string> hosts = absl::StrSplit(
+      env::Get(env::Var::kTpuWorkerHostnames), ',', absl::SkipEmpty());
   if (held.kind == "TPU" && !hosts.empty()) {
     info.process_id = std::max(held.worker_id, 0);
     info.process_count = static_cast<int>(hosts.size());
     info.coordinator_address =
         absl::StrCat(hosts[0], ":", launch::kTpuCoordinatorPort);
   } else {
-    info.coordinator_address = absl::StrCat(
-        Env("SHOAL_NODE_IP").empty() ? "127.0.0.1" : Env("SHOAL_NODE_IP"), ":",
-        launch::kTpuCoordinatorPort);
+    info.coordinator_address = absl::StrCat(env::Get(env::Var::kNodeIp).empty()
+                                                ? "127.0.0.1"
+                                                : env::Get(env::Var::kNodeIp),
+                                            ":", launch::kTpuCoordinatorPort);
   }
   info.global_device_count = info.local_device_count * info.process_count;
   return info;

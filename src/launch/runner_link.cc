@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/environment.h"
 #include "head_client/head_client.h"
 #include "rpc/rpc.h"
 
@@ -46,12 +47,8 @@ absl::StatusOr<int> FreePort(const std::string& host) {
 class HeadOutageWait {
  public:
   HeadOutageWait() {
-    int64_t outage_ms = 30000;
-    if (const char* v = getenv("SHOAL_HEAD_OUTAGE_WAIT_MS");
-        v != nullptr && !absl::SimpleAtoi(v, &outage_ms)) {
-      outage_ms = 30000;
-    }
-    give_up_us_ = MonotonicUs() + std::max<int64_t>(0, outage_ms) * 1000;
+    give_up_us_ =
+        MonotonicUs() + env::GetInt(env::Var::kHeadOutageWaitMs) * 1000;
   }
   bool Again(const absl::Status& st) const {
     if (!absl::IsUnavailable(st) || MonotonicUs() >= give_up_us_) return false;

@@ -16,6 +16,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 
 namespace shoal::rpc {
 
@@ -28,11 +29,6 @@ const char kTlsClientOnPlainPort[] =
     "without --tls-* and SHOAL_TLS_*, or restart the cluster with TLS";
 
 namespace {
-
-std::string Env(const char* name) {
-  const char* value = getenv(name);
-  return value != nullptr ? value : "";
-}
 
 // The reasons OpenSSL queued on this thread, oldest first; clears them.
 std::string OpenSslErrors() {
@@ -214,11 +210,10 @@ absl::Status LoadIdentity(SSL_CTX* ctx, const TlsConfig& c) {
 
 TlsConfig TlsConfig::FromEnvironment() {
   TlsConfig c;
-  c.cert = Env("SHOAL_TLS_CERT");
-  c.key = Env("SHOAL_TLS_KEY");
-  c.ca = Env("SHOAL_TLS_CA");
-  std::string mutual = absl::AsciiStrToLower(Env("SHOAL_TLS_MUTUAL"));
-  c.mutual = mutual == "1" || mutual == "true" || mutual == "yes";
+  c.cert = env::Get(env::Var::kTlsCert);
+  c.key = env::Get(env::Var::kTlsKey);
+  c.ca = env::Get(env::Var::kTlsCa);
+  c.mutual = env::IsOn(env::Var::kTlsMutual);
   return c;
 }
 

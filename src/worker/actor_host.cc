@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/core_runtime.h"
+#include "common/environment.h"
 #include "head_client/head_client.h"
 #include "shoal/actor.h"
 #include "shoal/errors.h"
@@ -82,8 +83,7 @@ void ExitActor() {
   // crash to restart from.
   proto::ActorExitingRequest req;
   req.set_actor_id(host->actor_id());
-  const char* worker = getenv("SHOAL_WORKER_ID");
-  req.set_worker_id(worker != nullptr ? worker : "");
+  req.set_worker_id(env::Get(env::Var::kWorkerId));
   absl::Status st = internal::RequireRuntime()->head().ActorExiting(req);
   if (!st.ok()) {
     throw Error(absl::StrCat("shoal::ExitActor(): the head did not hear it: ",

@@ -16,6 +16,7 @@
 #include "api/object_client.h"
 #include "api/task_context.h"
 #include "common/clock.h"
+#include "common/environment.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "common/task_event_record.h"
@@ -30,11 +31,6 @@ namespace shoal::internal {
 
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = getenv(name);
-  return v ? v : "";
-}
-
 // The node's object store, connected on first use. Null (and the error
 // kept) when the node has none.
 absl::StatusOr<std::shared_ptr<ObjectClient>>& Store() {
@@ -43,9 +39,9 @@ absl::StatusOr<std::shared_ptr<ObjectClient>>& Store() {
   static bool tried = false;
   if (!tried) {
     tried = true;
-    client =
-        ObjectClient::Connect(Env("SHOAL_AGENT_ADDRESS"), Env("SHOAL_TOKEN"),
-                              "worker " + Env("SHOAL_WORKER_ID"));
+    client = ObjectClient::Connect(env::Get(env::Var::kAgentAddress),
+                                   env::Get(env::Var::kToken),
+                                   "worker " + env::Get(env::Var::kWorkerId));
     if (!client.ok()) {
       SHOAL_LOG(WARNING) << "no object store on this node: " << client.status();
     }
@@ -284,7 +280,7 @@ void CreateActorInstance(const proto::ActorCreation& creation,
                                           std::max(1, spec.max_concurrency()),
                                           creation.num_restarts() > 0));
           result.set_ok(true);
-          SetLogComponent(absl::StrCat("worker ", Env("SHOAL_WORKER_ID"),
+          SetLogComponent(absl::StrCat("worker ", env::Get(env::Var::kWorkerId),
                                        " actor ", spec.actor_id()));
         },
         &result);
@@ -300,7 +296,7 @@ void AdoptActor(const proto::ActorExitingRequest& r,
   const ActorHost* host = ActorHost::Current();
   if (host == nullptr || host->actor_id() != r.actor_id()) {
     return responder.Error(absl::FailedPreconditionError(
-        absl::StrCat("worker ", Env("SHOAL_WORKER_ID"), " holds ",
+        absl::StrCat("worker ", env::Get(env::Var::kWorkerId), " holds ",
                      host == nullptr ? std::string("no actor")
                                      : absl::StrCat("actor ", host->actor_id()),
                      ", not actor ", r.actor_id())));
@@ -322,7 +318,7 @@ void AdoptActor(const proto::ActorExitingRequest& r,
 }  // namespace
 
 int RunWorker() {
-  std::string worker_id = Env("SHOAL_WORKER_ID");
+  std::string worker_id = env::Get(env::Var::kWorkerId);
   internal::SetLogComponent("worker " + worker_id);
   sigset_t stop;
   sigemptyset(&stop);
@@ -340,18 +336,19 @@ int RunWorker() {
   }
   g_loop = loop->get();
   if (TaskEventsIntervalMs() > 0) {
-    g_running = new RunningTasks({.head_address = Env("SHOAL_ADDRESS"),
-                                  .token = Env("SHOAL_TOKEN"),
-                                  .job_id = Env("SHOAL_JOB_ID"),
-                                  .node_id = Env("SHOAL_NODE_ID"),
+    g_running = new RunningTasks({.head_address = env::Get(env::Var::kAddress),
+                                  .token = env::Get(env::Var::kToken),
+                                  .job_id = env::Get(env::Var::kJobId),
+                                  .node_id = env::Get(env::Var::kNodeId),
                                   .worker_id = worker_id,
                                   .interval_ms = TaskEventsIntervalMs()});
   }
   std::unique_ptr<rpc::Server> server;
   std::unique_ptr<rpc::Channel> agent;
-  std::string token = Env("SHOAL_TOKEN");
+  std::string token = env::Get(env::Var::kToken);
   (*loop)->Post([&] {
-    auto s = rpc::Server::Create(loop->get(), Env("SHOAL_NODE_IP"), 0, token);
+    auto s =
+        rpc::Server::Create(loop->get(), env::Get(env::Var::kNodeIp), 0, token);
     if (!s.ok()) {
       SHOAL_LOG(ERROR) << "worker cannot listen: " << s.status();
       _exit(1);
@@ -363,8 +360,9 @@ int RunWorker() {
         server.get(), proto::CREATE_ACTOR_INSTANCE, CreateActorInstance);
     rpc::RegisterProto<proto::ActorExitingRequest>(
         server.get(), proto::ADOPT_ACTOR, AdoptActor);
-    agent = std::make_unique<rpc::TcpChannel>(
-        loop->get(), Env("SHOAL_AGENT_ADDRESS"), token, "worker " + worker_id);
+    agent = std::make_unique<rpc::TcpChannel>(loop->get(),
+                                              env::Get(env::Var::kAgentAddress),
+                                              token, "worker " + worker_id);
     proto::RegisterWorkerRequest req;
     req.set_worker_id(worker_id);
     req.set_pid(getpid());

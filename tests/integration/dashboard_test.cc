@@ -942,8 +942,10 @@ TEST_F(DashboardTest, AHugeBodyWithoutTheTokenIsNeverRead) {
     // What the sockets' buffers take before the head answers, not 500 MB.
     EXPECT_LT(outcome.sent, int64_t{64} << 20);
   }
+  // Growth, not the absolute figure: what the head holds before depends on
+  // the tests that ran ahead of this one and on the allocator.
   EXPECT_LT(peak_after - peak_before, 64 << 10);  // KiB
-  EXPECT_LT(rss_after, 300 << 10);
+  EXPECT_LT(rss_after - rss_before, 64 << 10);    // KiB
   // With the token, a Content-Length over the cap is refused from the
   // header alone.
   Outcome over = huge_post(
