@@ -421,8 +421,10 @@ PYBIND11_MODULE(_shoal, m) {
 
   auto error =
       py::register_exception<shoal::Error>(m, "ShoalError", PyExc_RuntimeError);
-  py::register_exception<shoal::TimeoutError>(m, "GetTimeoutError",
-                                              error.ptr());
+  // Also Python's TimeoutError, as Ray's is: `except TimeoutError` works.
+  py::register_exception<shoal::TimeoutError>(
+      m, "GetTimeoutError",
+      py::make_tuple(error, py::handle(PyExc_TimeoutError)).ptr());
   py::register_exception<shoal::ObjectLostError>(m, "ObjectLostError",
                                                  error.ptr());
   py::register_exception<shoal::WorkerDiedError>(m, "WorkerDiedError",
@@ -479,6 +481,19 @@ PYBIND11_MODULE(_shoal, m) {
       },
       "Leaves the cluster (and stops the local one Init started).");
   m.def("is_initialized", &shoal::IsInitialized);
+  m.def(
+      "connection_info",
+      [] {
+        auto runtime = shoal::internal::RequireRuntime();
+        py::dict info;
+        info["address"] = runtime->head().address();
+        info["gcs_address"] = runtime->head().address();
+        info["node_id"] = shoal::CurrentNodeId();
+        info["job_id"] = runtime->JobId();
+        return info;
+      },
+      "What init() returns: the head's address, this process's node and "
+      "job.");
   m.def(
       "job_id", [] { return shoal::internal::RequireRuntime()->JobId(); },
       "The job whose workers run what this process submits.");

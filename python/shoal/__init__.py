@@ -53,6 +53,7 @@ __all__ = [
     "GetTimeoutError",
     "InfeasibleError",
     "ObjectLostError",
+    "ObjectID",
     "ObjectRef",
     "RemoteFunction",
     "ShoalError",
@@ -64,6 +65,7 @@ __all__ = [
     "exceptions",
     "get",
     "get_actor",
+    "get_gpu_ids",
     "get_runtime_context",
     "init",
     "is_initialized",
@@ -130,43 +132,128 @@ def _worker_command():
     return argv, {"PYTHONPATH": os.pathsep.join(unique)}
 
 
-def init(address=None, *, num_cpus=None, resources=None, cpp_program=None,
-         ignore_reinit_error=False, _token=None, _temp_dir=None, **unused):
+# What init() takes besides its named options, as Ray's does: options of
+# Ray's own processes, taken and ignored (Shoal has no such process or
+# setting), and _temp_dir.
+_INIT_PRIVATE = {
+    "_enable_object_reconstruction", "_redis_max_memory",
+    "_plasma_directory", "_node_ip_address", "_driver_object_store_memory",
+    "_memory", "_redis_password", "_temp_dir", "_metrics_export_port",
+    "_system_config", "_tracing_startup_hook", "_node_name",
+    "_ray_debugger_external", "_token", "_cpp_program",
+}
+
+
+class InitContext(dict):
+    """What ``init()`` returns, as Ray's RayContext: the address info
+    (``["address"]``, ``["node_id"]``, ``["session_dir"]``...) as a dict,
+    and a context manager that calls ``shutdown()`` at its end."""
+
+    @property
+    def address_info(self):
+        return dict(self)
+
+    @property
+    def dashboard_url(self):
+        return self.get("webui_url", "")
+
+    def disconnect(self):
+        shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutdown()
+
+
+def _connected_context():
+    info = _shoal.connection_info() if hasattr(
+        _shoal, "connection_info") else {}
+    return InitContext(info)
+
+
+def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
+         labels=None, object_store_memory=None, local_mode=False,
+         ignore_reinit_error=False, include_dashboard=None,
+         dashboard_host=None, dashboard_port=None, job_config=None,
+         configure_logging=True, logging_level=None, logging_format=None,
+         logging_config=None, log_to_driver=None, namespace=None,
+         runtime_env=None, cpp_program=None, **kwargs):
     """Joins a cluster, found by the same rule as ``shoal::Init()`` in C++.
 
     ``address``, else ``SHOAL_ADDRESS``, else the cluster ``shoal start``
     started from this host's temp dir, else a new local cluster of this
     process's own (stopped by ``shutdown()`` or at exit), as ``ray.init()``
-    does. ``num_cpus`` and ``resources`` size that local cluster.
-    ``address="auto"`` joins a running cluster and never starts one.
+    does. ``num_cpus``, ``num_gpus`` and ``resources`` size that local
+    cluster; giving them when joining a running cluster is an error, as in
+    Ray. ``address="auto"`` joins a running cluster and never starts one.
     ``cpp_program`` names a program built with Shoal whose registered C++
     functions ``shoal.cpp_function(name)`` calls (Ray's cross-language
     calls): it is uploaded and runs as those tasks' workers.
+
+    Calling it again while joined is an error unless
+    ``ignore_reinit_error=True`` (then it returns the same context).
+    Ray's logging and dashboard options are taken; ``local_mode`` runs
+    tasks in workers all the same (Ray deprecated it).
     """
     global _atexit_registered
-    del ignore_reinit_error  # joining twice is a no-op, as with that flag
-    if unused.get("runtime_env"):
+    unknown = sorted(set(kwargs) - _INIT_PRIVATE)
+    if unknown:
+        raise RuntimeError(f"Unknown keyword argument(s): "
+                           f"{', '.join(unknown)}")
+    del (labels, local_mode, include_dashboard, dashboard_host,
+         dashboard_port, job_config, configure_logging, logging_level,
+         logging_format, logging_config, log_to_driver, object_store_memory)
+    if runtime_env:
         raise ValueError("runtime_env is not supported: workers run with "
                          "the driver's interpreter and PYTHONPATH")
     if _shoal.is_initialized():
-        return
+        if ignore_reinit_error:
+            return _connected_context()
+        raise RuntimeError(
+            "Maybe you called init twice by accident? This error can be "
+            "suppressed by passing in 'ignore_reinit_error=True' or by "
+            "calling 'shutdown()' prior to 'init()'.")
+    if address == "local":  # a new local cluster, whatever is running
+        address = None
+        os.environ.pop("SHOAL_ADDRESS", None)
     if address == "auto":
         address = None
         must_exist = True
     else:
         must_exist = False
-    program = ""
-    if (not address and not os.environ.get("SHOAL_ADDRESS")
-            and not _in_worker() and not must_exist):
-        program = _cluster_program()
+    joining = bool(address or os.environ.get("SHOAL_ADDRESS")
+                   or _in_worker() or must_exist)
+    if joining and (num_cpus is not None or num_gpus is not None):
+        raise ValueError("When connecting to an existing cluster, num_cpus "
+                         "and num_gpus must not be provided.")
+    if joining and kwargs.get("_system_config"):
+        raise ValueError("When connecting to an existing cluster, "
+                         "_system_config must not be provided.")
+    resources = dict(resources or {})
+    for name in ("CPU", "GPU"):
+        if name in resources:
+            raise ValueError(f"Use the '{name.lower()}s' argument instead of "
+                             f"passing {name} in resources.")
+    if num_gpus is not None:
+        resources["GPU"] = float(num_gpus)
+    program = "" if joining else _cluster_program()
     argv, env = _worker_command()
-    _shoal.init(address or "", _token or "", _temp_dir or "",
+    _shoal.init(address or "", kwargs.get("_token") or "",
+                kwargs.get("_temp_dir") or "",
                 -1.0 if num_cpus is None else float(num_cpus),
-                dict(resources or {}), program, argv, env,
-                cpp_program or "")
+                resources, program, argv, env,
+                cpp_program or kwargs.get("_cpp_program") or "")
+    global _namespace
+    _namespace = namespace
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
+    return _connected_context()
+
+
+_namespace = None
 
 
 def shutdown():
@@ -179,12 +266,19 @@ def is_initialized():
 
 
 def _require_init():
+    """Joins a cluster on first use, as Ray's auto-init does: a worker the
+    cluster it runs in, a driver the one init() would find or start
+    (unless SHOAL_AUTO_INIT=0)."""
     if _shoal.is_initialized():
         return
     if _in_worker():
         init()  # a task that submits tasks joins the cluster it runs in
         return
-    raise ShoalError("shoal is not initialized: call shoal.init() first")
+    if os.environ.get("SHOAL_AUTO_INIT", "1").lower() in ("0", "false",
+                                                           "no"):
+        raise ShoalError("shoal is not initialized: call shoal.init() first "
+                         "(SHOAL_AUTO_INIT=0 turns off joining on first use)")
+    init()
 
 
 def put(value):
@@ -325,3 +419,20 @@ class RuntimeContext:
 
 def get_runtime_context():
     return RuntimeContext()
+
+
+def get_gpu_ids():
+    """The GPUs this worker was given (their ids on its host), as Ray's
+    get_gpu_ids(); [] in a driver or a task without GPUs."""
+    held = _shoal.assigned_devices()
+    return list(held["ids"]) if held["kind"] == "GPU" else []
+
+
+# Ray's older name for an ObjectRef.
+ObjectID = ObjectRef
+
+__version__ = "0.29.0"
+
+# `shoal.util.placement_group(...)` without importing shoal.util first, as
+# `ray.util` is there after `import ray`.
+from shoal import util  # noqa: E402  (needs the names above)

@@ -66,6 +66,30 @@ def decode_call(args):
     return call_args, kwargs
 
 
+def _signature(target, skip_self=False):
+    """``target``'s signature, to check calls against at ``.remote()`` as
+    Ray does; None when it has none Python can read (builtins)."""
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+    if skip_self:
+        params = list(sig.parameters.values())[1:]
+        sig = sig.replace(parameters=params)
+    return sig
+
+
+def _check_call(sig, args, kwargs, what):
+    """A TypeError now, in the caller, for arguments ``what`` cannot
+    take, instead of a failed task later."""
+    if sig is None:
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{what}: {e}") from None
+
+
 def _check_options(options, allowed, what):
     unknown = sorted(set(options) - allowed)
     if unknown:
@@ -216,6 +240,7 @@ class RemoteFunction(_Remote):
         super().__init__(options)
         self._function = function
         self._shipped = _Shipped(function, "pyfn")
+        self._signature = _signature(function)
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -224,6 +249,8 @@ class RemoteFunction(_Remote):
                         f"instead of {name}(), use {name}.remote()")
 
     def _run(self, options, args, kwargs):
+        _check_call(self._signature, args, kwargs,
+                    f"{self._function.__qualname__}.remote()")
         _require_init()
         group, index = _placement(options)
         retries = options.get("max_retries")
@@ -285,6 +312,20 @@ def _method_names(cls):
         if not name.startswith("__"))
 
 
+def _method_signatures(cls):
+    """{method: signature without self} of an actor class's methods."""
+    out = {}
+    for name in _method_names(cls):
+        member = inspect.getattr_static(cls, name)
+        if isinstance(member, staticmethod):
+            out[name] = _signature(member.__func__)
+        elif isinstance(member, classmethod):
+            out[name] = _signature(member.__func__, skip_self=True)
+        else:
+            out[name] = _signature(getattr(cls, name), skip_self=True)
+    return out
+
+
 class ActorClass(_Remote):
     """What ``@shoal.remote`` makes of a class: ``.remote(*args, **kwargs)``
     creates an actor (an instance in a worker process of its own) and
@@ -299,6 +340,10 @@ class ActorClass(_Remote):
         self._cls = cls
         self._shipped = _Shipped(cls, "pyactor")
         self._methods = _method_names(cls)
+        self._signatures = _method_signatures(cls)
+        init = inspect.getattr_static(cls, "__init__", None)
+        self._init_signature = (_signature(cls.__init__, skip_self=True)
+                                if inspect.isfunction(init) else None)
         self.__name__ = cls.__name__
         self.__qualname__ = cls.__qualname__
         self.__doc__ = cls.__doc__
@@ -309,6 +354,8 @@ class ActorClass(_Remote):
                         f"{name}(), use {name}.remote()")
 
     def _run(self, options, args, kwargs):
+        _check_call(self._init_signature, args, kwargs,
+                    f"{self._cls.__qualname__}.remote()")
         _require_init()
         name = options.get("name") or ""
         if options.get("get_if_exists") and name:
@@ -330,7 +377,8 @@ class ActorClass(_Remote):
             int(retries or 0),
             int(options.get("max_concurrency") or 1),
             lifetime == "detached", group, index)
-        return ActorHandle(actor_id, self._cls.__qualname__, self._methods)
+        return ActorHandle(actor_id, self._cls.__qualname__, self._methods,
+                           self._signatures)
 
 
 class ActorMethod:
@@ -346,6 +394,8 @@ class ActorMethod:
                         f"of {self._name}(), use {self._name}.remote()")
 
     def remote(self, *args, **kwargs):
+        _check_call(self._handle._signatures.get(self._name), args, kwargs,
+                    f"{self._handle._class_name}.{self._name}.remote()")
         _require_init()
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
@@ -361,10 +411,13 @@ class ActorMethod:
 class ActorHandle:
     """A handle to an actor; it may be passed to tasks and other actors."""
 
-    def __init__(self, actor_id, class_name, methods):
+    def __init__(self, actor_id, class_name, methods, signatures=None):
         self._actor_id = actor_id
         self._class_name = class_name
         self._methods = list(methods) if methods is not None else None
+        # Checked at .remote(); not sent with the handle (the receiver
+        # checks nothing, the worker still refuses a bad call).
+        self._signatures = signatures or {}
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -400,14 +453,16 @@ def get_actor(name, namespace=None, *, _missing_ok=False):
             return None
         raise ValueError(f"no live actor is named {name!r}")
     actor_id, key, class_name = found
-    methods = None
+    methods, signatures = None, None
     blob = _shoal.kv_get(key) if key.startswith("pyactor/") else None
     if blob is not None:
         try:
-            methods = _method_names(pickle.loads(blob))
+            cls = pickle.loads(blob)
+            methods = _method_names(cls)
+            signatures = _method_signatures(cls)
         except Exception:  # noqa: BLE001 - its module is not importable here
             methods = None
-    return ActorHandle(actor_id, class_name, methods)
+    return ActorHandle(actor_id, class_name, methods, signatures)
 
 
 def kill(actor, *, no_restart=True):

@@ -24,6 +24,7 @@ __all__ = [
     "InfeasibleError",
     "ObjectLostError",
     "RayActorError",
+    "RayError",
     "RayTaskError",
     "ShoalError",
     "TaskError",
@@ -132,6 +133,7 @@ def _readable(function_key):
 
 
 # Ray's names.
+RayError = ShoalError
 RayTaskError = TaskError
 WorkerCrashedError = WorkerDiedError
 RayActorError = ActorDiedError

@@ -81,10 +81,27 @@ def test_wait_and_bad_arguments(local_cluster):
 
 
 
-def test_calls_before_init_say_what_to_do():
+def test_calls_before_init_say_what_to_do(monkeypatch):
+    monkeypatch.setenv("SHOAL_AUTO_INIT", "0")
     assert not shoal.is_initialized()
     with pytest.raises(shoal.ShoalError, match=r"call shoal.init\(\) first"):
         shoal.put(1)
+
+
+def test_the_first_call_joins_a_cluster_as_init_would(monkeypatch, tmp_path):
+    monkeypatch.setenv("SHOAL_TEMP_DIR", str(tmp_path))
+    monkeypatch.delenv("SHOAL_ADDRESS", raising=False)
+    monkeypatch.delenv("SHOAL_AUTO_INIT", raising=False)
+    assert not shoal.is_initialized()
+    try:
+        ref = shoal.put({"a": 1})  # starts a local cluster, as Ray's does
+        assert shoal.is_initialized()
+        assert shoal.get(ref) == {"a": 1}
+        with pytest.raises(RuntimeError, match="init twice"):
+            shoal.init()
+        assert shoal.init(ignore_reinit_error=True)["address"]
+    finally:
+        shoal.shutdown()
 
 
 def test_init_joins_the_cluster_shoal_start_started(started_cluster):

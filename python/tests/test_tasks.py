@@ -118,6 +118,30 @@ def test_options_and_resources(connected):
         add(1, 2)
 
 
+def test_arguments_that_do_not_fit_fail_at_the_call(connected):
+    @shoal.remote
+    class Box:
+        def __init__(self, size):
+            self.size = size
+
+        def grow(self, by, *, twice=False):
+            self.size += by * (2 if twice else 1)
+            return self.size
+
+    with pytest.raises(TypeError, match="add.remote.*missing"):
+        add.remote()
+    with pytest.raises(TypeError, match="too many"):
+        add.remote(1, 2, 3)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        add.remote(1, c=2)
+    with pytest.raises(TypeError, match=r"Box.remote\(\)"):
+        Box.remote()
+    box = Box.remote(1)
+    with pytest.raises(TypeError, match=r"Box.grow.remote\(\)"):
+        box.grow.remote(1, 2)
+    assert shoal.get(box.grow.remote(2, twice=True)) == 5
+
+
 def test_impossible_request_is_infeasible(connected):
     ref = add.options(resources={"TPU": 64}).remote(1, 2)
     with pytest.raises(shoal.InfeasibleError, match="TPU"):

@@ -86,6 +86,10 @@ constexpr Variable kTable[] = {
     {Var::kCli, "SHOAL_CLI", kPath, kUser, "", 0, false,
      "The `shoal` program the Python package runs for a local cluster. "
      "Unset: the one it was built with, else `shoal` on PATH."},
+    {Var::kAutoInit, "SHOAL_AUTO_INIT", kFlag, kUser, "1", 0, false,
+     "A Python driver joins (or starts) a cluster on its first remote call, "
+     "put or get, as if init() had been called; 0 makes those an error "
+     "until init()."},
     // Set by Shoal for the processes it starts.
     {Var::kRole, "SHOAL_ROLE", kText, kShoal, "", 0, false,
      "What a program built with Shoal is started as: worker, launch-child, "

@@ -38,6 +38,7 @@ enum class Var : uint8_t {
   kSendDebugInfo,
   kNumCpuDevices,
   kCli,
+  kAutoInit,
   // Set by Shoal for the processes it starts.
   kRole,
   kNodeId,

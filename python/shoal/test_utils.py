@@ -1,0 +1,175 @@
+"""Helpers for testing programs that use Shoal, with the names Ray's test
+helpers have (``ray._private.test_utils``, ``ray._common.test_utils``):
+
+- ``SignalActor``: an actor that tasks wait on until the test sends it;
+- ``Semaphore``: an actor of N permits;
+- ``wait_for_condition``: polls a predicate until it holds or time runs out;
+- ``wait_for_pid_to_exit``;
+- ``run_string_as_driver``: runs a script as a driver of its own;
+- ``placement_group_assert_no_leak``: removes groups and checks that every
+  resource they held came back.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import shoal
+
+__all__ = [
+    "Semaphore",
+    "SignalActor",
+    "generate_system_config_map",
+    "placement_group_assert_no_leak",
+    "run_string_as_driver",
+    "run_string_as_driver_nonblocking",
+    "wait_for_condition",
+    "wait_for_pid_to_exit",
+]
+
+
+@shoal.remote(num_cpus=0, max_concurrency=64)
+class SignalActor:
+    """Calls to ``wait`` block until ``send`` (then every one returns)."""
+
+    def __init__(self):
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._waiters = 0
+
+    def send(self, clear=False):
+        self._ready.set()
+        if clear:
+            self._ready.clear()
+
+    def wait(self, should_wait=True):
+        if not should_wait:
+            return
+        with self._lock:
+            self._waiters += 1
+        try:
+            self._ready.wait()
+        finally:
+            with self._lock:
+                self._waiters -= 1
+
+    def cur_num_waiters(self):
+        with self._lock:
+            return self._waiters
+
+
+@shoal.remote(num_cpus=0, max_concurrency=64)
+class Semaphore:
+    """``acquire`` blocks while all ``value`` permits are held."""
+
+    def __init__(self, value=1):
+        self._semaphore = threading.Semaphore(value)
+        self._lock = threading.Lock()
+        self._value = value
+
+    def acquire(self):
+        self._semaphore.acquire()
+        with self._lock:
+            self._value -= 1
+
+    def release(self):
+        with self._lock:
+            self._value += 1
+        self._semaphore.release()
+
+    def locked(self):
+        with self._lock:
+            return self._value <= 0
+
+
+def wait_for_condition(condition_predictor, timeout=10, retry_interval_ms=100,
+                       raise_exceptions=False, **kwargs):
+    """Calls ``condition_predictor(**kwargs)`` until it returns true; raises
+    RuntimeError after ``timeout`` seconds, naming the last exception it
+    raised (which is raised at once with ``raise_exceptions``)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if condition_predictor(**kwargs):
+                return
+        except Exception as e:  # noqa: BLE001 - reported below
+            if raise_exceptions:
+                raise
+            last = e
+        time.sleep(retry_interval_ms / 1000.0)
+    message = "The condition wasn't met before the timeout expired."
+    if last is not None:
+        message += f" Last exception: {last!r}"
+    raise RuntimeError(message)
+
+
+def wait_for_pid_to_exit(pid, timeout=20):
+    """Waits for process ``pid`` to end; TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"process {pid} did not exit in {timeout} s")
+
+
+def _driver_env(env):
+    """The environment of a driver started from this one: it joins the
+    cluster this process is part of (or finds its own by the usual rule)."""
+    env = dict(os.environ if env is None else env)
+    path = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    if env.get("PYTHONPATH"):
+        path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    return env
+
+
+def run_string_as_driver(driver_script, env=None, encode="utf-8"):
+    """Runs ``driver_script`` in a new Python process; its output (stdout
+    and stderr). Raises subprocess.CalledProcessError when it fails."""
+    proc = subprocess.run([sys.executable, "-"], input=driver_script.encode(
+        encode), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=_driver_env(env), timeout=300)
+    output = proc.stdout.decode(encode, errors="replace")
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args,
+                                            output)
+    return output
+
+
+def run_string_as_driver_nonblocking(driver_script, env=None):
+    """Starts ``driver_script`` in a new Python process; its Popen."""
+    proc = subprocess.Popen([sys.executable, "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_driver_env(env))
+    proc.stdin.write(driver_script.encode("utf-8"))
+    proc.stdin.close()
+    return proc
+
+
+def generate_system_config_map(**kwargs):
+    """Ray's internal settings for ``init``: Shoal has none of them, so
+    ``init`` takes and ignores ``_system_config``."""
+    return {"_system_config": kwargs}
+
+
+def placement_group_assert_no_leak(pgs_created, timeout=30):
+    """Removes the groups, then waits until every resource is free again."""
+    from shoal.util import remove_placement_group
+    for pg in pgs_created:
+        remove_placement_group(pg)
+
+    def all_free():
+        total = shoal.cluster_resources()
+        free = shoal.available_resources()
+        return all(abs(free.get(k, 0) - v) < 1e-6 for k, v in total.items()
+                   if not k.startswith("node:") and "_group_" not in k)
+
+    wait_for_condition(all_free, timeout=timeout)
