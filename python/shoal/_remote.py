@@ -136,9 +136,10 @@ def _resources(options, default_cpus):
     return out
 
 
-def _placement(options):
+def _placement(options, request=None, what=""):
     """(group id, bundle index) from placement_group= or
-    scheduling_strategy=PlacementGroupSchedulingStrategy(...)."""
+    scheduling_strategy=PlacementGroupSchedulingStrategy(...); a
+    ValueError when ``request`` fits no bundle it may use."""
     strategy = options.get("scheduling_strategy")
     group = options.get("placement_group")
     index = options.get("placement_group_bundle_index", -1)
@@ -157,6 +158,9 @@ def _placement(options):
         raise ValueError(
             f"this placement group has {group.bundle_count} bundles: say "
             "which with placement_group_bundle_index=")
+    if request is not None:
+        from shoal.util.placement_group import check_request_fits
+        check_request_fits(group, index, request, what)
     return group.id, index
 
 
@@ -252,10 +256,12 @@ class RemoteFunction(_Remote):
         _check_call(self._signature, args, kwargs,
                     f"{self._function.__qualname__}.remote()")
         _require_init()
-        group, index = _placement(options)
+        resources = _resources(options, default_cpus=1)
+        group, index = _placement(options, resources,
+                                  self._function.__qualname__)
         retries = options.get("max_retries")
         return _shoal.submit(self._shipped.key(), encode_call(args, kwargs),
-                             _resources(options, default_cpus=1),
+                             resources,
                              3 if retries is None else int(retries), group,
                              index)
 
@@ -365,10 +371,16 @@ class ActorClass(_Remote):
         lifetime = options.get("lifetime")
         if lifetime not in (None, "detached", "non_detached"):
             raise ValueError('lifetime must be "detached" or "non_detached"')
-        group, index = _placement(options)
         resources = _resources(options, default_cpus=None)
-        if group and not resources:
-            resources = {"CPU": 1.0}
+        if (options.get("placement_group") not in (None, "default")
+                or hasattr(options.get("scheduling_strategy"),
+                           "placement_group")) and (
+                    options.get("num_cpus") is None):
+            # In a group an actor takes a CPU unless it says otherwise, as
+            # in Ray (outside one it holds none while it runs).
+            resources["CPU"] = 1.0
+        group, index = _placement(options, resources,
+                                  self._cls.__qualname__)
         retries = options.get("max_task_retries")
         actor_id = _shoal.create_actor(
             self._shipped.key(), self._cls.__qualname__,

@@ -49,3 +49,23 @@ def test_bad_groups_fail_clearly(connected):
     two = placement_group([{"CPU": 1}, {"CPU": 1}])
     with pytest.raises(ValueError, match="bundle_index"):
         node_of.options(placement_group=two).remote()
+
+
+def test_bad_bundles_and_requests_that_fit_no_bundle_are_refused(connected):
+    for bundles in ([], [{}], [{"CPU": 0}], [{"CPU": -1}], [{"bundle": 1}]):
+        with pytest.raises(ValueError):
+            placement_group(bundles)
+    group = placement_group([{"slot": 1}])
+    assert group.wait(timeout_seconds=30)
+    # A task takes a CPU unless told otherwise: the bundle has none.
+    with pytest.raises(ValueError, match="cannot fit into any bundles"):
+        node_of.options(placement_group=group).remote()
+    with pytest.raises(ValueError, match="cannot fit"):
+        node_of.options(placement_group=group, num_cpus=0,
+                        resources={"slot": 2}).remote()
+    # So does an actor in a group.
+    with pytest.raises(ValueError, match="cannot fit"):
+        Where.options(placement_group=group, num_cpus=None).remote()
+    assert shoal.get(node_of.options(placement_group=group, num_cpus=0,
+                                     resources={"slot": 1}).remote())
+    remove_placement_group(group)

@@ -90,6 +90,8 @@ _SHIMS = {
     "ray.tests.client_test_utils": lambda: _module(
         "ray.tests.client_test_utils",
         create_remote_signal_actor=_create_remote_signal_actor),
+    # Ray Client (ray://) is not in Shoal: its switches say so.
+    "ray.util.client": lambda: _module("ray.util.client"),
     "ray.util.client.ray_client_helpers": lambda: _module(
         "ray.util.client.ray_client_helpers",
         connect_to_client_or_not=lambda *a, **k: contextlib.nullcontext()),
@@ -130,6 +132,8 @@ class _RayAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _RayAlias())
+# `from ray import ray_constants` looks the name up on the package first.
+shoal.ray_constants = _SHIMS["ray.ray_constants"]()
 
 
 # ---------------------------------------------------------------------------

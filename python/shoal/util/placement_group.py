@@ -55,15 +55,53 @@ class PlacementGroup:
         return f"PlacementGroup({self.id}, {self.bundle_count} bundles)"
 
 
+def _check_bundles(bundles):
+    if not isinstance(bundles, (list, tuple)) or not bundles:
+        raise ValueError("bundles must be a non-empty list of resource "
+                         "dicts, e.g. [{'CPU': 1}]")
+    for i, bundle in enumerate(bundles):
+        if not isinstance(bundle, dict) or not any(
+                isinstance(v, (int, float)) and v > 0
+                for v in bundle.values()):
+            raise ValueError(
+                f"bundle {i} ({bundle!r}): Bundles cannot be an empty "
+                "dictionary or resources with only 0 values; give each "
+                "bundle a resource, e.g. {'CPU': 1}")
+        for name, value in bundle.items():
+            if name == "bundle":
+                raise ValueError(
+                    "'bundle' is a name Shoal keeps for the resources of "
+                    "placement groups; give the resource another name")
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"bundle {i}: {name} must be a number of "
+                                 f"0 or more, not {value!r}")
+
+
+def check_request_fits(group, index, request, what):
+    """Raises ValueError when ``request`` (a resource dict) fits no bundle
+    of ``group`` it may use (bundle ``index``, or any with -1): it could
+    never run, so it is refused at submission, as in Ray."""
+    specs = group.bundle_specs
+    if not specs or not all(specs):
+        return  # a group found by name: its bundles are not known here
+    candidates = [specs[index]] if 0 <= index < len(specs) else specs
+    needed = {k: v for k, v in request.items() if v > 0}
+    for bundle in candidates:
+        if all(bundle.get(k, 0) >= v for k, v in needed.items()):
+            return
+    raise ValueError(
+        f"Cannot schedule {what} with the placement group because the "
+        f"resource request {needed} cannot fit into any bundles for the "
+        f"placement group, {candidates}.")
+
+
 def placement_group(bundles, strategy="PACK", name="", lifetime=None):
     """Reserves ``bundles`` (a list of resource dicts) with ``strategy``
     (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD). It is removed with its job
     unless ``lifetime="detached"``."""
     from shoal import _require_init
     _require_init()
-    if not bundles or not all(isinstance(b, dict) and b for b in bundles):
-        raise ValueError("bundles must be a non-empty list of non-empty "
-                         "resource dicts, e.g. [{'CPU': 1}]")
+    _check_bundles(bundles)
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError('lifetime must be "detached" or "non_detached"')
     group_id, group_name, _ = _shoal.create_placement_group(
