@@ -8,6 +8,7 @@
 //
 // Every call that may block releases the GIL; the worker's threads take it
 // to run Python.
+#include <google/protobuf/util/json_util.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -23,6 +24,7 @@
 
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
+#include "common/net.h"
 #include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
@@ -414,6 +416,123 @@ shoal::PlacementGroup Group(const std::string& id, size_t bundles) {
   return shoal::PlacementGroup(id, "", bundles);
 }
 
+// ---- The cluster's state, as the head reports it (shoal.util.state) ----
+//
+// Each call answers the head's reply as JSON with the proto's field names
+// (int64 fields as strings, bytes as base64): the package builds Ray's
+// records from it.
+
+std::string StateJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  auto status =
+      google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) {
+    throw shoal::Error("cannot read the head's reply: " +
+                       std::string(status.message()));
+  }
+  return out;
+}
+
+// The reply of `call` (a blocking HeadClient call) as JSON; ShoalError
+// naming `what` when the head cannot answer.
+template <typename Call>
+std::string StateCall(const std::string& what, Call call) {
+  std::shared_ptr<shoal::internal::CoreRuntime> runtime =
+      shoal::internal::RequireRuntime();
+  std::string json;
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    auto reply = call(runtime->head());
+    if (reply.ok()) {
+      json = StateJson(*reply);
+    } else {
+      status = reply.status();
+    }
+  }
+  if (!status.ok()) {
+    throw shoal::Error("cannot " + what + ": " + std::string(status.message()) +
+                       " (is the cluster's head up? `shoal status` says)");
+  }
+  return json;
+}
+
+void DefineStateCalls(py::module_& m) {
+  m.def(
+      "state_cluster_status",
+      [](int64_t timeout_ms) {
+        return StateCall("read the cluster's status", [&](auto& head) {
+          return head.ClusterStatus(timeout_ms);
+        });
+      },
+      py::arg("timeout_ms"),
+      "ClusterStatus (nodes, actors, placement groups, leases) as JSON.");
+  m.def(
+      "state_list_tasks",
+      [](const std::vector<std::string>& filters, int limit, bool summary,
+         int64_t timeout_ms) {
+        shoal::proto::ListTasksRequest req;
+        for (const std::string& f : filters) req.add_filters(f);
+        req.set_limit(limit);
+        req.set_summary(summary);
+        return StateCall("list the tasks", [&](auto& head) {
+          return head.ListTasks(req, timeout_ms);
+        });
+      },
+      py::arg("filters"), py::arg("limit"), py::arg("summary"),
+      py::arg("timeout_ms"),
+      "TaskList as JSON: the head's task records (KEY=VALUE filters), or "
+      "with summary, their counts by name.");
+  m.def(
+      "state_list_objects",
+      [](int limit, int64_t timeout_ms) {
+        shoal::proto::ListObjectsRequest req;
+        req.set_limit(limit);
+        return StateCall("list the objects", [&](auto& head) {
+          return head.ListObjects(req, timeout_ms);
+        });
+      },
+      py::arg("limit"), py::arg("timeout_ms"),
+      "ObjectList as JSON: the objects in the nodes' stores.");
+  m.def(
+      "state_list_jobs",
+      [](int64_t timeout_ms) {
+        return StateCall("list the jobs",
+                         [&](auto& head) { return head.ListJobs(timeout_ms); });
+      },
+      py::arg("timeout_ms"), "JobList as JSON: the submitted jobs.");
+  m.def(
+      "state_get_actor",
+      [](const std::string& actor_id, int64_t timeout_ms) -> py::object {
+        shoal::proto::GetActorRequest req;
+        req.set_actor_id(actor_id);
+        std::shared_ptr<shoal::internal::CoreRuntime> runtime =
+            shoal::internal::RequireRuntime();
+        absl::StatusOr<shoal::proto::ActorInfo> found;
+        {
+          py::gil_scoped_release release;
+          found = runtime->head().GetActor(req, timeout_ms);
+        }
+        if (absl::IsNotFound(found.status())) return py::none();
+        if (!found.ok()) {
+          throw shoal::Error("cannot look up actor " + actor_id + ": " +
+                             std::string(found.status().message()));
+        }
+        return py::str(StateJson(*found));
+      },
+      py::arg("actor_id"), py::arg("timeout_ms"),
+      "ActorInfo of the actor as JSON, or None when the head knows none.");
+  m.def("host_id", &shoal::HostId,
+        "What tells this host apart (the nodes' host_id).");
+  m.def("primary_ip_address", &shoal::PrimaryIpAddress,
+        "The IPv4 address of this host's default-route interface.");
+  m.def("is_local_address", &shoal::IsLocalAddress, py::arg("ip"),
+        "True when `ip` is one of this host's addresses.");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_shoal, m) {
@@ -617,4 +736,6 @@ PYBIND11_MODULE(_shoal, m) {
     for (const auto& n : nodes) out.append(NodeDict(n));
     return out;
   });
+
+  DefineStateCalls(m);
 }

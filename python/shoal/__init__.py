@@ -381,22 +381,98 @@ def nodes():
 
 
 class RuntimeContext:
-    """Where the calling code runs: ``shoal.get_runtime_context()``."""
+    """Where the calling code runs: ``shoal.get_runtime_context()``.
+
+    In a driver: its job, and the node of its host (None for the task,
+    actor and resources). In an actor: the actor's id, name, resources and
+    placement group, as the head holds them. Tasks' own ids and resources
+    are not known to their workers (ask for them in an actor instead)."""
 
     def get_job_id(self):
+        """The job's id (a worker's: its driver's)."""
         _require_init()
         return _shoal.job_id()
 
     def get_node_id(self):
-        """This worker's node ("" in a driver)."""
-        return _shoal.current_node_id()
+        """The node this code runs on. A driver's is the node of its own
+        host it joined through (the head's when its host has none)."""
+        node = _shoal.current_node_id()
+        if node:
+            return node
+        _require_init()
+        return _driver_node()["NodeID"]
+
+    def get_task_id(self):
+        """None in a driver. In a worker, Shoal's workers do not learn the
+        id of the task they run: this raises, saying so."""
+        if not _in_worker():
+            return None
+        raise NotImplementedError(
+            "get_task_id() inside a task: Shoal's workers are not told the "
+            "id of the task they run; pass an id in the arguments, or list "
+            "the tasks with shoal.util.state.list_tasks()")
 
     def get_worker_id(self):
+        """This worker's id ("" in a driver)."""
         return os.environ.get("SHOAL_WORKER_ID", "")
 
     def get_actor_id(self):
         """The actor this process holds, or None."""
         return _shoal.current_actor_id() or None
+
+    def get_actor_name(self):
+        """The name of the actor this process holds ("" when unnamed), or
+        None outside an actor."""
+        actor = self._actor()
+        return None if actor is None else actor["name"]
+
+    @property
+    def current_actor(self):
+        """A handle to the actor this process holds (error outside one)."""
+        actor = self._actor()
+        if actor is None:
+            raise RuntimeError("current_actor is only available in an actor")
+        return ActorHandle(actor["actor_id"], actor["class_name"], None)
+
+    def _actor(self):
+        actor_id = self.get_actor_id()
+        if actor_id is None:
+            return None
+        from shoal.util.state import get_actor as state_actor
+        return state_actor(actor_id)
+
+    def get_assigned_resources(self):
+        """The resources the current actor holds ({"CPU": 1.0, ...}); {}
+        in a driver. Inside a task it raises: a worker is not told the
+        shape of the lease it runs under."""
+        if not _in_worker():
+            return {}
+        actor = self._actor()
+        if actor is None:
+            raise NotImplementedError(
+                "get_assigned_resources() inside a task: Shoal's workers "
+                "are not told the resources of the task they run (an "
+                "actor's are known); pass them in the arguments instead")
+        return dict(actor["required_resources"])
+
+    def get_placement_group_id(self):
+        """The placement group of the current actor, or None (also in a
+        driver). Inside a task it raises, as get_assigned_resources()."""
+        if not _in_worker():
+            return None
+        actor = self._actor()
+        if actor is None:
+            raise NotImplementedError(
+                "get_placement_group_id() inside a task: Shoal's workers "
+                "are not told the placement group of the task they run "
+                "(an actor's is known)")
+        return actor["placement_group_id"]
+
+    @property
+    def was_current_actor_reconstructed(self):
+        """True in an actor that was restarted after its process died."""
+        actor = self._actor()
+        return actor is not None and actor["num_restarts"] > 0
 
     def get_accelerator_ids(self):
         """The devices this process was given, by kind: {"TPU": ["0",
@@ -412,9 +488,66 @@ class RuntimeContext:
         TPU slice name and worker id."""
         return _shoal.assigned_devices()
 
+    def get_runtime_env_string(self):
+        """Shoal runs workers with the driver's environment: "{}"."""
+        return "{}"
+
+    @property
+    def namespace(self):
+        """The namespace given to init() ("" when none: one namespace per
+        cluster)."""
+        return _namespace or ""
+
+    def get(self):
+        """Ray's older summary: job_id, node_id, namespace, and task_id and
+        actor_id where there is one."""
+        out = {"job_id": self.get_job_id(), "node_id": self.get_node_id(),
+               "namespace": self.namespace}
+        if _in_worker():
+            actor_id = self.get_actor_id()
+            if actor_id is not None:
+                out["actor_id"] = actor_id
+        return out
+
     job_id = property(get_job_id)
     node_id = property(get_node_id)
+    task_id = property(get_task_id)
     actor_id = property(get_actor_id)
+
+
+_driver_node_cache = {}
+
+
+def _driver_node():
+    """The node a driver counts as its own (its NodeInfo dict): the node
+    of its host (same host id, else one of this host's addresses), else
+    the head's node."""
+    info = _shoal.connection_info()
+    key = (info["address"], info["job_id"])
+    found = _driver_node_cache.get(key)
+    if found is not None:
+        return found
+    import json
+    status = json.loads(_shoal.state_cluster_status(30000))
+    alive = [n for n in status.get("nodes", []) if n.get("alive")]
+    host = _shoal.host_id()
+    ours = [n for n in alive if host and n.get("host_id") == host]
+    if not ours:
+        ours = [n for n in alive if n.get("node_ip")
+                and _shoal.is_local_address(n["node_ip"])]
+    ours.sort(key=lambda n: not n.get("is_head_node"))
+    if not ours:
+        ours = [n for n in alive if n.get("is_head_node")] or alive
+    if not ours:
+        raise ShoalError("the cluster has no alive node: start one with "
+                         "`shoal start`")
+    node = ours[0]
+    found = {"NodeID": node["node_id"],
+             "NodeManagerAddress": node.get("node_ip") or node.get(
+                 "address", "").rsplit(":", 1)[0]}
+    _driver_node_cache.clear()
+    _driver_node_cache[key] = found
+    return found
 
 
 def get_runtime_context():
@@ -436,3 +569,4 @@ __version__ = "0.29.0"
 # `shoal.util.placement_group(...)` without importing shoal.util first, as
 # `ray.util` is there after `import ray`.
 from shoal import util  # noqa: E402  (needs the names above)
+from shoal import state  # noqa: E402  (Ray's older ray.state names)
