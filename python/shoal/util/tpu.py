@@ -62,8 +62,12 @@ class SliceReservation:
     one bundle per host in TPU worker-id order."""
 
     def __init__(self, info):
+        # The bundles ReserveTpuSlice (src/api/api.cc) made: each host's
+        # chips, a CPU, and the slice's name.
+        bundle = {"TPU": info["chips_per_host"], "CPU": 1,
+                  info["slice_name"]: 1}
         self.placement_group = PlacementGroup(
-            info["id"], [{"TPU": info["chips_per_host"]}] * info["bundles"])
+            info["id"], [dict(bundle) for _ in range(info["bundles"])])
         self.slice_name = info["slice_name"]
         self.accelerator_type = info["accelerator_type"]
         self.chips_per_host = info["chips_per_host"]
