@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 
+from shoal import _remote
 from shoal import _shoal
 from shoal import exceptions
 from shoal._remote import (ActorClass, ActorHandle, CppFunction,
@@ -247,6 +248,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 cpp_program or kwargs.get("_cpp_program") or "")
     global _namespace
     _namespace = namespace
+    _remote.set_job_namespace(namespace, _in_worker())
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
@@ -412,6 +414,11 @@ class RuntimeContext:
         TPU slice name and worker id."""
         return _shoal.assigned_devices()
 
+    @property
+    def namespace(self):
+        """The namespace of this job's named actors."""
+        return _remote.job_namespace()
+
     job_id = property(get_job_id)
     node_id = property(get_node_id)
     actor_id = property(get_actor_id)
@@ -436,3 +443,4 @@ __version__ = "0.29.0"
 # `shoal.util.placement_group(...)` without importing shoal.util first, as
 # `ray.util` is there after `import ray`.
 from shoal import util  # noqa: E402  (needs the names above)
+from shoal import actor  # noqa: E402,F401  (shoal.actor.exit_actor)
