@@ -25,6 +25,7 @@
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
 #include "common/net.h"
+#include "common/environment.h"
 #include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
@@ -296,9 +297,14 @@ py::list ArgList(const std::vector<ObjectValue>& args) {
 }
 
 // What the package's runtime returns for a call: ("ok", pieces, size) with
-// the result's (offset, buffer) pieces, or ("error", text, type, data).
+// the result's (offset, buffer) pieces, ("error", text, type, data), or
+// ("exit", text) when the actor ends after this call (exit_actor(),
+// __ray_terminate__): the worker answers the call with `text` and exits.
 ObjectValue Outcome(const py::tuple& outcome) {
   std::string kind = outcome[0].cast<std::string>();
+  if (kind == "exit") {
+    throw shoal::internal::ActorExitRequested{outcome[1].cast<std::string>()};
+  }
   if (kind != "ok") {
     throw shoal::internal::ForeignError(outcome[1].cast<std::string>(),
                                         outcome[2].cast<std::string>(),
@@ -373,6 +379,29 @@ class PythonRuntime : public shoal::internal::ForeignRuntime {
  private:
   py::object runtime_;
 };
+
+// Tells the head that this process's actor is ending for good, so that
+// the process's end is not taken for a crash to restart from.
+void ActorExiting() {
+  shoal::internal::ActorHost* host = shoal::internal::ActorHost::Current();
+  if (host == nullptr) {
+    throw shoal::Error(
+        "this process holds no actor: exit_actor() is for an "
+        "actor's methods");
+  }
+  shoal::proto::ActorExitingRequest req;
+  req.set_actor_id(host->actor_id());
+  req.set_worker_id(shoal::env::Get(shoal::env::Var::kWorkerId));
+  absl::Status st;
+  {
+    py::gil_scoped_release release;
+    st = shoal::internal::RequireRuntime()->head().ActorExiting(req);
+  }
+  if (!st.ok()) {
+    throw shoal::Error("the head did not hear that the actor exits: " +
+                       std::string(st.message()));
+  }
+}
 
 int RunWorker(py::object runtime) {
   // Lives as long as the process: the worker ends with _exit.
@@ -659,6 +688,9 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("run_worker", &RunWorker, py::arg("runtime"),
         "Serves this process's agent as a worker whose tasks `runtime` "
         "runs; never returns.");
+  m.def("actor_exiting", &ActorExiting,
+        "Tells the head that this process's actor ends for good (no "
+        "restart).");
   m.def("current_node_id", &shoal::CurrentNodeId);
   m.def("current_actor_id", [] {
     shoal::internal::ActorHost* host = shoal::internal::ActorHost::Current();

@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 
+from shoal import _remote
 from shoal import _shoal
 from shoal import exceptions
 from shoal._remote import (ActorClass, ActorHandle, CppFunction,
@@ -245,15 +246,12 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 -1.0 if num_cpus is None else float(num_cpus),
                 resources, program, argv, env,
                 cpp_program or kwargs.get("_cpp_program") or "")
-    global _namespace
-    _namespace = namespace
+    _remote.set_job_namespace(namespace, _in_worker())
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
     return _connected_context()
 
-
-_namespace = None
 
 
 def shutdown():
@@ -494,9 +492,8 @@ class RuntimeContext:
 
     @property
     def namespace(self):
-        """The namespace given to init() ("" when none: one namespace per
-        cluster)."""
-        return _namespace or ""
+        """The namespace of this job's named actors."""
+        return _remote.job_namespace()
 
     def get(self):
         """Ray's older summary: job_id, node_id, namespace, and task_id and
@@ -570,3 +567,4 @@ __version__ = "0.29.0"
 # `ray.util` is there after `import ray`.
 from shoal import util  # noqa: E402  (needs the names above)
 from shoal import state  # noqa: E402  (Ray's older ray.state names)
+from shoal import actor  # noqa: E402,F401  (shoal.actor.exit_actor)

@@ -13,10 +13,13 @@ frame travels inside the task; a large one (big arrays) goes through the
 object store.
 """
 
+import asyncio
 import functools
 import hashlib
 import inspect
 import pickle
+import threading
+import uuid
 
 from shoal import _shoal
 from shoal._serialization import (ResolvedRef, as_inline,
@@ -318,6 +321,126 @@ def _method_names(cls):
         if not name.startswith("__"))
 
 
+def _invocation_decorators(cls):
+    """{method: its __ray_invocation_decorator__} of the methods that have
+    one: it wraps how a call is made, in the caller."""
+    out = {}
+    for name in _method_names(cls):
+        decorator = getattr(getattr(cls, name), "__ray_invocation_decorator__",
+                            None)
+        if decorator is not None:
+            out[name] = decorator
+    return out
+
+
+# Methods every actor has (shoal._worker answers them): __ray_ready__ is
+# True once the actor is made; __ray_terminate__ ends it after the calls
+# already running, calling its __ray_shutdown__ and atexit handlers.
+_BUILTIN_METHODS = ("__ray_ready__", "__ray_terminate__")
+
+
+def is_async_class(cls):
+    """Whether ``cls`` makes an async actor: one with an ``async def``
+    method, whose calls run on an event loop of its own, many at a time."""
+    for _, member in inspect.getmembers(cls):
+        if (inspect.iscoroutinefunction(member)
+                or inspect.isasyncgenfunction(member)):
+            return True
+    return False
+
+
+# ---- Namespaces ----
+#
+# Named actors live in a namespace: the job's (init(namespace=...), else an
+# anonymous one of its own) unless options(namespace=...) names another.
+# The head knows names only: a name is stored there qualified as
+# "<namespace>/<name>", and the job's namespace is kept in the head's
+# key-value store (pyjob/<job>/namespace) for its workers to read.
+
+_job_namespace = None
+
+
+def set_job_namespace(namespace, in_worker):
+    """Called by init(): a driver's namespace (an anonymous one when None),
+    or, in a worker, the namespace of the job it runs for."""
+    global _job_namespace
+    _job_namespace = None
+    if in_worker:
+        return  # read on first use (job_namespace)
+    if namespace is not None and (not isinstance(namespace, str)
+                                  or "/" in namespace):
+        raise ValueError(f"namespace must be a non-empty string without "
+                         f"'/', not {namespace!r}")
+    _job_namespace = namespace or f"anonymous-{uuid.uuid4().hex}"
+    _shoal.kv_put(f"pyjob/{_shoal.job_id()}/namespace",
+                  _job_namespace.encode(), True)
+
+
+def job_namespace():
+    """The namespace of the job this process runs for."""
+    global _job_namespace
+    if _job_namespace is None:
+        _require_init()
+        if _job_namespace is None:
+            blob = _shoal.kv_get(f"pyjob/{_shoal.job_id()}/namespace")
+            # A job started by a C++ driver has no namespace of its own.
+            _job_namespace = blob.decode() if blob else "default"
+    return _job_namespace
+
+
+def _qualified(name, namespace):
+    if namespace is None:
+        namespace = job_namespace()
+    if not isinstance(namespace, str) or not namespace or "/" in namespace:
+        raise ValueError(f"namespace must be a non-empty string without "
+                         f"'/', not {namespace!r}")
+    return f"{namespace}/{name}"
+
+
+# ---- Handles and the actor's life ----
+#
+# A non-detached actor ends when its last handle is gone, as in Ray. This
+# process counts the handles it holds of each actor it created; when the
+# count falls to 0 and no handle was ever passed on (pickled into a task's
+# arguments, a result, another actor), it asks the actor to end after the
+# calls already made (__ray_terminate__). A handle that was passed on may
+# live anywhere: that actor ends with its job instead.
+
+_owned = {}  # actor id -> [handles held here, passed on]
+_owned_lock = threading.Lock()
+
+
+def _count_handle(actor_id, delta):
+    with _owned_lock:
+        entry = _owned.get(actor_id)
+        if entry is None:
+            return False
+        entry[0] += delta
+        if entry[0] > 0 or entry[1]:
+            return False
+        del _owned[actor_id]
+        return True
+
+
+def _passed_on(actor_id):
+    with _owned_lock:
+        entry = _owned.get(actor_id)
+        if entry is not None:
+            entry[1] = True
+
+
+def _end_unreferenced(handle):
+    """The last handle of an actor this process created is gone."""
+    try:
+        if not _shoal.is_initialized():
+            return
+        _shoal.submit_actor_task(
+            handle._actor_id, f"{handle._class_name}.__ray_terminate__",
+            encode_call((), {}))
+    except Exception:  # noqa: BLE001 - the actor then ends with its job
+        pass
+
+
 def _method_signatures(cls):
     """{method: signature without self} of an actor class's methods."""
     out = {}
@@ -336,7 +459,13 @@ class ActorClass(_Remote):
     """What ``@shoal.remote`` makes of a class: ``.remote(*args, **kwargs)``
     creates an actor (an instance in a worker process of its own) and
     returns its handle; ``.options(...)`` names it, makes it detached,
-    restartable, concurrent, or gives it resources."""
+    restartable, concurrent, or gives it resources.
+
+    The class's own attributes (constants, static and class methods) read
+    through it, so methods may use them by the class's name. A class with
+    an ``async def`` method makes an async actor: its calls run on one
+    event loop, up to max_concurrency (1000 unless given) at a time.
+    """
 
     _ALLOWED = _ACTOR_OPTIONS
     _WHAT = "an actor class"
@@ -347,30 +476,61 @@ class ActorClass(_Remote):
         self._shipped = _Shipped(cls, "pyactor")
         self._methods = _method_names(cls)
         self._signatures = _method_signatures(cls)
+        self._async = is_async_class(cls)
         init = inspect.getattr_static(cls, "__init__", None)
         self._init_signature = (_signature(cls.__init__, skip_self=True)
                                 if inspect.isfunction(init) else None)
         self.__name__ = cls.__name__
         self.__qualname__ = cls.__qualname__
+        self.__module__ = cls.__module__
         self.__doc__ = cls.__doc__
 
     def __call__(self, *args, **kwargs):
         name = self._cls.__name__
-        raise TypeError(f"actors cannot be made directly: instead of "
-                        f"{name}(), use {name}.remote()")
+        raise TypeError(f"Actors cannot be instantiated directly: instead "
+                        f"of {name}(), use {name}.remote()")
+
+    def __getattr__(self, name):
+        # Only reached for what ActorClass itself lacks.
+        if name.startswith("__") or name in ("_cls", "_methods"):
+            raise AttributeError(name)
+        try:
+            return getattr(self._cls, name)
+        except AttributeError:
+            raise AttributeError(
+                f"actor class {self._cls.__qualname__} has no attribute "
+                f"{name!r}") from None
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)) | set(self._methods))
+
+    def __mro_entries__(self, bases):
+        raise TypeError("Inheriting from actor classes is not currently "
+                        "supported: inherit from the plain class and apply "
+                        "@shoal.remote to the subclass")
 
     def _run(self, options, args, kwargs):
         _check_call(self._init_signature, args, kwargs,
                     f"{self._cls.__qualname__}.remote()")
         _require_init()
         name = options.get("name") or ""
-        if options.get("get_if_exists") and name:
-            found = get_actor(name, _missing_ok=True)
-            if found is not None:
-                return found
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a string, not {name!r}")
+        namespace = options.get("namespace")
+        if namespace is not None and not name:
+            raise ValueError("namespace= names where a named actor lives: "
+                             "give the actor a name= too")
+        qualified = _qualified(name, namespace) if name else ""
+        if options.get("get_if_exists") and not name:
+            raise ValueError("get_if_exists=True needs a name= to look the "
+                             "actor up by")
         lifetime = options.get("lifetime")
         if lifetime not in (None, "detached", "non_detached"):
             raise ValueError('lifetime must be "detached" or "non_detached"')
+        if options.get("get_if_exists"):
+            found = _lookup(qualified)
+            if found is not None:
+                return found
         resources = _resources(options, default_cpus=None)
         if (options.get("placement_group") not in (None, "default")
                 or hasattr(options.get("scheduling_strategy"),
@@ -382,15 +542,35 @@ class ActorClass(_Remote):
         group, index = _placement(options, resources,
                                   self._cls.__qualname__)
         retries = options.get("max_task_retries")
-        actor_id = _shoal.create_actor(
-            self._shipped.key(), self._cls.__qualname__,
-            encode_call(args, kwargs), name, resources,
-            int(options.get("max_restarts") or 0),
-            int(retries or 0),
-            int(options.get("max_concurrency") or 1),
-            lifetime == "detached", group, index)
+        concurrency = options.get("max_concurrency")
+        if concurrency is None:
+            concurrency = 1000 if self._async else 1
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"max_concurrency must be an int of 1 or more, "
+                             f"not {concurrency!r}")
+        try:
+            actor_id = _shoal.create_actor(
+                self._shipped.key(), self._cls.__qualname__,
+                encode_call(args, kwargs), qualified, resources,
+                int(options.get("max_restarts") or 0), int(retries or 0),
+                concurrency, lifetime == "detached", group, index)
+        except _shoal.ShoalError as e:
+            if options.get("get_if_exists"):
+                # Made meanwhile by another caller: that one is it.
+                found = _lookup(qualified)
+                if found is not None:
+                    return found
+            if name and "already" in str(e):
+                raise ValueError(
+                    f"The name {name} (namespace={qualified.split('/')[0]})"
+                    f" is already taken: pick another name, or pass "
+                    f"get_if_exists=True to get the live actor") from None
+            raise
+        if lifetime != "detached":
+            with _owned_lock:
+                _owned[actor_id] = [0, False]
         return ActorHandle(actor_id, self._cls.__qualname__, self._methods,
-                           self._signatures)
+                           self._signatures, _invocation_decorators(self._cls))
 
 
 class ActorMethod:
@@ -406,6 +586,14 @@ class ActorMethod:
                         f"of {self._name}(), use {self._name}.remote()")
 
     def remote(self, *args, **kwargs):
+        decorator = self._handle._decorators.get(self._name)
+        if decorator is not None:
+            # Ray's __ray_invocation_decorator__: it sees the call's
+            # (args, kwargs) and makes it through _submit.
+            return decorator(self._submit)(list(args), kwargs)
+        return self._submit(args, kwargs)
+
+    def _submit(self, args, kwargs):
         _check_call(self._handle._signatures.get(self._name), args, kwargs,
                     f"{self._handle._class_name}.{self._name}.remote()")
         _require_init()
@@ -421,17 +609,30 @@ class ActorMethod:
 
 
 class ActorHandle:
-    """A handle to an actor; it may be passed to tasks and other actors."""
+    """A handle to an actor; it may be passed to tasks and other actors.
+    ``dir()`` lists the actor's methods."""
 
-    def __init__(self, actor_id, class_name, methods, signatures=None):
+    def __init__(self, actor_id, class_name, methods, signatures=None,
+                 decorators=None):
         self._actor_id = actor_id
         self._class_name = class_name
         self._methods = list(methods) if methods is not None else None
         # Checked at .remote(); not sent with the handle (the receiver
         # checks nothing, the worker still refuses a bad call).
         self._signatures = signatures or {}
+        self._decorators = decorators or {}
+        _count_handle(actor_id, +1)
+
+    def __del__(self):
+        try:
+            if _count_handle(self._actor_id, -1):
+                _end_unreferenced(self)
+        except Exception:  # noqa: BLE001 - at interpreter exit
+            pass
 
     def __getattr__(self, name):
+        if name in _BUILTIN_METHODS:
+            return ActorMethod(self, name)
         if name.startswith("_"):
             raise AttributeError(name)
         if self._methods is not None and name not in self._methods:
@@ -440,7 +641,12 @@ class ActorHandle:
                 f"(it has: {', '.join(self._methods)})")
         return ActorMethod(self, name)
 
+    def __dir__(self):
+        return sorted({"__init__", "__ray_terminate__",
+                       *(self._methods or ())})
+
     def __reduce__(self):
+        _passed_on(self._actor_id)
         return ActorHandle, (self._actor_id, self._class_name, self._methods)
 
     def __repr__(self):
@@ -454,27 +660,56 @@ class ActorHandle:
         return hash(self._actor_id)
 
 
-def get_actor(name, namespace=None, *, _missing_ok=False):
-    """The handle of the live actor called ``name``; ValueError when there
-    is none (as in Ray)."""
-    del namespace  # one namespace per cluster
-    _require_init()
-    found = _shoal.get_actor(name)
+def _lookup(qualified):
+    """The handle of the live actor whose head name is ``qualified``, or
+    None."""
+    found = _shoal.get_actor(qualified)
     if found is None:
-        if _missing_ok:
-            return None
-        raise ValueError(f"no live actor is named {name!r}")
+        return None
     actor_id, key, class_name = found
-    methods, signatures = None, None
+    methods, signatures, decorators = None, None, None
     blob = _shoal.kv_get(key) if key.startswith("pyactor/") else None
     if blob is not None:
         try:
             cls = pickle.loads(blob)
             methods = _method_names(cls)
             signatures = _method_signatures(cls)
+            decorators = _invocation_decorators(cls)
         except Exception:  # noqa: BLE001 - its module is not importable here
             methods = None
-    return ActorHandle(actor_id, class_name, methods, signatures)
+    return ActorHandle(actor_id, class_name, methods, signatures, decorators)
+
+
+def get_actor(name, namespace=None):
+    """The handle of the live actor called ``name`` in ``namespace`` (the
+    job's own when None); ValueError when there is none (as in Ray)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"get_actor() takes an actor's name, not {name!r}")
+    _require_init()
+    found = _lookup(_qualified(name, namespace))
+    if found is None:
+        where = namespace if namespace is not None else job_namespace()
+        raise ValueError(f"Failed to look up actor with name '{name}' in "
+                         f"namespace '{where}': no live actor has that name "
+                         "there (a non-detached actor is seen only by its "
+                         "own job's namespace)")
+    return found
+
+
+async def _await_ref(ref):
+    loop = asyncio.get_running_loop()
+    from shoal import get
+    return await loop.run_in_executor(None, get, ref)
+
+
+def _ref_await(ref):
+    return _await_ref(ref).__await__()
+
+
+if not hasattr(ObjectRef, "__await__"):
+    # ``await ref`` in an async actor: its value, read without blocking the
+    # actor's event loop.
+    ObjectRef.__await__ = _ref_await
 
 
 def kill(actor, *, no_restart=True):
@@ -492,8 +727,9 @@ def remote(*args, **options):
     on a function (a remote function) or a class (an actor class)."""
     if len(args) == 1 and not options and callable(args[0]):
         return _make(args[0], {})
-    if args:
-        raise TypeError("use @shoal.remote or @shoal.remote(option=...)")
+    if args or not options:
+        raise TypeError("use @shoal.remote (no parentheses) or "
+                        "@shoal.remote(option=...) with at least one option")
     return lambda target: _make(target, options)
 
 

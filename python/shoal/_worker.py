@@ -8,13 +8,19 @@ GIL taken for the call. Functions and classes are fetched from the head's
 key-value store once per worker.
 """
 
+import asyncio
+import atexit
+import inspect
+import os
 import pickle
 import sys
+import threading
+import time
 import traceback
 
 from shoal import _shoal
 from shoal._remote import __file__ as _remote_file
-from shoal._remote import decode_call
+from shoal._remote import decode_call, is_async_class
 from shoal._serialization import dumps
 from shoal.exceptions import error_data
 
@@ -24,12 +30,40 @@ from shoal.exceptions import error_data
 _OWN_FILES = {__file__, _remote_file}
 
 
+_runtime = None
+
+
+def current_runtime():
+    """This worker's Runtime, or None outside a worker (a driver)."""
+    return _runtime
+
+
 class Runtime:
-    """Called by _shoal's worker loop; each method returns ("ok", ...) or
-    ("error", text, type name, data) and never raises."""
+    """Called by _shoal's worker loop; each method returns ("ok", ...),
+    ("error", text, type name, data) or, for a call after which the actor
+    ends, ("exit", text), and never raises.
+
+    An async actor (see shoal._remote.is_async_class) is made and runs its
+    coroutine methods on one asyncio event loop, in a thread of its own;
+    each call waits for its coroutine on the thread the C++ actor host gave
+    it (without the GIL), so up to max_concurrency run at once. Its plain
+    methods run on the loop too, as Ray runs them.
+    """
 
     def __init__(self):
+        global _runtime
         self._functions = {}
+        self._instance = None
+        self._holds_actor = False
+        self._async = False
+        self._loop = None
+        self._constructing = False
+        # Calls running now; exit waits for them (see request_exit).
+        self._in_flight = 0
+        self._idle = threading.Condition()
+        self._exit_requested = False
+        self._exit_hooks_run = False
+        _runtime = self
 
     def _load(self, key):
         fn = self._functions.get(key)
@@ -55,24 +89,162 @@ class Runtime:
         except BaseException as e:  # noqa: BLE001 - reported to the caller
             return _failure(e)
 
+    # ---- Actors ----
+
+    def holds_actor(self):
+        return self._holds_actor
+
+    def is_async_actor(self):
+        return self._async
+
+    def _start_loop(self):
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run():
+            asyncio.set_event_loop(self._loop)
+            self._loop.call_soon(ready.set)
+            self._loop.run_forever()
+
+        threading.Thread(target=run, name="shoal-actor-loop",
+                         daemon=True).start()
+        ready.wait()
+
+    def _on_loop(self, coroutine):
+        """Runs ``coroutine`` on the actor's loop; waits for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
     def construct(self, key, args):
         try:
             cls = self._load(key)
             call_args, kwargs = decode_call(args)
-            return ("ok", cls(*call_args, **kwargs))
+            self._holds_actor = True
+            self._async = is_async_class(cls)
+            self._constructing = True
+            if self._async:
+                self._start_loop()
+
+                async def make():
+                    return cls(*call_args, **kwargs)
+
+                self._instance = self._on_loop(make())
+            else:
+                self._instance = cls(*call_args, **kwargs)
+            return ("ok", self._instance)
         except BaseException as e:  # noqa: BLE001
+            if self._exit_requested:  # exit_actor() in __init__
+                return ("ok", self._instance)
+            self._holds_actor = False
             return _failure(e)
+        finally:
+            self._constructing = False
 
     def call_method(self, instance, method, args):
+        # The method's name follows its class's ("Counter.incr").
+        name = method.rsplit(".", 1)[-1]
+        with self._idle:
+            if self._exit_requested:  # queued behind exit_actor()
+                return ("exit", _EXITED)
+            self._in_flight += 1
         try:
-            call_args, kwargs = decode_call(args)
-            # The method's name follows its class's ("Counter.incr").
-            name = method.rsplit(".", 1)[-1]
-            result = getattr(instance, name)(*call_args, **kwargs)
+            if name == "__ray_terminate__":
+                return self._terminate()
+            if name == "__ray_ready__":
+                result = True
+            else:
+                call_args, kwargs = decode_call(args)
+                fn = getattr(instance, name)
+                if self._async:
+                    result = self._on_loop(_on_loop_call(fn, call_args,
+                                                         kwargs))
+                else:
+                    result = fn(*call_args, **kwargs)
+            if self._exit_requested:
+                return self._exit_outcome(_EXITED)
             pieces, size = dumps(result)
             return ("ok", pieces, size)
         except BaseException as e:  # noqa: BLE001
+            if self._exit_requested:
+                return self._exit_outcome(_EXITED)
             return _failure(e)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def _terminate(self):
+        """``handle.__ray_terminate__``: the calls already running finish,
+        then the actor ends."""
+        with self._idle:
+            self._exit_requested = True
+            while self._in_flight > 1:  # this call is one
+                self._idle.wait()
+        return self._exit_outcome("the actor was terminated by "
+                                  "__ray_terminate__")
+
+    def request_exit(self):
+        """exit_actor(): the actor ends once the call that asked returns,
+        or, asked from elsewhere (__init__, a coroutine it started), as
+        soon as no call runs."""
+        with self._idle:
+            self._exit_requested = True
+            in_call = self._in_flight > 0
+        if not in_call:
+            threading.Thread(target=self._exit_when_idle,
+                             name="shoal-actor-exit", daemon=True).start()
+
+    def _exit_when_idle(self):
+        with self._idle:
+            while self._in_flight > 0 or self._constructing:
+                self._idle.wait(0.1)
+        # Lets the constructor's answer go out first.
+        time.sleep(0.2)
+        self._run_exit_hooks()
+        _tell_head_exiting()
+        os._exit(0)
+
+    def _exit_outcome(self, message):
+        self._run_exit_hooks()
+        _tell_head_exiting()
+        return ("exit", message)
+
+    def _run_exit_hooks(self):
+        """The actor's __ray_shutdown__, then the process's atexit
+        handlers, once: the actor ends gracefully."""
+        with self._idle:
+            if self._exit_hooks_run:
+                return
+            self._exit_hooks_run = True
+        shutdown = getattr(self._instance, "__ray_shutdown__", None)
+        if callable(shutdown):
+            try:
+                shutdown()
+            except BaseException:  # noqa: BLE001 - the actor ends anyway
+                traceback.print_exc()
+        import shoal
+        # The worker's connection is needed until the answer is out.
+        atexit.unregister(shoal.shutdown)
+        atexit._run_exitfuncs()
+
+
+async def _on_loop_call(fn, args, kwargs):
+    """An async actor's call, on its loop: a coroutine method is awaited; a
+    plain one runs there too, as in Ray, so that it may touch the loop's
+    objects (an asyncio.Event its coroutines wait on)."""
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+_EXITED = "the actor exited: it called exit_actor() (shoal::ExitActor)"
+
+
+def _tell_head_exiting():
+    try:
+        _shoal.actor_exiting()
+    except Exception:  # noqa: BLE001 - the process ends all the same
+        traceback.print_exc()
 
 
 def _failure(exc):

@@ -11,6 +11,7 @@
     InfeasibleError             no node can ever hold the request
     GetTimeoutError             get() ran out of time
     ObjectLostError             every copy of an object was lost
+    AsyncioActorExit            what exit_actor() raises in an async actor
 """
 
 import pickle
@@ -20,6 +21,7 @@ from shoal._shoal import (ActorDiedError, GetTimeoutError, InfeasibleError,
 
 __all__ = [
     "ActorDiedError",
+    "AsyncioActorExit",
     "GetTimeoutError",
     "InfeasibleError",
     "ObjectLostError",
@@ -31,6 +33,12 @@ __all__ = [
     "WorkerCrashedError",
     "WorkerDiedError",
 ]
+
+
+class AsyncioActorExit(ShoalError):
+    """Raised by ``shoal.actor.exit_actor()`` in an async actor's method:
+    it unwinds the coroutine, and the actor ends once the call returns
+    (catching it does not keep the actor alive)."""
 
 
 class TaskError(ShoalError):

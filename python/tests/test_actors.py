@@ -1,6 +1,8 @@
 """Actors from Python on a real cluster: calls in order, named lookup from
-another driver, detached actors that outlive their driver, restarts after
-a crash, concurrency, kill, and errors."""
+another driver, namespaces, detached actors that outlive their driver,
+restarts after a crash, concurrency, async actors, kill, exit_actor,
+__ray_terminate__, the end of an actor whose handles are gone, and
+errors."""
 
 import os
 import signal
@@ -64,7 +66,7 @@ def test_handles_travel_to_tasks(connected):
 
 
 def test_named_lookup_and_kill(connected):
-    Counter.options(name="tally").remote(5)
+    tally = Counter.options(name="tally").remote(5)  # noqa: F841 (kept)
     found = shoal.get_actor("tally")
     assert shoal.get(found.add.remote(1)) == 6
     with pytest.raises(ValueError, match="no live actor"):
@@ -95,7 +97,7 @@ def _driver(code, cluster):
 def test_a_detached_actor_outlives_its_driver(connected):
     made = _driver("""
         import shoal
-        shoal.init()
+        shoal.init(namespace="shared")
 
         @shoal.remote
         class Store:
@@ -111,7 +113,9 @@ def test_a_detached_actor_outlives_its_driver(connected):
         print("made")
     """, connected)
     assert made.returncode == 0, made.stderr
-    store = shoal.get_actor("store")
+    with pytest.raises(ValueError, match="no live actor"):
+        shoal.get_actor("store")  # this job's namespace is its own
+    store = shoal.get_actor("store", namespace="shared")
     assert shoal.get(store.get.remote("a")) == 41
     shoal.kill(store)
 
@@ -119,7 +123,7 @@ def test_a_detached_actor_outlives_its_driver(connected):
 def test_a_non_detached_actor_ends_with_its_driver(connected):
     made = _driver("""
         import shoal
-        shoal.init()
+        shoal.init(namespace="shared")
 
         @shoal.remote
         class Lonely:
@@ -133,7 +137,7 @@ def test_a_non_detached_actor_ends_with_its_driver(connected):
     deadline = time.time() + 20
     while time.time() < deadline:
         try:
-            shoal.get_actor("lonely")
+            shoal.get_actor("lonely", namespace="shared")
         except ValueError:
             break
         time.sleep(0.1)
@@ -185,3 +189,129 @@ def test_constructor_error_and_impossible_actor(connected):
     huge = Counter.options(resources={"TPU": 64}).remote()
     with pytest.raises((shoal.InfeasibleError, shoal.ActorDiedError)):
         shoal.get(huge.add.remote(1), timeout=60)
+
+
+def _wait_exit(pid, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"process {pid} did not exit in {timeout} s")
+
+
+def test_async_actor_runs_calls_at_once(connected):
+    import asyncio
+
+    @shoal.remote
+    class Waiter:
+        LIMIT = 7
+
+        async def wait(self, seconds):
+            asyncio.get_running_loop()  # runs on the actor's loop
+            await asyncio.sleep(seconds)
+            return Waiter.LIMIT  # class attributes read through the name
+
+        def plain(self):
+            return "sync"
+
+    waiter = Waiter.remote()
+    assert shoal.get(waiter.__ray_ready__.remote()) is True
+    start = time.time()
+    assert shoal.get([waiter.wait.remote(1) for _ in range(200)]) == [7] * 200
+    assert time.time() - start < 10  # 200 s if they ran one at a time
+    assert shoal.get(waiter.plain.remote()) == "sync"
+    assert dir(waiter) == ["__init__", "__ray_terminate__", "plain", "wait"]
+
+
+def test_exit_actor_ends_it_for_good(connected, tmp_path):
+    marker = tmp_path / "shutdown"
+
+    @shoal.remote
+    class Quitter:
+        def pid(self):
+            return os.getpid()
+
+        def quit(self):
+            shoal.actor.exit_actor()
+            return "not reached"
+
+        def __ray_shutdown__(self):
+            marker.write_text("down")
+
+    quitter = Quitter.options(max_restarts=2).remote()
+    pid = shoal.get(quitter.pid.remote())
+    with pytest.raises(shoal.ActorDiedError, match="exit_actor"):
+        shoal.get(quitter.quit.remote())
+    _wait_exit(pid)
+    assert marker.read_text() == "down"
+    with pytest.raises(shoal.ActorDiedError, match="exited"):
+        shoal.get(quitter.pid.remote(), timeout=30)  # not restarted
+    with pytest.raises(TypeError, match="non-actor worker"):
+        shoal.actor.exit_actor()
+
+
+def test_async_exit_actor_raises_asyncio_actor_exit(connected):
+    @shoal.remote
+    class AsyncQuitter:
+        async def quit(self):
+            try:
+                shoal.actor.exit_actor()
+            except shoal.exceptions.AsyncioActorExit:
+                pass  # the actor ends all the same
+            return "caught"
+
+    quitter = AsyncQuitter.remote()
+    with pytest.raises(shoal.ActorDiedError):
+        shoal.get(quitter.quit.remote())
+
+
+def test_terminate_runs_pending_calls_first(connected):
+    counter = Counter.remote()
+    pid = shoal.get(counter.pid.remote())
+    refs = [counter.add.remote(1) for _ in range(20)]
+    counter.__ray_terminate__.remote()
+    assert shoal.get(refs) == list(range(1, 21))
+    _wait_exit(pid)
+
+
+def test_an_actor_ends_when_its_last_handle_is_gone(connected):
+    counter = Counter.remote()
+    copy = counter
+    pid = shoal.get(counter.pid.remote())
+    del counter
+    assert shoal.get(copy.add.remote(1)) == 1  # a handle is left
+    del copy
+    _wait_exit(pid)
+
+
+def test_namespaces_keep_names_apart(connected):
+    a = Counter.options(name="same", namespace="one").remote(1)
+    b = Counter.options(name="same", namespace="two").remote(2)
+    assert shoal.get(shoal.get_actor("same", namespace="one").add.remote(0)) \
+        == 1
+    assert shoal.get(shoal.get_actor("same", namespace="two").add.remote(0)) \
+        == 2
+    with pytest.raises(ValueError):
+        shoal.get_actor("same")  # not in this job's namespace
+    again = Counter.options(name="same", namespace="one",
+                            get_if_exists=True).remote(99)
+    assert again == a
+    del b
+
+
+def test_an_unnamed_detached_actor(connected):
+    lasting = Counter.options(lifetime="detached").remote(3)
+    assert shoal.get(lasting.add.remote(1)) == 4
+    shoal.kill(lasting)
+
+
+def test_actor_classes_cannot_be_made_or_inherited_directly():
+    with pytest.raises(TypeError, match="cannot be instantiated directly"):
+        Counter()
+    with pytest.raises(TypeError, match="Inheriting from actor classes"):
+        class Derived(Counter):  # noqa: F841
+            pass
+    assert {"add", "history", "options", "remote"} <= set(dir(Counter))

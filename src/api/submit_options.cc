@@ -22,11 +22,6 @@ absl::Status CheckActorOptions(const ActorOptions& options) {
         "SetMaxRestarts and SetMaxTaskRetries take 0 or more, or -1 for "
         "no limit");
   }
-  if (options.detached && options.name.empty()) {
-    return OtherError(
-        "a detached actor outlives its driver: give it a name (SetName) "
-        "so that shoal::GetActor() can find it again");
-  }
   if (!options.placement_group_id.empty() && options.resources.empty()) {
     return OtherError(
         "an actor in a placement group takes its resources from its "

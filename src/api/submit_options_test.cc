@@ -66,6 +66,17 @@ TEST(SubmitOptionsTest, AnActorSpecCarriesItsOptions) {
   EXPECT_TRUE(spec->actor_id().empty());
 }
 
+// A detached actor needs no name: its creator keeps its handle, and it
+// lives on after its job (shoal::Kill ends it).
+TEST(SubmitOptionsTest, UnnamedDetachedActor) {
+  ActorOptions options;
+  options.detached = true;
+  auto spec = ActorSpecFor("f", "ns::A", options);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->detached());
+  EXPECT_TRUE(spec->name().empty());
+}
+
 TEST(SubmitOptionsTest, BadActorOptionsNameTheFix) {
   struct Case {
     ActorOptions options;
@@ -75,15 +86,12 @@ TEST(SubmitOptionsTest, BadActorOptionsNameTheFix) {
   concurrency.max_concurrency = 0;
   ActorOptions restarts;
   restarts.max_restarts = -2;
-  ActorOptions detached;
-  detached.detached = true;
   ActorOptions bundle;
   bundle.placement_group_id = "pg";
   ActorOptions resources;
   resources.resources = {{"CPU", -3}};
   for (const Case& c : {Case{concurrency, "at least 1 call at a time"},
                         Case{restarts, "-1 for no limit"},
-                        Case{detached, "give it a name (SetName)"},
                         Case{bundle, "say which with SetResources"},
                         Case{resources, "bad resources for actor ns::A"}}) {
     auto spec = ActorSpecFor("f", "ns::A", c.options);

@@ -517,7 +517,8 @@ TEST_F(ActorManagerTest, ExitActorEndsIt) {
   ASSERT_TRUE(CallHead<proto::Empty>(proto::ACTOR_EXITING, exiting).ok());
   proto::ActorInfo dead = Info("a1");
   EXPECT_EQ(dead.state(), proto::ActorInfo::DEAD);
-  EXPECT_EQ(dead.death_cause(), "the actor called shoal::ExitActor");
+  EXPECT_EQ(dead.death_cause(),
+            "the actor exited: it called exit_actor() (shoal::ExitActor)");
   EXPECT_FALSE(KilledLeases(node).empty());
 }
 

@@ -134,7 +134,8 @@ absl::StatusOr<ActorAction> ActorTable::Exiting(const std::string& actor_id,
       (!worker_id.empty() && worker_id != e->info.worker_id())) {
     return ActorAction{actor_id};
   }
-  return Die(*e, "the actor called shoal::ExitActor", false);
+  return Die(*e, "the actor exited: it called exit_actor() (shoal::ExitActor)",
+             false);
 }
 
 std::vector<ActorAction> ActorTable::OwnerJobEnded(const std::string& job_id) {

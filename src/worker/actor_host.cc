@@ -20,21 +20,18 @@ ActorHost::ActorHost(std::string actor_id, ActorInstance instance,
                      int max_concurrency, bool restarted)
     : actor_id_(std::move(actor_id)),
       instance_(std::move(instance)),
-      restarted_(restarted) {
-  if (max_concurrency > 1) {
-    for (int i = 0; i < max_concurrency; ++i) {
-      threads_.emplace_back([this] { Loop(); });
-    }
-  }
-}
+      restarted_(restarted),
+      max_concurrency_(max_concurrency) {}
 
 ActorHost::~ActorHost() {
+  std::vector<std::thread> threads;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    threads.swap(threads_);
   }
   cv_.SignalAll();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads) t.join();
 }
 
 ActorHost* ActorHost::Current() { return g_host.load(); }
@@ -48,6 +45,12 @@ void ActorHost::Run(std::function<void()> call) {
   {
     absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(call));
+    // Each queued call that no idle thread will take gets a thread of its
+    // own, up to the actor's limit; beyond it, calls wait in the queue.
+    if (static_cast<int>(queue_.size()) > idle_ &&
+        static_cast<int>(threads_.size()) < max_concurrency_) {
+      threads_.emplace_back([this] { Loop(); });
+    }
   }
   cv_.Signal();
 }
@@ -57,7 +60,9 @@ void ActorHost::Loop() {
     std::function<void()> call;
     {
       absl::MutexLock lock(&mu_);
+      ++idle_;
       while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
+      --idle_;
       if (stopping_ && queue_.empty()) return;
       call = std::move(queue_.front());
       queue_.pop_front();

@@ -1,6 +1,8 @@
 // The actor a worker process holds: its instance, made by the head's
 // CREATE_ACTOR_INSTANCE, and the threads that run its calls when it allows
-// more than one at a time.
+// more than one at a time. Threads start as calls come, one whenever no
+// started thread is idle, up to max_concurrency: an actor that allows 1000
+// calls at once (an async Python actor) costs nothing while idle.
 //
 // Threading: Current() may be called from any thread; the host is installed
 // once, on the worker's loop thread, before any call of the actor arrives.
@@ -21,9 +23,12 @@
 namespace shoal::internal {
 
 // Thrown by shoal::ExitActor() out of the actor's method; the worker
-// answers the call, then ends the process. Not a std::exception, so that
-// user code catching those lets it through.
-struct ActorExitRequested {};
+// answers the call with `message` (the caller's ActorDiedError), then ends
+// the process. Not a std::exception, so that user code catching those lets
+// it through.
+struct ActorExitRequested {
+  std::string message = "the actor called shoal::ExitActor()";
+};
 
 class ActorHost {
  public:
@@ -43,7 +48,9 @@ class ActorHost {
   bool restarted() const { return restarted_; }
   // More than one thread: calls go through Run(); else they run on the
   // worker's loop thread, in arrival order.
-  bool threaded() const { return !threads_.empty(); }
+  bool threaded() const { return max_concurrency_ > 1; }
+  // Queues `call` for the actor's threads, starting one if none is idle and
+  // fewer than max_concurrency run.
   void Run(std::function<void()> call);
 
  private:
@@ -52,11 +59,14 @@ class ActorHost {
   const std::string actor_id_;
   const ActorInstance instance_;
   const bool restarted_;
+  const int max_concurrency_;
   absl::Mutex mu_;
   absl::CondVar cv_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  // Started threads waiting for a call.
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::internal

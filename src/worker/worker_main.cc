@@ -210,8 +210,8 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
                                           stored.message()));
             result.set_error_type("shoal::ObjectStoreFull");
           }
-        } catch (const ActorExitRequested&) {
-          result.set_error("the actor called shoal::ExitActor()");
+        } catch (const ActorExitRequested& e) {
+          result.set_error(e.message);
           result.set_error_type("shoal::ActorExited");
           *exit_after = true;
         }
