@@ -47,7 +47,8 @@ def _actor_info(actor, nodes_by_id):
         "ActorID": spec.get("actor_id", ""),
         "ActorClassName": spec.get("class_name", ""),
         "IsDetached": bool(spec.get("detached")),
-        "Name": spec.get("name", ""),
+        "Name": spec.get("name", "").partition("/")[2] or spec.get(
+            "name", ""),
         "JobID": spec.get("job_id", ""),
         "Address": {
             "IPAddress": ip,

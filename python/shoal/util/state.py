@@ -108,8 +108,16 @@ def _cluster_status(timeout):
     return json.loads(_shoal.state_cluster_status(_timeout_ms(timeout)))
 
 
+def _split_name(qualified):
+    """(namespace, name) of a named actor: the head keeps Python actors'
+    names as "<namespace>/<name>" (shoal._remote)."""
+    namespace, sep, name = qualified.partition("/")
+    return (namespace, name) if sep else ("", qualified)
+
+
 def _actor_record(a, nodes_by_id):
     spec = a.get("spec", {})
+    namespace, name = _split_name(spec.get("name", ""))
     node_id = a.get("node_id") or None
     state = _ACTOR_STATES.get(a.get("state", "PENDING"), "PENDING_CREATION")
     pid = _int(a.get("pid"))
@@ -118,10 +126,10 @@ def _actor_record(a, nodes_by_id):
         class_name=spec.get("class_name", ""),
         state=state,
         job_id=spec.get("job_id", ""),
-        name=spec.get("name", ""),
+        name=name,
         node_id=node_id,
         pid=pid if pid > 0 else None,
-        ray_namespace="",
+        ray_namespace=namespace,
         serialized_runtime_env=None,
         required_resources=_resources(spec.get("shape")),
         death_cause=_none_if_empty(a.get("death_cause")),
