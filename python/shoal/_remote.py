@@ -18,7 +18,7 @@ import hashlib
 import inspect
 import pickle
 
-from shoal import _shoal
+from shoal import _errors, _shoal
 from shoal._serialization import (ResolvedRef, as_inline,
                                   dumps_capturing_refs, loads_with_refs,
                                   pickle_by_value)
@@ -168,7 +168,7 @@ class _Shipped:
         self._obj = obj
         self._prefix = prefix
         self._blob = None
-        self._keys = {}  # job id -> key
+        self._keys = {}  # (cluster generation, job id) -> key
 
     def __getstate__(self):
         return {"_obj": self._obj, "_prefix": self._prefix}
@@ -180,15 +180,26 @@ class _Shipped:
         if self._blob is None:
             self._blob = pickle_by_value(self._obj)
         job = _shoal.job_id()
-        key = self._keys.get(job)
+        key = self._keys.get((_cluster_generation, job))
         if key is None:
             digest = hashlib.sha256(self._blob).hexdigest()[:32]
             # The qualified name last: it is the name tasks are shown by.
             key = (f"{self._prefix}/{job}/{digest}/{self._obj.__module__}/"
                    f"{self._obj.__qualname__}")
             _shoal.kv_put(key, self._blob, False)
-            self._keys[job] = key
+            self._keys[(_cluster_generation, job)] = key
         return key
+
+
+# Counts the clusters this process joined: a new cluster's job may have
+# the id an earlier one's had, but its store has none of what was shipped.
+_cluster_generation = 0
+
+
+def joined_cluster():
+    """init() joined a cluster: functions and classes are shipped anew."""
+    global _cluster_generation
+    _cluster_generation += 1
 
 
 def _require_init():
@@ -254,10 +265,10 @@ class RemoteFunction(_Remote):
         _require_init()
         group, index = _placement(options)
         retries = options.get("max_retries")
-        return _shoal.submit(self._shipped.key(), encode_call(args, kwargs),
-                             _resources(options, default_cpus=1),
-                             3 if retries is None else int(retries), group,
-                             index)
+        return _errors.track(_shoal.submit(
+            self._shipped.key(), encode_call(args, kwargs),
+            _resources(options, default_cpus=1),
+            3 if retries is None else int(retries), group, index))
 
 
 class CppFunction(_Remote):
@@ -399,9 +410,9 @@ class ActorMethod:
         _require_init()
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
-        return _shoal.submit_actor_task(
+        return _errors.track(_shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
-            encode_call(args, kwargs))
+            encode_call(args, kwargs)))
 
     def options(self, **options):
         _check_options(options, {"num_returns", "name"}, "an actor method")

@@ -8,11 +8,12 @@ GIL taken for the call. Functions and classes are fetched from the head's
 key-value store once per worker.
 """
 
+import os
 import pickle
 import sys
 import traceback
 
-from shoal import _shoal
+from shoal import _output, _shoal
 from shoal._remote import __file__ as _remote_file
 from shoal._remote import decode_call
 from shoal._serialization import dumps
@@ -58,6 +59,7 @@ class Runtime:
     def construct(self, key, args):
         try:
             cls = self._load(key)
+            _output.announce_actor(getattr(cls, "__name__", "Actor"))
             call_args, kwargs = decode_call(args)
             return ("ok", cls(*call_args, **kwargs))
         except BaseException as e:  # noqa: BLE001
@@ -76,6 +78,12 @@ class Runtime:
 
 
 def _failure(exc):
+    if isinstance(exc, SystemExit):
+        # exit() in a task ends its worker, as in Ray: the caller sees the
+        # worker die (WorkerCrashedError, or the actor's death).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exc.code if isinstance(exc.code, int) else 1)
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename in _OWN_FILES:
         tb = tb.tb_next  # the user's frames only
@@ -88,4 +96,5 @@ def main():
     # logs/worker-*.log) as it is printed: the process ends with _exit.
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
+    _output.announce_worker()
     sys.exit(_shoal.run_worker(Runtime()))
