@@ -362,7 +362,7 @@ def get(refs, *, timeout=None):
     except _shoal.RemoteError as e:
         raise exceptions.task_error(*e.args) from None
     except ShoalError as e:
-        error = exceptions.from_native(e)
+        error = exceptions.from_native(e, {r.hex() for r in remote})
         if error is e:
             raise
         raise error from None

@@ -13,6 +13,9 @@ becomes at most one message, as a dict with Ray's keys (``type``,
                   unexpectedly (once per worker or actor; an actor that was
                   killed or exited on purpose is not an error)
 
+The driver publishes warnings of its own there too (``pickling_large_object``
+for a function or class that pickles to more than 10 MB).
+
 Subscribers (``shoal.test_utils.init_error_pubsub``) read the messages
 published after they subscribed. The driver itself prints a line for each
 ``worker_died`` message, and the "Unhandled error" line for a failed task
@@ -222,6 +225,15 @@ class ErrorStream:
         for subscriber in subscribers:
             subscriber._publish(message)
 
+    def publish(self, error_type, text):
+        """Publishes a message the driver itself made (a warning)."""
+        message = ErrorMessage(type=error_type, error_message=text,
+                               job_id=self._job_id, timestamp=time.time())
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for subscriber in subscribers:
+            subscriber._publish(message)
+
     def _message(self, task):
         """The message a failed task makes, or None (already reported, or
         not an error: an actor killed on purpose)."""
@@ -314,6 +326,13 @@ def track(ref):
     if _stream is not None:
         _stream.track(ref)
     return ref
+
+
+def publish(error_type, text):
+    """Publishes a message of the driver's own on its error stream (none in
+    a worker)."""
+    if _stream is not None:
+        _stream.publish(error_type, text)
 
 
 def mark_read(refs):

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import inspect
 import pickle
+import warnings
 
 from shoal import _errors, _shoal
 from shoal._serialization import (ResolvedRef, as_inline,
@@ -178,7 +179,9 @@ class _Shipped:
 
     def key(self):
         if self._blob is None:
-            self._blob = pickle_by_value(self._obj)
+            blob = pickle_by_value(self._obj)
+            _check_size(self._obj, self._prefix, len(blob))
+            self._blob = blob
         job = _shoal.job_id()
         key = self._keys.get((_cluster_generation, job))
         if key is None:
@@ -200,6 +203,34 @@ def joined_cluster():
     """init() joined a cluster: functions and classes are shipped anew."""
     global _cluster_generation
     _cluster_generation += 1
+
+
+# A function or class that pickles to more than this much is refused;
+# above the warning size, the driver warns (Ray's thresholds).
+FUNCTION_SIZE_WARN_THRESHOLD = 10**7
+FUNCTION_SIZE_ERROR_THRESHOLD = 10**8
+
+
+def _check_size(obj, prefix, size):
+    """Refuses a function or class too large to ship, and warns (on the
+    driver's error stream too) about a large one: it most likely captured
+    a large object by accident."""
+    if size <= FUNCTION_SIZE_WARN_THRESHOLD:
+        return
+    what = (f"actor {obj.__name__}" if prefix == "pyactor"
+            else f"remote function {obj.__module__}.{obj.__qualname__}")
+    mib = size / 2**20
+    tip = ("Check that its definition is not implicitly capturing a large "
+           "array or other object in scope. Tip: use put() to put large "
+           "objects in the object store.")
+    if size > FUNCTION_SIZE_ERROR_THRESHOLD:
+        raise ValueError(
+            f"The {what} is too large ({mib:.0f} MiB > "
+            f"FUNCTION_SIZE_ERROR_THRESHOLD="
+            f"{FUNCTION_SIZE_ERROR_THRESHOLD / 2**20:.0f} MiB). {tip}")
+    message = (f"The {what} is very large ({mib:.0f} MiB). {tip}")
+    warnings.warn(message, UserWarning, stacklevel=4)
+    _errors.publish("pickling_large_object", "Warning: " + message)
 
 
 def _require_init():

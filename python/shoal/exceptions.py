@@ -162,11 +162,27 @@ class ActorUnschedulableError(InfeasibleError):
 
 
 _ACTOR_ID = re.compile(r"\bactor ([0-9a-f]{8,})")
+# "call Counter.incr (3fa2b1c4d5e6-7) failed: ...", "task f (...) failed".
+_FAILED_TASK = re.compile(r"^(?:call|task) \S+ \(([0-9a-f]+-[0-9]+)\) failed")
 
 
-def from_native(error):
-    """The error to raise for ``error``, one _shoal raised: Ray's class
-    for it (still an instance of the native class), with the same text."""
+def from_native(error, asked=()):
+    """The error to raise for ``error``, one _shoal raised while getting
+    the refs whose ids are ``asked``: Ray's class for it (still an instance
+    of the native class), with the same text. When the task that failed is
+    not one of those (it made an argument of theirs), a TaskError that is
+    also an instance of that error, as Ray raises for a failed dependency."""
+    ray_error = _ray_class(error)
+    failed = _FAILED_TASK.match(str(error))
+    if failed is None or failed.group(1) in asked or isinstance(
+            ray_error, GetTimeoutError):
+        return ray_error
+    return TaskError(f"a task that takes the result of {failed.group(1)}",
+                     str(error), ray_error,
+                     type(ray_error).__name__).as_instanceof_cause()
+
+
+def _ray_class(error):
     message = str(error)
     if isinstance(error, _shoal.ActorDiedError) and not isinstance(
             error, RayActorError):

@@ -276,3 +276,51 @@ def test_an_exception_that_does_not_pickle_says_so(local_cluster):
         shoal.get(_unpicklable.remote())
     assert isinstance(e.value.cause, exceptions.RaySystemError)
     assert "isn't serializable" in str(e.value.cause)
+
+
+@shoal.remote
+def _consume(value):
+    return value
+
+
+def test_a_failed_argument_fails_the_task_as_a_task_error(local_cluster):
+    actor = _Pid.remote()
+    os.kill(shoal.get(actor.pid.remote()), signal.SIGKILL)
+    dead = actor.pid.remote()
+    with pytest.raises(exceptions.ActorDiedError) as e:
+        shoal.get(dead)
+    assert not isinstance(e.value, exceptions.RayTaskError)
+    with pytest.raises(exceptions.RayTaskError) as e:
+        shoal.get(_consume.remote(dead))
+    assert isinstance(e.value, exceptions.ActorDiedError)
+    assert dead.hex() in str(e.value)
+
+
+def test_a_large_function_warns_and_a_too_large_one_is_refused(
+        local_cluster):
+    import numpy as np
+    subscriber = test_utils.init_error_pubsub()
+    try:
+        large = np.zeros(2 * 10**7, dtype=np.uint8)
+
+        @shoal.remote
+        def uses_large():
+            return len(large)
+
+        with pytest.warns(UserWarning, match="is very large"):
+            assert shoal.get(uses_large.remote()) == 2 * 10**7
+        warned = test_utils.get_error_message(
+            subscriber, 1, "pickling_large_object", timeout=1)
+        assert len(warned) == 1
+        too_large = np.zeros(2 * 10**8, dtype=np.uint8)
+
+        @shoal.remote
+        class UsesTooLarge:
+            def size(self):
+                return len(too_large)
+
+        with pytest.raises(ValueError, match="The actor UsesTooLarge is too "
+                                             "large"):
+            UsesTooLarge.remote()
+    finally:
+        subscriber.close()
