@@ -324,3 +324,52 @@ def test_a_large_function_warns_and_a_too_large_one_is_refused(
             UsesTooLarge.remote()
     finally:
         subscriber.close()
+
+
+def test_output_of_a_worker_on_another_host_names_its_ip():
+    """A second node at another address (127.0.0.2: another host as far
+    as the driver can tell) has its workers' lines followed through the
+    head, with ``ip=`` in their prefix."""
+    cli = os.environ.get("SHOAL_CLI", "shoal")
+    with tempfile.TemporaryDirectory(prefix="shoal-py-") as root:
+        head_dir, node_dir = (os.path.join(root, d) for d in ("head", "node"))
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SHOAL_ADDRESS", "SHOAL_TOKEN")}
+
+        def start(args, temp_dir, ip):
+            subprocess.run([cli, "start", *args, "--node-ip-address", ip,
+                            "--temp-dir", temp_dir],
+                           env=dict(env, SHOAL_TEMP_DIR=temp_dir),
+                           check=True, capture_output=True, timeout=60)
+
+        try:
+            start(["--head", "--port", "0", "--num-cpus", "0"], head_dir,
+                  "127.0.0.1")
+            session = os.path.join(head_dir, "session_latest")
+            with open(os.path.join(session, "cluster_address")) as f:
+                address = f.read().strip()
+            with open(os.path.join(session, "token")) as f:
+                token = f.read().strip()
+            start(["--address", address, "--token", token, "--num-cpus",
+                   "1"], node_dir, "127.0.0.2")
+            script = """
+                import shoal, time
+                shoal.init()
+                @shoal.remote
+                def where():
+                    print("printed far away")
+                    import os
+                    return os.getpid()
+                print("PID", shoal.get(where.remote()))
+                time.sleep(1)
+                shoal.shutdown()
+                """
+            proc = _run_driver(script, head_dir)
+            pid = proc.stdout.split("PID ")[1].split()[0]
+            assert (f"(pid={pid}, ip=127.0.0.2) printed far away"
+                    in proc.stdout), proc.stdout
+        finally:
+            for temp_dir in (node_dir, head_dir):
+                subprocess.run([cli, "stop", "--temp-dir", temp_dir],
+                               env=dict(env, SHOAL_TEMP_DIR=temp_dir),
+                               capture_output=True, timeout=60)
