@@ -153,9 +153,9 @@ class ErrorStream:
     def _dropped(self, key):
         with self._lock:
             read = self._tracked.pop(key, True)
+            message = self._failed_unread.pop(key, None)
             if read:
                 return
-            message = self._failed_unread.pop(key, None)
             if message is None:
                 _remember(self._dropped_unread, key, True)
                 return
@@ -286,7 +286,8 @@ def readable(text):
 
 
 def _print_unhandled(text):
-    if os.environ.get("SHOAL_IGNORE_UNHANDLED_ERRORS", "") in ("1", "true"):
+    if os.environ.get("SHOAL_IGNORE_UNHANDLED_ERRORS", "").lower() in (
+            "1", "true", "yes"):
         return
     print("Unhandled error (suppress with "
           f"'SHOAL_IGNORE_UNHANDLED_ERRORS=1'): {readable(text).rstrip()}",

@@ -165,7 +165,8 @@ def test_an_actor_process_death_is_one_worker_died_error(local_cluster):
         subscriber.close()
 
 
-def test_a_dropped_failed_result_is_reported_once(local_cluster, capsys):
+def test_a_dropped_failed_result_is_reported_once(local_cluster, capsys,
+                                                  monkeypatch):
     ref = _fail.remote("nobody reads me")
     del ref
     _, err = _wait_for_output(capsys, "nobody reads me")
@@ -176,6 +177,11 @@ def test_a_dropped_failed_result_is_reported_once(local_cluster, capsys):
     del ref
     time.sleep(1.5)
     assert "somebody reads me" not in capsys.readouterr().err
+    monkeypatch.setenv("SHOAL_IGNORE_UNHANDLED_ERRORS", "1")
+    ref = _fail.remote("ignored on purpose")
+    del ref
+    time.sleep(1.5)
+    assert "ignored on purpose" not in capsys.readouterr().err
 
 
 @shoal.remote
