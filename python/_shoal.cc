@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -26,6 +27,7 @@
 #include "api/driver_init.h"
 #include "common/net.h"
 #include "common/environment.h"
+#include "common/clock.h"
 #include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
@@ -115,16 +117,69 @@ py::object ValueObject(const ObjectValue& v, bool copy_inline) {
   return py::cast(StoredBytes{std::move(buffer)});
 }
 
+// How long a blocking get or wait sleeps between looks at the signals.
+constexpr int64_t kSignalSliceMs = 100;
+
+// Runs `wait(ms)`, which blocks up to `ms` (-1: without end) with the GIL
+// released and answers whether it is done, in slices of kSignalSliceMs when
+// `interruptible`, taking the GIL between them to run the signal handlers:
+// Ctrl-C raises KeyboardInterrupt and a SIGALRM handler runs while a get
+// blocks. A handler's exception ends the wait (error_already_set). False
+// when `timeout_ms` passed first.
+template <typename WaitFn>
+bool WaitInSlices(int64_t timeout_ms, bool interruptible, WaitFn wait) {
+  if (!interruptible) {
+    py::gil_scoped_release release;
+    return wait(timeout_ms);
+  }
+  const int64_t deadline_ms =
+      timeout_ms < 0 ? -1 : shoal::MonotonicUs() / 1000 + timeout_ms;
+  while (true) {
+    int64_t slice = kSignalSliceMs;
+    if (deadline_ms >= 0) {
+      slice = std::clamp<int64_t>(deadline_ms - shoal::MonotonicUs() / 1000, 0,
+                                  kSignalSliceMs);
+    }
+    bool done;
+    {
+      py::gil_scoped_release release;
+      done = wait(slice);
+    }
+    if (done) return true;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (deadline_ms >= 0 && shoal::MonotonicUs() / 1000 >= deadline_ms) {
+      return false;
+    }
+  }
+}
+
 // The objects' values: a Python value's stored bytes (raw, or msgpack
 // binary when inline) as StoredBytes mapped without a copy, and any other
 // msgpack value (a C++ function's result) as ("msgpack", bytes).
-py::list Get(const std::vector<BufferRef>& refs, int64_t timeout_ms) {
+// `interruptible`: signal handlers run while it blocks (WaitInSlices).
+py::list Get(const std::vector<BufferRef>& refs, int64_t timeout_ms,
+             bool interruptible) {
   std::vector<ObjectValue> values;
   values.reserve(refs.size());
-  {
-    py::gil_scoped_release release;
-    for (const BufferRef& ref : refs) {
-      values.push_back(shoal::internal::GetObject(*ref.handle(), timeout_ms));
+  const int64_t deadline_ms =
+      timeout_ms < 0 ? -1 : shoal::MonotonicUs() / 1000 + timeout_ms;
+  for (const BufferRef& ref : refs) {
+    int64_t left =
+        deadline_ms < 0
+            ? -1
+            : std::max<int64_t>(0, deadline_ms - shoal::MonotonicUs() / 1000);
+    bool got = WaitInSlices(left, interruptible, [&](int64_t ms) {
+      try {
+        values.push_back(shoal::internal::GetObject(*ref.handle(), ms));
+        return true;
+      } catch (const shoal::TimeoutError&) {
+        return false;
+      }
+    });
+    if (!got) {
+      throw shoal::TimeoutError("Get timed out: object " + ref.id() +
+                                " was not ready in " +
+                                std::to_string(timeout_ms) + " ms");
     }
   }
   py::list out;
@@ -133,12 +188,16 @@ py::list Get(const std::vector<BufferRef>& refs, int64_t timeout_ms) {
 }
 
 std::vector<size_t> Wait(const std::vector<BufferRef>& refs, size_t num_returns,
-                         int64_t timeout_ms) {
+                         int64_t timeout_ms, bool interruptible) {
   std::vector<const shoal::internal::RefHandle*> handles;
   handles.reserve(refs.size());
   for (const BufferRef& ref : refs) handles.push_back(ref.handle().get());
-  py::gil_scoped_release release;
-  return shoal::internal::WaitReady(handles, num_returns, timeout_ms);
+  std::vector<size_t> ready;
+  WaitInSlices(timeout_ms, interruptible, [&](int64_t ms) {
+    ready = shoal::internal::WaitReady(handles, num_returns, ms);
+    return ready.size() >= num_returns;
+  });
+  return ready;
 }
 
 // A task's arguments: each an ObjectRef (resolved before the task runs, on
@@ -262,6 +321,85 @@ py::object KvGet(const std::string& key) {
   }
   if (!reply->found()) return py::none();
   return py::bytes(reply->value());
+}
+
+// The head's records of the tasks that match every KEY=VALUE filter
+// (job_id, state, ...), at most `limit` of them, each a dict of its fields.
+py::list ListTasks(const std::vector<std::string>& filters, int limit) {
+  shoal::proto::ListTasksRequest req;
+  for (const std::string& f : filters) req.add_filters(f);
+  req.set_limit(limit);
+  absl::StatusOr<shoal::proto::TaskList> list;
+  {
+    py::gil_scoped_release release;
+    list = shoal::internal::RequireRuntime()->head().ListTasks(req);
+  }
+  if (!list.ok()) {
+    throw shoal::Error("cannot list the head's tasks: " +
+                       std::string(list.status().message()));
+  }
+  py::list out;
+  for (const shoal::proto::TaskEvent& t : list->tasks()) {
+    py::dict d;
+    d["task_id"] = t.task_id();
+    d["attempt"] = t.attempt();
+    d["name"] = t.name();
+    d["actor_id"] = t.actor_id();
+    d["state"] = shoal::proto::TaskEvent::State_Name(t.state());
+    d["node_id"] = t.node_id();
+    d["worker_id"] = t.worker_id();
+    d["error"] = t.error();
+    d["error_type"] = t.error_type();
+    d["job_id"] = t.job_id();
+    int64_t ended = 0;
+    for (int64_t ms : t.state_times_ms()) ended = std::max(ended, ms);
+    d["time_ms"] = ended;
+    out.append(d);
+  }
+  return out;
+}
+
+// The log files of node `node_id` ("": every alive node's) as
+// (node id, name, size) tuples.
+py::list ListLogs(const std::string& node_id) {
+  shoal::proto::ListLogsRequest req;
+  req.set_node_id(node_id);
+  absl::StatusOr<shoal::proto::LogList> list;
+  {
+    py::gil_scoped_release release;
+    list = shoal::internal::RequireRuntime()->head().ListLogs(req);
+  }
+  if (!list.ok()) {
+    throw shoal::Error("cannot list the nodes' logs: " +
+                       std::string(list.status().message()));
+  }
+  py::list out;
+  for (const shoal::proto::LogFile& f : list->files()) {
+    out.append(py::make_tuple(f.node_id(), f.name(), f.size()));
+  }
+  return out;
+}
+
+// Up to `max_bytes` of log `name` of node `node_id` from `offset`, as
+// (bytes, next offset, the file's size).
+py::tuple ReadLog(const std::string& node_id, const std::string& name,
+                  int64_t offset, int64_t max_bytes) {
+  shoal::proto::ReadLogRequest req;
+  req.set_node_id(node_id);
+  req.set_name(name);
+  req.set_offset(offset);
+  req.set_max_bytes(max_bytes);
+  absl::StatusOr<shoal::proto::LogChunk> chunk;
+  {
+    py::gil_scoped_release release;
+    chunk = shoal::internal::RequireRuntime()->head().ReadLog(req);
+  }
+  if (!chunk.ok()) {
+    throw shoal::Error("cannot read log " + name + " of node " + node_id +
+                       ": " + std::string(chunk.status().message()));
+  }
+  return py::make_tuple(py::bytes(chunk->data()), chunk->next_offset(),
+                        chunk->size());
 }
 
 py::dict NodeDict(const shoal::NodeInfo& n) {
@@ -656,10 +794,12 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
         "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),
+        py::arg("interruptible") = false,
         "The objects' stored bytes, mapped without a copy, or (\"msgpack\", "
         "bytes) for a value of another language.");
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),
-        py::arg("timeout_ms"), "The indices of the refs that are ready.");
+        py::arg("timeout_ms"), py::arg("interruptible") = false,
+        "The indices of the refs that are ready.");
   m.def("submit", &Submit, py::arg("function"), py::arg("args"),
         py::arg("resources"), py::arg("max_retries"),
         py::arg("placement_group_id"), py::arg("bundle_index"),
@@ -691,6 +831,10 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("actor_exiting", &ActorExiting,
         "Tells the head that this process's actor ends for good (no "
         "restart).");
+  m.def("list_tasks", &ListTasks, py::arg("filters"), py::arg("limit"));
+  m.def("list_logs", &ListLogs, py::arg("node_id"));
+  m.def("read_log", &ReadLog, py::arg("node_id"), py::arg("name"),
+        py::arg("offset"), py::arg("max_bytes"));
   m.def("current_node_id", &shoal::CurrentNodeId);
   m.def("current_actor_id", [] {
     shoal::internal::ActorHost* host = shoal::internal::ActorHost::Current();

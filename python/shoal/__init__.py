@@ -32,9 +32,10 @@ import atexit
 import os
 import shutil
 import sys
+import threading
+import warnings
 
-from shoal import _remote
-from shoal import _shoal
+from shoal import _errors, _output, _remote, _shoal
 from shoal import exceptions
 from shoal._remote import (ActorClass, ActorHandle, CppFunction,
                            RemoteFunction, cpp_function, get_actor, kill,
@@ -205,7 +206,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                            f"{', '.join(unknown)}")
     del (labels, local_mode, include_dashboard, dashboard_host,
          dashboard_port, job_config, configure_logging, logging_level,
-         logging_format, logging_config, log_to_driver, object_store_memory)
+         logging_format, logging_config, object_store_memory)
     if runtime_env:
         raise ValueError("runtime_env is not supported: workers run with "
                          "the driver's interpreter and PYTHONPATH")
@@ -247,6 +248,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 resources, program, argv, env,
                 cpp_program or kwargs.get("_cpp_program") or "")
     _remote.set_job_namespace(namespace, _in_worker())
+    _remote.joined_cluster()
+    if not _in_worker():
+        _errors.start(_shoal.job_id())
+        if log_to_driver is not False:
+            _output.start(_shoal.job_id())
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
@@ -256,6 +262,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
 
 def shutdown():
     """Leaves the cluster; stops the local cluster ``init()`` started."""
+    _output.stop()
+    _errors.stop()
     _shoal.shutdown()
 
 
@@ -315,6 +323,12 @@ def _timeout_ms(timeout):
     return int(timeout * 1000)
 
 
+def _interruptible():
+    """Whether a blocking get or wait runs the signal handlers while it
+    waits (Ctrl-C, SIGALRM): in the main thread, where Python runs them."""
+    return threading.current_thread() is threading.main_thread()
+
+
 def get(refs, *, timeout=None):
     """The value of a ref, or the values of a list of refs, in order.
 
@@ -322,16 +336,33 @@ def get(refs, *, timeout=None):
     the object stays in the store while any of them lives. A task that
     raised raises here as TaskError, which is also an instance of the
     exception it raised, with the remote traceback. Raises GetTimeoutError
-    after ``timeout`` seconds.
+    after ``timeout`` seconds; ``timeout=0`` waits without end, as in Ray
+    (with a warning). Signal handlers run while it waits (Ctrl-C raises
+    KeyboardInterrupt).
     """
     single = isinstance(refs, _REF_TYPES)
     ref_list = [refs] if single else _ref_list("get", refs)
+    if timeout == 0:
+        warnings.warn(
+            "Please use timeout=None if you expect get() to block. get() "
+            "with timeout=0 waits for the objects as Ray's does today; Ray "
+            "means to make it raise GetTimeoutError for objects that are "
+            "not ready, so pass a small positive timeout to poll.",
+            UserWarning, stacklevel=2)
+        timeout = None
     _require_init()
     remote = [r for r in ref_list if isinstance(r, ObjectRef)]
+    _errors.mark_read(remote)
     try:
-        stored = iter(_shoal.get(remote, _timeout_ms(timeout)))
+        stored = iter(_shoal.get(remote, _timeout_ms(timeout),
+                                 _interruptible()))
     except _shoal.RemoteError as e:
         raise exceptions.task_error(*e.args) from None
+    except ShoalError as e:
+        error = exceptions.from_native(e, {r.hex() for r in remote})
+        if error is e:
+            raise
+        raise error from None
     values = [stored_value(next(stored)) if isinstance(r, ObjectRef)
               else r.value()
               for r in ref_list]
@@ -342,7 +373,16 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first ``num_returns`` refs that are ready,
     within ``timeout`` seconds, and the rest, each in the given order."""
     del fetch_local
+    if isinstance(refs, _REF_TYPES):
+        raise TypeError("wait() expected a list of ObjectRef, got a single "
+                        "ObjectRef: pass [ref]")
     refs = _ref_list("wait", refs)
+    ids = [r.hex() for r in refs if isinstance(r, ObjectRef)]
+    if len(set(ids)) != len(ids):
+        raise ValueError("Wait requires a list of unique object refs: "
+                         "remove the repeated ones")
+    if not refs:
+        return [], []
     _require_init()
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(
@@ -352,7 +392,8 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     remote = [i for i, r in enumerate(refs) if isinstance(r, ObjectRef)]
     wanted = max(0, min(len(remote), num_returns - len(resolved)))
     found = _shoal.wait([refs[i] for i in remote], wanted,
-                        _timeout_ms(timeout)) if remote else []
+                        _timeout_ms(timeout),
+                        _interruptible()) if remote else []
     ready_at = set(sorted(resolved + [remote[i] for i in found])
                    [:num_returns])
     ready = [r for i, r in enumerate(refs) if i in ready_at]

@@ -20,8 +20,9 @@ import inspect
 import pickle
 import threading
 import uuid
+import warnings
 
-from shoal import _shoal
+from shoal import _errors, _shoal
 from shoal._serialization import (ResolvedRef, as_inline,
                                   dumps_capturing_refs, loads_with_refs,
                                   pickle_by_value)
@@ -175,7 +176,7 @@ class _Shipped:
         self._obj = obj
         self._prefix = prefix
         self._blob = None
-        self._keys = {}  # job id -> key
+        self._keys = {}  # (cluster generation, job id) -> key
 
     def __getstate__(self):
         return {"_obj": self._obj, "_prefix": self._prefix}
@@ -185,17 +186,58 @@ class _Shipped:
 
     def key(self):
         if self._blob is None:
-            self._blob = pickle_by_value(self._obj)
+            blob = pickle_by_value(self._obj)
+            _check_size(self._obj, self._prefix, len(blob))
+            self._blob = blob
         job = _shoal.job_id()
-        key = self._keys.get(job)
+        key = self._keys.get((_cluster_generation, job))
         if key is None:
             digest = hashlib.sha256(self._blob).hexdigest()[:32]
             # The qualified name last: it is the name tasks are shown by.
             key = (f"{self._prefix}/{job}/{digest}/{self._obj.__module__}/"
                    f"{self._obj.__qualname__}")
             _shoal.kv_put(key, self._blob, False)
-            self._keys[job] = key
+            self._keys[(_cluster_generation, job)] = key
         return key
+
+
+# Counts the clusters this process joined: a new cluster's job may have
+# the id an earlier one's had, but its store has none of what was shipped.
+_cluster_generation = 0
+
+
+def joined_cluster():
+    """init() joined a cluster: functions and classes are shipped anew."""
+    global _cluster_generation
+    _cluster_generation += 1
+
+
+# A function or class that pickles to more than this much is refused;
+# above the warning size, the driver warns (Ray's thresholds).
+FUNCTION_SIZE_WARN_THRESHOLD = 10**7
+FUNCTION_SIZE_ERROR_THRESHOLD = 10**8
+
+
+def _check_size(obj, prefix, size):
+    """Refuses a function or class too large to ship, and warns (on the
+    driver's error stream too) about a large one: it most likely captured
+    a large object by accident."""
+    if size <= FUNCTION_SIZE_WARN_THRESHOLD:
+        return
+    what = (f"actor {obj.__name__}" if prefix == "pyactor"
+            else f"remote function {obj.__module__}.{obj.__qualname__}")
+    mib = size / 2**20
+    tip = ("Check that its definition is not implicitly capturing a large "
+           "array or other object in scope. Tip: use put() to put large "
+           "objects in the object store.")
+    if size > FUNCTION_SIZE_ERROR_THRESHOLD:
+        raise ValueError(
+            f"The {what} is too large ({mib:.0f} MiB > "
+            f"FUNCTION_SIZE_ERROR_THRESHOLD="
+            f"{FUNCTION_SIZE_ERROR_THRESHOLD / 2**20:.0f} MiB). {tip}")
+    message = (f"The {what} is very large ({mib:.0f} MiB). {tip}")
+    warnings.warn(message, UserWarning, stacklevel=4)
+    _errors.publish("pickling_large_object", "Warning: " + message)
 
 
 def _require_init():
@@ -263,10 +305,9 @@ class RemoteFunction(_Remote):
         group, index = _placement(options, resources,
                                   self._function.__qualname__)
         retries = options.get("max_retries")
-        return _shoal.submit(self._shipped.key(), encode_call(args, kwargs),
-                             resources,
-                             3 if retries is None else int(retries), group,
-                             index)
+        return _errors.track(_shoal.submit(
+            self._shipped.key(), encode_call(args, kwargs), resources,
+            3 if retries is None else int(retries), group, index))
 
 
 class CppFunction(_Remote):
@@ -599,9 +640,9 @@ class ActorMethod:
         _require_init()
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
-        return _shoal.submit_actor_task(
+        return _errors.track(_shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
-            encode_call(args, kwargs))
+            encode_call(args, kwargs)))
 
     def options(self, **options):
         _check_options(options, {"num_returns", "name"}, "an actor method")

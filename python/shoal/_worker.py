@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 
-from shoal import _shoal
+from shoal import _output, _shoal
 from shoal._remote import __file__ as _remote_file
 from shoal._remote import decode_call, is_async_class
 from shoal._serialization import dumps
@@ -117,6 +117,7 @@ class Runtime:
     def construct(self, key, args):
         try:
             cls = self._load(key)
+            _output.announce_actor(getattr(cls, "__name__", "Actor"))
             call_args, kwargs = decode_call(args)
             self._holds_actor = True
             self._async = is_async_class(cls)
@@ -248,6 +249,12 @@ def _tell_head_exiting():
 
 
 def _failure(exc):
+    if isinstance(exc, SystemExit):
+        # exit() in a task ends its worker, as in Ray: the caller sees the
+        # worker die (WorkerCrashedError, or the actor's death).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exc.code if isinstance(exc.code, int) else 1)
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename in _OWN_FILES:
         tb = tb.tb_next  # the user's frames only
@@ -260,4 +267,5 @@ def main():
     # logs/worker-*.log) as it is printed: the process ends with _exit.
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
+    _output.announce_worker()
     sys.exit(_shoal.run_worker(Runtime()))

@@ -7,7 +7,9 @@ helpers have (``ray._private.test_utils``, ``ray._common.test_utils``):
 - ``wait_for_pid_to_exit``;
 - ``run_string_as_driver``: runs a script as a driver of its own;
 - ``placement_group_assert_no_leak``: removes groups and checks that every
-  resource they held came back.
+  resource they held came back;
+- ``init_error_pubsub`` and ``get_error_message``: the driver's error
+  stream (task failures, worker deaths) as dicts with Ray's keys.
 """
 
 import os
@@ -17,11 +19,14 @@ import threading
 import time
 
 import shoal
+from shoal import _errors
 
 __all__ = [
     "Semaphore",
     "SignalActor",
     "generate_system_config_map",
+    "get_error_message",
+    "init_error_pubsub",
     "placement_group_assert_no_leak",
     "run_string_as_driver",
     "run_string_as_driver_nonblocking",
@@ -82,6 +87,21 @@ class Semaphore:
     def locked(self):
         with self._lock:
             return self._value <= 0
+
+
+def init_error_pubsub():
+    """A subscription to this driver's error stream: the errors of its job
+    published from now on (``get_error_message`` reads them; ``close()``
+    ends it)."""
+    shoal._require_init()
+    return _errors.stream().subscribe()
+
+
+def get_error_message(subscriber, num, error_type=None, timeout=20):
+    """Up to ``num`` errors from ``subscriber`` (of ``error_type`` when
+    given: "task", "worker_died"), waiting up to ``timeout`` seconds; each
+    a dict with "type", "error_message", "job_id" and "timestamp"."""
+    return subscriber.get(num, error_type=error_type, timeout=timeout)
 
 
 def wait_for_condition(condition_predictor, timeout=10, retry_interval_ms=100,

@@ -90,6 +90,10 @@ constexpr Variable kTable[] = {
      "A Python driver joins (or starts) a cluster on its first remote call, "
      "put or get, as if init() had been called; 0 makes those an error "
      "until init()."},
+    {Var::kIgnoreUnhandledErrors, "SHOAL_IGNORE_UNHANDLED_ERRORS", kFlag, kUser,
+     "0", 0, false,
+     "1: a Python driver does not print the \"Unhandled error\" line for a "
+     "failed task whose result was dropped without get()."},
     // Set by Shoal for the processes it starts.
     {Var::kRole, "SHOAL_ROLE", kText, kShoal, "", 0, false,
      "What a program built with Shoal is started as: worker, launch-child, "

@@ -39,6 +39,7 @@ enum class Var : uint8_t {
   kNumCpuDevices,
   kCli,
   kAutoInit,
+  kIgnoreUnhandledErrors,
   // Set by Shoal for the processes it starts.
   kRole,
   kNodeId,

@@ -83,9 +83,7 @@ _SHIMS = {
     "ray._private.test_utils": lambda: _module(
         "ray._private.test_utils",
         **{k: getattr(shoal.test_utils, k) for k in shoal.test_utils.__all__},
-        client_test_enabled=lambda: False,
-        init_error_pubsub=_not_in_shoal("the error pubsub"),
-        get_error_message=_not_in_shoal("the error pubsub")),
+        client_test_enabled=lambda: False),
     "ray._common.test_utils": lambda: shoal.test_utils,
     "ray.tests.client_test_utils": lambda: _module(
         "ray.tests.client_test_utils",
@@ -254,8 +252,9 @@ def ray_start_cluster_head(request):
 
 @pytest.fixture
 def error_pubsub():
-    yield shoal.test_utils.__dict__.get(
-        "init_error_pubsub", _not_in_shoal("the error pubsub"))()
+    subscriber = shoal.test_utils.init_error_pubsub()
+    yield subscriber
+    subscriber.close()
 
 
 @pytest.fixture
