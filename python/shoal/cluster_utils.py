@@ -24,6 +24,10 @@ import time
 
 __all__ = ["Cluster", "Node", "cluster_not_supported"]
 
+# The clusters of this process not yet shut down (a test harness stops
+# them when a test ends, where the process does not run atexit).
+live_clusters = set()
+
 # Ray's test clusters run on Linux and macOS; Shoal's on Linux.
 cluster_not_supported = False
 
@@ -123,6 +127,7 @@ class Cluster:
     def __init__(self, initialize_head=False, connect=False,
                  head_node_args=None, shutdown_at_exit=True):
         self._root = tempfile.mkdtemp(prefix="shoal-cluster-")
+        live_clusters.add(self)
         self.head_node = None
         self.worker_nodes = set()
         self.address = None
@@ -237,3 +242,4 @@ class Cluster:
                 os.environ["SHOAL_TOKEN"] = self._old_token
             self.token = None
         shutil.rmtree(self._root, ignore_errors=True)
+        live_clusters.discard(self)

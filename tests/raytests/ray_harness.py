@@ -23,8 +23,10 @@ import importlib.abc
 import importlib.util
 import logging
 import os
+import signal
 import sys
 import tempfile
+import threading
 import types
 
 import pytest
@@ -149,6 +151,10 @@ def _own_temp_dir(monkeypatch):
         yield temp_dir
         if shoal.is_initialized():
             shoal.shutdown()
+        # A test's own Cluster(), which Ray stops at exit: a forked test
+        # process ends without running atexit.
+        for cluster in list(shoal.cluster_utils.live_clusters):
+            cluster.shutdown()
 
 
 @contextlib.contextmanager
@@ -270,6 +276,59 @@ def set_enable_auto_connect(request, monkeypatch):
     value = getattr(request, "param", "0")
     monkeypatch.setenv("SHOAL_AUTO_INIT", value)
     yield value
+
+
+class TestTimedOut(Exception):
+    """The test ran past --ray-test-timeout seconds."""
+
+
+def pytest_addoption(parser):
+    parser.addoption("--ray-test-timeout", type=float, default=120.0,
+                     help="seconds a test may run before it fails")
+
+
+_watchdog = None
+
+
+def _arm(seconds, what):
+    """Fails the test (SIGALRM, where Python next runs: a blocking get()
+    checks every 100 ms) after ``seconds``, and ends its process 30 s
+    later if that never comes (the runner then stops its clusters)."""
+    global _watchdog
+
+    def expired(signum, frame):
+        raise TestTimedOut(f"{what} ran past {seconds:.0f} s")
+
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    if _watchdog is not None:
+        _watchdog.cancel()
+    _watchdog = threading.Timer(seconds + 30, lambda: os._exit(3))
+    _watchdog.daemon = True
+    _watchdog.start()
+
+
+def _disarm():
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if _watchdog is not None:
+        _watchdog.cancel()
+
+
+# These run in the test's own (forked) process: setup and the test share
+# the limit, teardown (stopping clusters) gets a minute of its own.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    _arm(item.config.getoption("--ray-test-timeout"), "the test")
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    _arm(60, "the test's teardown")
+    try:
+        yield
+    finally:
+        _disarm()
 
 
 def pytest_configure(config):
