@@ -32,6 +32,7 @@ import atexit
 import os
 import shutil
 import sys
+import time
 
 from shoal import _shoal
 from shoal import exceptions
@@ -342,10 +343,22 @@ def get(refs, *, timeout=None):
 
 def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first ``num_returns`` refs that are ready,
-    within ``timeout`` seconds, and the rest, each in the given order."""
-    del fetch_local
+    within ``timeout`` seconds, and the rest, each in the given order.
+
+    With ``fetch_local`` (the default), a ref counts as ready once its
+    object is also on this node (pulled here if need be), so that get()
+    of it does not wait; with False, as soon as it is ready anywhere.
+    """
+    if isinstance(refs, _REF_TYPES):
+        raise TypeError("wait() expected a list of ObjectRefs, got a single "
+                        "ObjectRef: pass [ref]")
     refs = _ref_list("wait", refs)
     _require_init()
+    if len({r.hex() or id(r) for r in refs}) != len(refs):
+        raise ValueError("Wait requires a list of unique object refs.")
+    if not refs:
+        return [], []
+    deadline = None if timeout is None else time.monotonic() + timeout
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(
             f"num_returns must be between 0 and the {len(refs)} refs given")
@@ -359,7 +372,33 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
                    [:num_returns])
     ready = [r for i, r in enumerate(refs) if i in ready_at]
     not_ready = [r for i, r in enumerate(refs) if i not in ready_at]
+    if fetch_local:
+        local = _fetch([r for r in ready if isinstance(r, ObjectRef)],
+                       deadline)
+        ready_at = {i for i in ready_at
+                    if not isinstance(refs[i], ObjectRef) or refs[i] in local}
+        ready = [r for i, r in enumerate(refs) if i in ready_at]
+        not_ready = [r for i, r in enumerate(refs) if i not in ready_at]
     return ready, not_ready
+
+
+def _fetch(refs, deadline):
+    """The ``refs`` (ready ones) whose objects are on this node by
+    ``deadline`` (None: no limit): a get maps each one here, pulling it
+    first when another node holds it. A failed object counts: get()
+    raises its error."""
+    local = []
+    for ref in refs:
+        left = -1 if deadline is None else max(
+            0, int((deadline - time.monotonic()) * 1000))
+        try:
+            _shoal.get([ref], left)
+        except GetTimeoutError:
+            continue
+        except ShoalError:
+            pass
+        local.append(ref)
+    return local
 
 
 def cluster_resources():

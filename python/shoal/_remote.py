@@ -16,7 +16,10 @@ object store.
 import functools
 import hashlib
 import inspect
+import io
+import os
 import pickle
+import zipfile
 
 from shoal import _shoal
 from shoal._serialization import (ResolvedRef, as_inline,
@@ -28,7 +31,7 @@ _TASK_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "max_retries", "memory",
     "accelerator_type", "placement_group", "placement_group_bundle_index",
     "scheduling_strategy", "num_returns", "name", "runtime_env",
-    "retry_exceptions",
+    "retry_exceptions", "max_calls",
 }
 _ACTOR_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
@@ -38,31 +41,36 @@ _ACTOR_OPTIONS = {
 }
 
 
-def encode_call(args, kwargs):
+def encode_call(args, kwargs, settings=None):
     """The task arguments _shoal.submit takes for ``f(*args, **kwargs)``:
     the pickled frame, then each ObjectRef in it, which the runtime
     resolves before the task runs. A top-level ref argument reads back as
     its value, as in Ray; a ref inside a value (a list of refs) reads back
-    as a ResolvedRef that shoal.get() takes."""
+    as a ResolvedRef that shoal.get() takes. ``settings`` (a dict, see
+    _call_settings) say how the worker runs the call."""
     frame = (list(args), dict(kwargs))
     ref_types = (ObjectRef, ResolvedRef)
     positions = ([i for i, a in enumerate(args) if isinstance(a, ref_types)],
                  [k for k, v in kwargs.items() if isinstance(v, ref_types)])
-    pieces, size, refs = dumps_capturing_refs((frame, positions))
+    call = (frame, positions, settings) if settings else (frame, positions)
+    pieces, size, refs = dumps_capturing_refs(call)
     inline = as_inline(pieces, size)
     first = inline if inline is not None else _shoal.put_pieces(pieces, size)
     return [first] + refs
 
 
-def decode_call(args):
+def decode_call(args, with_settings=False):
     """(args, kwargs) from what a worker received for encode_call's list:
-    the frame, then each ref's stored value."""
-    (call_args, kwargs), (ref_args, ref_kwargs) = loads_with_refs(
-        args[0], args[1:])
+    the frame, then each ref's stored value; with ``with_settings``,
+    (args, kwargs, settings), settings {} when the call has none."""
+    call = loads_with_refs(args[0], args[1:])
+    (call_args, kwargs), (ref_args, ref_kwargs) = call[0], call[1]
     for i in ref_args:
         call_args[i] = call_args[i].value()
     for k in ref_kwargs:
         kwargs[k] = kwargs[k].value()
+    if with_settings:
+        return call_args, kwargs, (call[2] if len(call) > 2 else {})
     return call_args, kwargs
 
 
@@ -109,15 +117,153 @@ def _check_options(options, allowed, what):
             if name in resources:
                 raise ValueError(f"give {name} as num_{name.lower()}=, not "
                                  "in resources=")
-    if options.get("runtime_env"):
-        raise ValueError("runtime_env is not supported: workers run with "
-                         "the driver's interpreter and PYTHONPATH")
-    if options.get("num_returns", 1) != 1:
-        raise ValueError("num_returns other than 1 is not supported: "
-                         "return a tuple and index it after get()")
-    if options.get("retry_exceptions"):
-        raise ValueError("retry_exceptions is not supported: tasks are "
-                         "retried when their worker dies (max_retries)")
+    _check_runtime_env(options.get("runtime_env"))
+    if "num_returns" in options:
+        _check_num_returns(options["num_returns"])
+    retry = options.get("retry_exceptions")
+    if retry is not None and not isinstance(retry, bool):
+        if not (isinstance(retry, (list, tuple)) and all(
+                isinstance(t, type) and issubclass(t, BaseException)
+                for t in retry)):
+            raise TypeError("retry_exceptions must be True, False or a list "
+                            "of exception types, not {!r}".format(retry))
+    for name in ("max_retries", "max_calls", "max_restarts",
+                 "max_task_retries"):
+        _check_type(options, name, (int, type(None)))
+    for name in ("max_retries", "max_restarts", "max_task_retries"):
+        value = options.get(name)
+        if value is not None and value < -1:
+            raise ValueError(
+                f"The keyword '{name}' only accepts None, 0, -1 or a "
+                "positive integer, where -1 represents infinity.")
+    max_calls = options.get("max_calls")
+    if max_calls is not None and max_calls < 0:
+        raise ValueError("The keyword 'max_calls' only accepts None, 0 or a "
+                         "positive integer")
+    if max_calls:
+        raise ValueError(
+            "max_calls is not supported: a Shoal worker serves calls until "
+            "it is idle; to release a resource held by a library, free it "
+            "at the end of the function")
+
+
+def _check_type(options, name, types):
+    """Ray's TypeError for an option of the wrong type."""
+    value = options.get(name)
+    if value is not None and (not isinstance(value, types)
+                              or isinstance(value, bool)):
+        raise TypeError(f"The type of keyword '{name}' must be {types}, but "
+                        f"received type {type(value)}")
+
+
+def _check_num_returns(n):
+    _check_type({"num_returns": n}, "num_returns", (int, str, type(None)))
+    if n in ("dynamic", "streaming"):
+        raise ValueError(f'num_returns="{n}" (generator tasks) is not '
+                         "supported: return a list, or give num_returns the "
+                         "number of values the function returns")
+    if n is not None and (isinstance(n, str) or n < 0):
+        raise ValueError("The keyword 'num_returns' only accepts None, a "
+                         'non-negative integer, or "dynamic"')
+
+
+# runtime_env fields a worker honours, and those it cannot (it runs the
+# driver's interpreter: no per-task packages).
+_RUNTIME_ENV_FIELDS = {"env_vars", "working_dir", "py_modules", "excludes",
+                       "config"}
+_RUNTIME_ENV_REFUSED = {"pip", "conda", "uv", "container", "image_uri"}
+
+
+def _check_runtime_env(env):
+    if not env:
+        return
+    if not isinstance(env, dict):
+        raise TypeError("runtime_env must be a dict such as "
+                        "{'env_vars': {'NAME': 'value'}}")
+    refused = sorted(set(env) & _RUNTIME_ENV_REFUSED)
+    if refused:
+        raise ValueError(
+            f"runtime_env {', '.join(refused)} is not supported: workers run "
+            "the driver's interpreter, so install the packages on every "
+            "node (env_vars, working_dir and py_modules are supported)")
+    unknown = sorted(set(env) - _RUNTIME_ENV_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown runtime_env field(s): {', '.join(unknown)}"
+                         f" (known: env_vars, working_dir, py_modules)")
+    env_vars = env.get("env_vars") or {}
+    if not isinstance(env_vars, dict) or not all(
+            isinstance(k, str) and isinstance(v, str)
+            for k, v in env_vars.items()):
+        raise TypeError("runtime_env env_vars must be a dict of str to str")
+    working_dir = env.get("working_dir")
+    if working_dir is not None and not (isinstance(working_dir, str)
+                                        and os.path.isdir(working_dir)):
+        raise ValueError(f"runtime_env working_dir must be a local folder; "
+                         f"{working_dir!r} is not one (remote URIs are not "
+                         "supported)")
+    for module in env.get("py_modules") or []:
+        if not os.path.isdir(_module_folder(module)):
+            raise ValueError(f"runtime_env py_modules takes local folders or "
+                             f"imported packages; {module!r} is neither")
+
+
+def _module_folder(module):
+    """The folder of a py_modules entry: a path, or a package's folder."""
+    if isinstance(module, str):
+        return module
+    path = getattr(module, "__file__", None) or ""
+    return os.path.dirname(path) if path.endswith("__init__.py") else ""
+
+
+_packages = {}  # (folder, job) -> key of its zipped copy in the KV store
+
+
+def _package(folder):
+    """The KV key of a zip of ``folder``, stored once per job, which
+    workers on every node unpack (shoal._worker)."""
+    folder = os.path.abspath(folder)
+    job = _shoal.job_id()
+    key = _packages.get((folder, job))
+    if key is None:
+        data = io.BytesIO()
+        with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z:
+            for root, dirs, files in os.walk(folder):
+                dirs[:] = sorted(d for d in dirs
+                                 if d not in ("__pycache__", ".git"))
+                for f in sorted(files):
+                    path = os.path.join(root, f)
+                    z.write(path, os.path.relpath(path, folder))
+        blob = data.getvalue()
+        digest = hashlib.sha256(blob).hexdigest()[:32]
+        key = f"pyenv/{job}/{digest}/{os.path.basename(folder)}"
+        _shoal.kv_put(key, blob, False)
+        _packages[(folder, job)] = key
+    return key
+
+
+def _call_settings(options, cpus):
+    """What the worker applies around a task's call, or to an actor's
+    process (shoal._worker): runtime_env env_vars, OMP_NUM_THREADS for the
+    task's CPUs (unless env_vars or the node's environment set it), the
+    packaged working_dir and py_modules, and the exceptions to retry
+    on."""
+    settings = {}
+    env = options.get("runtime_env") or {}
+    if env.get("env_vars"):
+        settings["env"] = dict(env["env_vars"])
+    settings["omp"] = str(max(1, int(cpus or 0)))
+    if env.get("working_dir"):
+        settings["working_dir"] = _package(env["working_dir"])
+    if env.get("py_modules"):
+        settings["py_modules"] = [_package(_module_folder(m))
+                                  for m in env["py_modules"]]
+    retry = options.get("retry_exceptions")
+    if retry:
+        retries = options.get("max_retries")
+        retries = 3 if retries is None else int(retries)
+        settings["retry"] = (True if retry is True else tuple(retry),
+                             retries)
+    return settings
 
 
 def _resources(options, default_cpus):
@@ -145,6 +291,11 @@ def _placement(options):
     if strategy is not None and hasattr(strategy, "placement_group"):
         group = strategy.placement_group
         index = strategy.placement_group_bundle_index
+    elif hasattr(strategy, "node_id"):
+        raise ValueError(
+            "NodeAffinitySchedulingStrategy is not supported: Shoal's "
+            "scheduler cannot pin a task to a node; give that node a custom "
+            "resource (shoal start --resources) and ask for it instead")
     elif strategy not in (None, "DEFAULT", "SPREAD"):
         raise ValueError(f"scheduling_strategy {strategy!r} is not "
                          "supported (DEFAULT, SPREAD, or a "
@@ -214,7 +365,16 @@ class _Remote:
 
     def options(self, **options):
         _check_options(options, self._ALLOWED, self._WHAT)
+        if "max_calls" in options:
+            raise ValueError(
+                "Setting 'max_calls' is not supported in '.options()'.")
         return _WithOptions(self, {**self._options, **options})
+
+    def _remote(self, args=None, kwargs=None, **options):
+        """Ray's ``f._remote(args, kwargs, **options)``: ``.options(
+        **options).remote(*args, **kwargs)``."""
+        target = self.options(**options) if options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
 
 class _WithOptions:
@@ -254,10 +414,51 @@ class RemoteFunction(_Remote):
         _require_init()
         group, index = _placement(options)
         retries = options.get("max_retries")
-        return _shoal.submit(self._shipped.key(), encode_call(args, kwargs),
-                             _resources(options, default_cpus=1),
-                             3 if retries is None else int(retries), group,
-                             index)
+        resources = _resources(options, default_cpus=1)
+        settings = _call_settings(options, resources.get("CPU", 0))
+        ref = _shoal.submit(self._shipped.key(),
+                            encode_call(args, kwargs, settings), resources,
+                            3 if retries is None else int(retries), group,
+                            index)
+        num_returns = options.get("num_returns")
+        return _split_returns(ref, 1 if num_returns is None else num_returns)
+
+
+def _select_return(values, index, count):
+    """Value ``index`` of a task's ``count`` return values."""
+    try:
+        n = len(values)
+    except TypeError:
+        n = None
+    if n != count:
+        got = f"{n} values" if n is not None else (
+            f"a {type(values).__name__}, which has no length")
+        raise ValueError(
+            f"the task was declared with num_returns={count} but returned "
+            f"{got}: return a tuple or list of {count} values")
+    return values[index]
+
+
+_select = None
+
+
+def _split_returns(ref, count):
+    """The refs a call declared with ``num_returns=count`` returns: ``ref``
+    itself for 1, None for 0 (the task still runs), else one ref per value,
+    each made by a small task that takes its value from the call's
+    result (and fails with the call's error, or with a ValueError when the
+    call returned another number of values)."""
+    if count == 1:
+        return ref
+    if count == 0:
+        return None
+    global _select
+    if _select is None:
+        _select = _Shipped(_select_return, "pyfn")
+    key = _select.key()
+    return [_shoal.submit(key, encode_call((ref, i, count), {}),
+                          {"CPU": 0.0}, 3, "", -1)
+            for i in range(count)]
 
 
 class CppFunction(_Remote):
@@ -370,15 +571,16 @@ class ActorClass(_Remote):
         if group and not resources:
             resources = {"CPU": 1.0}
         retries = options.get("max_task_retries")
+        settings = _call_settings(options, resources.get("CPU", 0))
         actor_id = _shoal.create_actor(
             self._shipped.key(), self._cls.__qualname__,
-            encode_call(args, kwargs), name, resources,
+            encode_call(args, kwargs, settings), name, resources,
             int(options.get("max_restarts") or 0),
             int(retries or 0),
             int(options.get("max_concurrency") or 1),
             lifetime == "detached", group, index)
         return ActorHandle(actor_id, self._cls.__qualname__, self._methods,
-                           self._signatures)
+                           self._signatures, _method_num_returns(self._cls))
 
 
 class ActorMethod:
@@ -394,30 +596,52 @@ class ActorMethod:
                         f"of {self._name}(), use {self._name}.remote()")
 
     def remote(self, *args, **kwargs):
+        return self._call(args, kwargs, self._handle._num_returns.get(
+            self._name, 1))
+
+    def _call(self, args, kwargs, num_returns):
         _check_call(self._handle._signatures.get(self._name), args, kwargs,
                     f"{self._handle._class_name}.{self._name}.remote()")
         _require_init()
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
-        return _shoal.submit_actor_task(
+        ref = _shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
             encode_call(args, kwargs))
+        return _split_returns(ref, num_returns)
+
+    def _remote(self, args=None, kwargs=None, **options):
+        """Ray's ``method._remote(args, kwargs, num_returns=...)``."""
+        target = self.options(**options) if options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
     def options(self, **options):
+        """This method with ``num_returns`` changed for one call."""
         _check_options(options, {"num_returns", "name"}, "an actor method")
-        return self
+        num_returns = options.get("num_returns", self._handle._num_returns.get(
+            self._name, 1))
+        method = self
+
+        class _Options:
+            def remote(self, *args, **kwargs):
+                return method._call(args, kwargs, num_returns)
+
+        return _Options()
 
 
 class ActorHandle:
     """A handle to an actor; it may be passed to tasks and other actors."""
 
-    def __init__(self, actor_id, class_name, methods, signatures=None):
+    def __init__(self, actor_id, class_name, methods, signatures=None,
+                 num_returns=None):
         self._actor_id = actor_id
         self._class_name = class_name
         self._methods = list(methods) if methods is not None else None
         # Checked at .remote(); not sent with the handle (the receiver
         # checks nothing, the worker still refuses a bad call).
         self._signatures = signatures or {}
+        # {method: num_returns} of the methods @method declared with one.
+        self._num_returns = num_returns or {}
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -429,7 +653,8 @@ class ActorHandle:
         return ActorMethod(self, name)
 
     def __reduce__(self):
-        return ActorHandle, (self._actor_id, self._class_name, self._methods)
+        return ActorHandle, (self._actor_id, self._class_name, self._methods,
+                             None, self._num_returns)
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
@@ -453,16 +678,17 @@ def get_actor(name, namespace=None, *, _missing_ok=False):
             return None
         raise ValueError(f"no live actor is named {name!r}")
     actor_id, key, class_name = found
-    methods, signatures = None, None
+    methods, signatures, num_returns = None, None, None
     blob = _shoal.kv_get(key) if key.startswith("pyactor/") else None
     if blob is not None:
         try:
             cls = pickle.loads(blob)
             methods = _method_names(cls)
             signatures = _method_signatures(cls)
+            num_returns = _method_num_returns(cls)
         except Exception:  # noqa: BLE001 - its module is not importable here
             methods = None
-    return ActorHandle(actor_id, class_name, methods, signatures)
+    return ActorHandle(actor_id, class_name, methods, signatures, num_returns)
 
 
 def kill(actor, *, no_restart=True):
@@ -494,10 +720,23 @@ def _make(target, options):
 
 
 def method(**options):
-    """Ray's ``@ray.method``; accepted for num_returns=1 only."""
+    """Ray's ``@ray.method(num_returns=N)`` on an actor method: its calls
+    return N refs (None for 0)."""
     _check_options(options, {"num_returns"}, "an actor method")
 
     def wrap(fn):
+        if "num_returns" in options:
+            fn.__shoal_num_returns__ = options["num_returns"]
         return fn
 
     return wrap
+
+
+def _method_num_returns(cls):
+    """{method: num_returns} of ``cls``'s methods that @method marked."""
+    out = {}
+    for name in _method_names(cls):
+        n = getattr(getattr(cls, name), "__shoal_num_returns__", None)
+        if n is not None:
+            out[name] = n
+    return out

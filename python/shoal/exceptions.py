@@ -13,7 +13,9 @@
     ObjectLostError             every copy of an object was lost
 """
 
+import logging
 import pickle
+import sys
 
 from shoal._shoal import (ActorDiedError, GetTimeoutError, InfeasibleError,
                           ObjectLostError, ShoalError, WorkerDiedError)
@@ -66,6 +68,11 @@ class TaskError(ShoalError):
         """This error as an instance of both TaskError and the cause's
         class, when that class allows it; else itself."""
         cause = self.cause
+        # A task that failed because a task it called failed: the user's
+        # exception from the bottom of the chain, so that `except
+        # ZeroDivisionError` catches it however deep it was raised.
+        while isinstance(cause, TaskError) and cause.cause is not None:
+            cause = cause.cause
         if not isinstance(cause, Exception) or isinstance(cause, TaskError):
             return self
         cause_cls = type(cause)
@@ -75,7 +82,7 @@ class TaskError(ShoalError):
             pass
 
         def __getattr__(self, name):
-            return getattr(error.cause, name)
+            return getattr(cause, name)
 
         try:
             cls = type(f"TaskError({cause_cls.__name__})",
@@ -85,7 +92,12 @@ class TaskError(ShoalError):
                         "__reduce__": lambda self: error.__reduce__(),
                         "__module__": cause_cls.__module__})
             made = cls.__new__(cls)
-        except TypeError:  # e.g. a base whose layout conflicts
+        except TypeError:  # a final class, or a base whose layout conflicts
+            logging.getLogger(__name__).warning(
+                "User exception type %s in TaskError can't be subclassed! "
+                "This exception is raised as RayTaskError only. You can use "
+                "`ray_task_error.cause` to access the user exception. "
+                "Failure in subclassing: %s", cause_cls, sys.exc_info()[1])
             return self
         made.__dict__.update(self.__dict__)
         made.args = (self._message(),)
