@@ -34,6 +34,7 @@ import shutil
 import sys
 import time
 
+from shoal import _remote as _remote_module
 from shoal import _shoal
 from shoal import exceptions
 from shoal._remote import (ActorClass, ActorHandle, CppFunction,
@@ -61,6 +62,7 @@ __all__ = [
     "TaskError",
     "WorkerDiedError",
     "available_resources",
+    "cancel",
     "cluster_resources",
     "cpp_function",
     "exceptions",
@@ -206,9 +208,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     del (labels, local_mode, include_dashboard, dashboard_host,
          dashboard_port, job_config, configure_logging, logging_level,
          logging_format, logging_config, log_to_driver, object_store_memory)
-    if runtime_env:
-        raise ValueError("runtime_env is not supported: workers run with "
-                         "the driver's interpreter and PYTHONPATH")
+    _remote_module._check_runtime_env(runtime_env)
     if _shoal.is_initialized():
         if ignore_reinit_error:
             return _connected_context()
@@ -248,6 +248,12 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 cpp_program or kwargs.get("_cpp_program") or "")
     global _namespace
     _namespace = namespace
+    if runtime_env and not _in_worker():
+        # Every task and actor of the job runs in it unless it gives its
+        # own (env_vars are merged).
+        _remote_module.inherited_env = {}
+        _remote_module.inherited_env = _remote_module.runtime_env_settings(
+            runtime_env)
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
@@ -260,6 +266,8 @@ _namespace = None
 def shutdown():
     """Leaves the cluster; stops the local cluster ``init()`` started."""
     _shoal.shutdown()
+    if not _in_worker():
+        _remote_module.inherited_env = {}
 
 
 def is_initialized():
@@ -399,6 +407,20 @@ def _fetch(refs, deadline):
             pass
         local.append(ref)
     return local
+
+
+def cancel(ref, *, force=False, recursive=True):
+    """Ray's ``cancel()``. Shoal's runtime cannot stop a task once it is
+    submitted, so this raises NotImplementedError, before anything is
+    changed; make a long task check a flag (an actor, or a KV entry) and
+    return early instead."""
+    del force, recursive
+    if not isinstance(ref, _REF_TYPES):
+        raise TypeError(f"cancel() takes an ObjectRef, not "
+                        f"{type(ref).__name__}")
+    raise NotImplementedError(
+        "shoal.cancel() is not supported: a submitted task runs to its end; "
+        "have the task check a flag (an actor's state) and return early")
 
 
 def cluster_resources():

@@ -241,22 +241,37 @@ def _package(folder):
     return key
 
 
+# The runtime_env a task or actor gets when it gives none of its own, in
+# the form of runtime_env_settings: the job's (init(runtime_env=...)) in a
+# driver, the running call's in a worker, as Ray's children inherit their
+# parent's.
+inherited_env = {}
+
+
+def runtime_env_settings(env):
+    """The worker's form of ``env`` over the inherited one: env_vars merged
+    (the task's win), working_dir and py_modules packaged into the head's
+    KV store and named by their keys."""
+    settings = dict(inherited_env)
+    env = env or {}
+    if env.get("env_vars"):
+        settings["env"] = {**settings.get("env", {}), **env["env_vars"]}
+    if env.get("working_dir"):
+        settings["working_dir"] = _package(env["working_dir"])
+    if env.get("py_modules"):
+        settings["py_modules"] = [_package(_module_folder(m))
+                                  for m in env["py_modules"]]
+    return settings
+
+
 def _call_settings(options, cpus):
     """What the worker applies around a task's call, or to an actor's
     process (shoal._worker): runtime_env env_vars, OMP_NUM_THREADS for the
     task's CPUs (unless env_vars or the node's environment set it), the
     packaged working_dir and py_modules, and the exceptions to retry
     on."""
-    settings = {}
-    env = options.get("runtime_env") or {}
-    if env.get("env_vars"):
-        settings["env"] = dict(env["env_vars"])
+    settings = runtime_env_settings(options.get("runtime_env"))
     settings["omp"] = str(max(1, int(cpus or 0)))
-    if env.get("working_dir"):
-        settings["working_dir"] = _package(env["working_dir"])
-    if env.get("py_modules"):
-        settings["py_modules"] = [_package(_module_folder(m))
-                                  for m in env["py_modules"]]
     retry = options.get("retry_exceptions")
     if retry:
         retries = options.get("max_retries")

@@ -18,7 +18,7 @@ import tempfile
 import traceback
 import zipfile
 
-from shoal import _shoal
+from shoal import _remote, _shoal
 from shoal._remote import __file__ as _remote_file
 from shoal._remote import decode_call
 from shoal._serialization import dumps
@@ -152,8 +152,13 @@ def _apply(settings):
     saved_env = {k: os.environ.get(k) for k in env}
     saved_cwd = os.getcwd()
     saved_path = list(sys.path)
+    saved_inherited = _remote.inherited_env
+    # What the tasks and actors this call starts inherit.
+    _remote.inherited_env = {k: settings[k] for k in (
+        "env", "working_dir", "py_modules") if k in settings}
 
     def undo():
+        _remote.inherited_env = saved_inherited
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -346,6 +346,15 @@ def test_runtime_env(connected, tmp_path):
     assert shoal.get(env.options(num_cpus=2).remote()) == (None, "2")
     assert shoal.get(env.options(num_cpus=0.25).remote()) == (None, "1")
 
+    @shoal.remote
+    def parent():
+        return shoal.get(env.remote())
+
+    # A task's children inherit its runtime_env.
+    assert shoal.get(parent.options(runtime_env={
+        "env_vars": {"SHOAL_TEST_VAR": "inherited"}}).remote())[0] == \
+        "inherited"
+
     (tmp_path / "data.txt").write_text("hello")
     package = tmp_path / "shoal_test_pkg"
     package.mkdir()
