@@ -31,13 +31,13 @@ _TASK_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "max_retries", "memory",
     "accelerator_type", "placement_group", "placement_group_bundle_index",
     "scheduling_strategy", "num_returns", "name", "runtime_env",
-    "retry_exceptions", "max_calls",
+    "retry_exceptions", "max_calls", "_metadata",
 }
 _ACTOR_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
     "name", "namespace", "lifetime", "max_restarts", "max_task_retries",
     "max_concurrency", "placement_group", "placement_group_bundle_index",
-    "scheduling_strategy", "get_if_exists", "runtime_env",
+    "scheduling_strategy", "get_if_exists", "runtime_env", "_metadata",
 }
 
 
@@ -113,6 +113,16 @@ def _check_options(options, allowed, what):
     if resources is not None:
         if not isinstance(resources, dict):
             raise TypeError("resources must be a dict such as {'TPU': 4}")
+    quantities = [(n, options.get(n)) for n in ("num_cpus", "num_gpus")]
+    quantities += list((resources or {}).items())
+    for name, value in quantities:
+        # Resources are counted in units of 1/10000, as Ray's are.
+        if isinstance(value, (int, float)) and 0 < value < 1 and abs(
+                round(value * 10000) - value * 10000) > 1e-6:
+            raise ValueError(f"The precision of the fractional quantity of "
+                             f"resource {name} cannot go beyond 0.0001")
+    _check_type(options, "_metadata", (dict, type(None)))
+    if resources is not None:
         for name in ("CPU", "GPU"):
             if name in resources:
                 raise ValueError(f"give {name} as num_{name.lower()}=, not "
