@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 import warnings
 
 from shoal import _errors, _output, _remote, _shoal
@@ -62,6 +63,7 @@ __all__ = [
     "TaskError",
     "WorkerDiedError",
     "available_resources",
+    "cancel",
     "cluster_resources",
     "cpp_function",
     "exceptions",
@@ -207,9 +209,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     del (labels, local_mode, include_dashboard, dashboard_host,
          dashboard_port, job_config, configure_logging, logging_level,
          logging_format, logging_config, object_store_memory)
-    if runtime_env:
-        raise ValueError("runtime_env is not supported: workers run with "
-                         "the driver's interpreter and PYTHONPATH")
+    _remote._check_runtime_env(runtime_env)
     if _shoal.is_initialized():
         if ignore_reinit_error:
             return _connected_context()
@@ -253,6 +253,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
         _errors.start(_shoal.job_id())
         if log_to_driver is not False:
             _output.start(_shoal.job_id())
+    if runtime_env and not _in_worker():
+        # Every task and actor of the job runs in it unless it gives its
+        # own (env_vars are merged).
+        _remote.inherited_env = {}
+        _remote.inherited_env = _remote.runtime_env_settings(runtime_env)
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
@@ -265,6 +270,8 @@ def shutdown():
     _output.stop()
     _errors.stop()
     _shoal.shutdown()
+    if not _in_worker():
+        _remote.inherited_env = {}
 
 
 def is_initialized():
@@ -371,19 +378,23 @@ def get(refs, *, timeout=None):
 
 def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first ``num_returns`` refs that are ready,
-    within ``timeout`` seconds, and the rest, each in the given order."""
-    del fetch_local
+    within ``timeout`` seconds, and the rest, each in the given order.
+
+    With ``fetch_local`` (the default), a ref counts as ready once its
+    object is also on this node (pulled here if need be), so that get()
+    of it does not wait; with False, as soon as it is ready anywhere.
+    """
     if isinstance(refs, _REF_TYPES):
-        raise TypeError("wait() expected a list of ObjectRef, got a single "
+        raise TypeError("wait() expected a list of ObjectRefs, got a single "
                         "ObjectRef: pass [ref]")
     refs = _ref_list("wait", refs)
     ids = [r.hex() for r in refs if isinstance(r, ObjectRef)]
     if len(set(ids)) != len(ids):
-        raise ValueError("Wait requires a list of unique object refs: "
-                         "remove the repeated ones")
+        raise ValueError("Wait requires a list of unique object refs.")
     if not refs:
         return [], []
     _require_init()
+    deadline = None if timeout is None else time.monotonic() + timeout
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(
             f"num_returns must be between 0 and the {len(refs)} refs given")
@@ -398,7 +409,47 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
                    [:num_returns])
     ready = [r for i, r in enumerate(refs) if i in ready_at]
     not_ready = [r for i, r in enumerate(refs) if i not in ready_at]
+    if fetch_local:
+        local = _fetch([r for r in ready if isinstance(r, ObjectRef)],
+                       deadline)
+        ready_at = {i for i in ready_at
+                    if not isinstance(refs[i], ObjectRef) or refs[i] in local}
+        ready = [r for i, r in enumerate(refs) if i in ready_at]
+        not_ready = [r for i, r in enumerate(refs) if i not in ready_at]
     return ready, not_ready
+
+
+def _fetch(refs, deadline):
+    """The ``refs`` (ready ones) whose objects are on this node by
+    ``deadline`` (None: no limit): a get maps each one here, pulling it
+    first when another node holds it. A failed object counts: get()
+    raises its error."""
+    local = []
+    for ref in refs:
+        left = -1 if deadline is None else max(
+            0, int((deadline - time.monotonic()) * 1000))
+        try:
+            _shoal.get([ref], left)
+        except GetTimeoutError:
+            continue
+        except ShoalError:
+            pass
+        local.append(ref)
+    return local
+
+
+def cancel(ref, *, force=False, recursive=True):
+    """Ray's ``cancel()``. Shoal's runtime cannot stop a task once it is
+    submitted, so this raises NotImplementedError, before anything is
+    changed; make a long task check a flag (an actor, or a KV entry) and
+    return early instead."""
+    del force, recursive
+    if not isinstance(ref, _REF_TYPES):
+        raise TypeError(f"cancel() takes an ObjectRef, not "
+                        f"{type(ref).__name__}")
+    raise NotImplementedError(
+        "shoal.cancel() is not supported: a submitted task runs to its end; "
+        "have the task check a flag (an actor's state) and return early")
 
 
 def cluster_resources():

@@ -17,10 +17,13 @@ import asyncio
 import functools
 import hashlib
 import inspect
+import io
+import os
 import pickle
 import threading
 import uuid
 import warnings
+import zipfile
 
 from shoal import _errors, _shoal
 from shoal._serialization import (ResolvedRef, as_inline,
@@ -32,41 +35,46 @@ _TASK_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "max_retries", "memory",
     "accelerator_type", "placement_group", "placement_group_bundle_index",
     "scheduling_strategy", "num_returns", "name", "runtime_env",
-    "retry_exceptions",
+    "retry_exceptions", "max_calls", "_metadata",
 }
 _ACTOR_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
     "name", "namespace", "lifetime", "max_restarts", "max_task_retries",
     "max_concurrency", "placement_group", "placement_group_bundle_index",
-    "scheduling_strategy", "get_if_exists", "runtime_env",
+    "scheduling_strategy", "get_if_exists", "runtime_env", "_metadata",
 }
 
 
-def encode_call(args, kwargs):
+def encode_call(args, kwargs, settings=None):
     """The task arguments _shoal.submit takes for ``f(*args, **kwargs)``:
     the pickled frame, then each ObjectRef in it, which the runtime
     resolves before the task runs. A top-level ref argument reads back as
     its value, as in Ray; a ref inside a value (a list of refs) reads back
-    as a ResolvedRef that shoal.get() takes."""
+    as a ResolvedRef that shoal.get() takes. ``settings`` (a dict, see
+    _call_settings) say how the worker runs the call."""
     frame = (list(args), dict(kwargs))
     ref_types = (ObjectRef, ResolvedRef)
     positions = ([i for i, a in enumerate(args) if isinstance(a, ref_types)],
                  [k for k, v in kwargs.items() if isinstance(v, ref_types)])
-    pieces, size, refs = dumps_capturing_refs((frame, positions))
+    call = (frame, positions, settings) if settings else (frame, positions)
+    pieces, size, refs = dumps_capturing_refs(call)
     inline = as_inline(pieces, size)
     first = inline if inline is not None else _shoal.put_pieces(pieces, size)
     return [first] + refs
 
 
-def decode_call(args):
+def decode_call(args, with_settings=False):
     """(args, kwargs) from what a worker received for encode_call's list:
-    the frame, then each ref's stored value."""
-    (call_args, kwargs), (ref_args, ref_kwargs) = loads_with_refs(
-        args[0], args[1:])
+    the frame, then each ref's stored value; with ``with_settings``,
+    (args, kwargs, settings), settings {} when the call has none."""
+    call = loads_with_refs(args[0], args[1:])
+    (call_args, kwargs), (ref_args, ref_kwargs) = call[0], call[1]
     for i in ref_args:
         call_args[i] = call_args[i].value()
     for k in ref_kwargs:
         kwargs[k] = kwargs[k].value()
+    if with_settings:
+        return call_args, kwargs, (call[2] if len(call) > 2 else {})
     return call_args, kwargs
 
 
@@ -109,19 +117,182 @@ def _check_options(options, allowed, what):
     if resources is not None:
         if not isinstance(resources, dict):
             raise TypeError("resources must be a dict such as {'TPU': 4}")
+    quantities = [(n, options.get(n)) for n in ("num_cpus", "num_gpus")]
+    quantities += list((resources or {}).items())
+    for name, value in quantities:
+        # Resources are counted in units of 1/10000, as Ray's are.
+        if isinstance(value, (int, float)) and 0 < value < 1 and abs(
+                round(value * 10000) - value * 10000) > 1e-6:
+            raise ValueError(f"The precision of the fractional quantity of "
+                             f"resource {name} cannot go beyond 0.0001")
+    _check_type(options, "_metadata", (dict, type(None)))
+    if resources is not None:
         for name in ("CPU", "GPU"):
             if name in resources:
                 raise ValueError(f"give {name} as num_{name.lower()}=, not "
                                  "in resources=")
-    if options.get("runtime_env"):
-        raise ValueError("runtime_env is not supported: workers run with "
-                         "the driver's interpreter and PYTHONPATH")
-    if options.get("num_returns", 1) != 1:
-        raise ValueError("num_returns other than 1 is not supported: "
-                         "return a tuple and index it after get()")
-    if options.get("retry_exceptions"):
-        raise ValueError("retry_exceptions is not supported: tasks are "
-                         "retried when their worker dies (max_retries)")
+    _check_runtime_env(options.get("runtime_env"))
+    if "num_returns" in options:
+        _check_num_returns(options["num_returns"])
+    retry = options.get("retry_exceptions")
+    if retry is not None and not isinstance(retry, bool):
+        if not (isinstance(retry, (list, tuple)) and all(
+                isinstance(t, type) and issubclass(t, BaseException)
+                for t in retry)):
+            raise TypeError("retry_exceptions must be True, False or a list "
+                            "of exception types, not {!r}".format(retry))
+    for name in ("max_retries", "max_calls", "max_restarts",
+                 "max_task_retries"):
+        _check_type(options, name, (int, type(None)))
+    for name in ("max_retries", "max_restarts", "max_task_retries"):
+        value = options.get(name)
+        if value is not None and value < -1:
+            raise ValueError(
+                f"The keyword '{name}' only accepts None, 0, -1 or a "
+                "positive integer, where -1 represents infinity.")
+    max_calls = options.get("max_calls")
+    if max_calls is not None and max_calls < 0:
+        raise ValueError("The keyword 'max_calls' only accepts None, 0 or a "
+                         "positive integer")
+    if max_calls:
+        raise ValueError(
+            "max_calls is not supported: a Shoal worker serves calls until "
+            "it is idle; to release a resource held by a library, free it "
+            "at the end of the function")
+
+
+def _check_type(options, name, types):
+    """Ray's TypeError for an option of the wrong type."""
+    value = options.get(name)
+    if value is not None and (not isinstance(value, types)
+                              or isinstance(value, bool)):
+        raise TypeError(f"The type of keyword '{name}' must be {types}, but "
+                        f"received type {type(value)}")
+
+
+def _check_num_returns(n):
+    _check_type({"num_returns": n}, "num_returns", (int, str, type(None)))
+    if n in ("dynamic", "streaming"):
+        raise ValueError(f'num_returns="{n}" (generator tasks) is not '
+                         "supported: return a list, or give num_returns the "
+                         "number of values the function returns")
+    if n is not None and (isinstance(n, str) or n < 0):
+        raise ValueError("The keyword 'num_returns' only accepts None, a "
+                         'non-negative integer, or "dynamic"')
+
+
+# runtime_env fields a worker honours, and those it cannot (it runs the
+# driver's interpreter: no per-task packages).
+_RUNTIME_ENV_FIELDS = {"env_vars", "working_dir", "py_modules", "excludes",
+                       "config"}
+_RUNTIME_ENV_REFUSED = {"pip", "conda", "uv", "container", "image_uri"}
+
+
+def _check_runtime_env(env):
+    if not env:
+        return
+    if not isinstance(env, dict):
+        raise TypeError("runtime_env must be a dict such as "
+                        "{'env_vars': {'NAME': 'value'}}")
+    refused = sorted(set(env) & _RUNTIME_ENV_REFUSED)
+    if refused:
+        raise ValueError(
+            f"runtime_env {', '.join(refused)} is not supported: workers run "
+            "the driver's interpreter, so install the packages on every "
+            "node (env_vars, working_dir and py_modules are supported)")
+    unknown = sorted(set(env) - _RUNTIME_ENV_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown runtime_env field(s): {', '.join(unknown)}"
+                         f" (known: env_vars, working_dir, py_modules)")
+    env_vars = env.get("env_vars") or {}
+    if not isinstance(env_vars, dict) or not all(
+            isinstance(k, str) and isinstance(v, str)
+            for k, v in env_vars.items()):
+        raise TypeError("runtime_env env_vars must be a dict of str to str")
+    working_dir = env.get("working_dir")
+    if working_dir is not None and not (isinstance(working_dir, str)
+                                        and os.path.isdir(working_dir)):
+        raise ValueError(f"runtime_env working_dir must be a local folder; "
+                         f"{working_dir!r} is not one (remote URIs are not "
+                         "supported)")
+    for module in env.get("py_modules") or []:
+        if not os.path.isdir(_module_folder(module)):
+            raise ValueError(f"runtime_env py_modules takes local folders or "
+                             f"imported packages; {module!r} is neither")
+
+
+def _module_folder(module):
+    """The folder of a py_modules entry: a path, or a package's folder."""
+    if isinstance(module, str):
+        return module
+    path = getattr(module, "__file__", None) or ""
+    return os.path.dirname(path) if path.endswith("__init__.py") else ""
+
+
+_packages = {}  # (folder, job) -> key of its zipped copy in the KV store
+
+
+def _package(folder):
+    """The KV key of a zip of ``folder``, stored once per job, which
+    workers on every node unpack (shoal._worker)."""
+    folder = os.path.abspath(folder)
+    job = _shoal.job_id()
+    key = _packages.get((folder, job))
+    if key is None:
+        data = io.BytesIO()
+        with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z:
+            for root, dirs, files in os.walk(folder):
+                dirs[:] = sorted(d for d in dirs
+                                 if d not in ("__pycache__", ".git"))
+                for f in sorted(files):
+                    path = os.path.join(root, f)
+                    z.write(path, os.path.relpath(path, folder))
+        blob = data.getvalue()
+        digest = hashlib.sha256(blob).hexdigest()[:32]
+        key = f"pyenv/{job}/{digest}/{os.path.basename(folder)}"
+        _shoal.kv_put(key, blob, False)
+        _packages[(folder, job)] = key
+    return key
+
+
+# The runtime_env a task or actor gets when it gives none of its own, in
+# the form of runtime_env_settings: the job's (init(runtime_env=...)) in a
+# driver, the running call's in a worker, as Ray's children inherit their
+# parent's.
+inherited_env = {}
+
+
+def runtime_env_settings(env):
+    """The worker's form of ``env`` over the inherited one: env_vars merged
+    (the task's win), working_dir and py_modules packaged into the head's
+    KV store and named by their keys."""
+    settings = dict(inherited_env)
+    env = env or {}
+    if env.get("env_vars"):
+        settings["env"] = {**settings.get("env", {}), **env["env_vars"]}
+    if env.get("working_dir"):
+        settings["working_dir"] = _package(env["working_dir"])
+    if env.get("py_modules"):
+        settings["py_modules"] = [_package(_module_folder(m))
+                                  for m in env["py_modules"]]
+    return settings
+
+
+def _call_settings(options, cpus):
+    """What the worker applies around a task's call, or to an actor's
+    process (shoal._worker): runtime_env env_vars, OMP_NUM_THREADS for the
+    task's CPUs (unless env_vars or the node's environment set it), the
+    packaged working_dir and py_modules, and the exceptions to retry
+    on."""
+    settings = runtime_env_settings(options.get("runtime_env"))
+    settings["omp"] = str(max(1, int(cpus or 0)))
+    retry = options.get("retry_exceptions")
+    if retry:
+        retries = options.get("max_retries")
+        retries = 3 if retries is None else int(retries)
+        settings["retry"] = (True if retry is True else tuple(retry),
+                             retries)
+    return settings
 
 
 def _resources(options, default_cpus):
@@ -150,6 +321,11 @@ def _placement(options, request=None, what=""):
     if strategy is not None and hasattr(strategy, "placement_group"):
         group = strategy.placement_group
         index = strategy.placement_group_bundle_index
+    elif hasattr(strategy, "node_id"):
+        raise ValueError(
+            "NodeAffinitySchedulingStrategy is not supported: Shoal's "
+            "scheduler cannot pin a task to a node; give that node a custom "
+            "resource (shoal start --resources) and ask for it instead")
     elif strategy not in (None, "DEFAULT", "SPREAD"):
         raise ValueError(f"scheduling_strategy {strategy!r} is not "
                          "supported (DEFAULT, SPREAD, or a "
@@ -263,7 +439,16 @@ class _Remote:
 
     def options(self, **options):
         _check_options(options, self._ALLOWED, self._WHAT)
+        if "max_calls" in options:
+            raise ValueError(
+                "Setting 'max_calls' is not supported in '.options()'.")
         return _WithOptions(self, {**self._options, **options})
+
+    def _remote(self, args=None, kwargs=None, **options):
+        """Ray's ``f._remote(args, kwargs, **options)``: ``.options(
+        **options).remote(*args, **kwargs)``."""
+        target = self.options(**options) if options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
 
 class _WithOptions:
@@ -305,9 +490,49 @@ class RemoteFunction(_Remote):
         group, index = _placement(options, resources,
                                   self._function.__qualname__)
         retries = options.get("max_retries")
-        return _errors.track(_shoal.submit(
-            self._shipped.key(), encode_call(args, kwargs), resources,
-            3 if retries is None else int(retries), group, index))
+        settings = _call_settings(options, resources.get("CPU", 0))
+        ref = _errors.track(_shoal.submit(
+            self._shipped.key(), encode_call(args, kwargs, settings),
+            resources, 3 if retries is None else int(retries), group, index))
+        num_returns = options.get("num_returns")
+        return _split_returns(ref, 1 if num_returns is None else num_returns)
+
+
+def _select_return(values, index, count):
+    """Value ``index`` of a task's ``count`` return values."""
+    try:
+        n = len(values)
+    except TypeError:
+        n = None
+    if n != count:
+        got = f"{n} values" if n is not None else (
+            f"a {type(values).__name__}, which has no length")
+        raise ValueError(
+            f"the task was declared with num_returns={count} but returned "
+            f"{got}: return a tuple or list of {count} values")
+    return values[index]
+
+
+_select = None
+
+
+def _split_returns(ref, count):
+    """The refs a call declared with ``num_returns=count`` returns: ``ref``
+    itself for 1, None for 0 (the task still runs), else one ref per value,
+    each made by a small task that takes its value from the call's
+    result (and fails with the call's error, or with a ValueError when the
+    call returned another number of values)."""
+    if count == 1:
+        return ref
+    if count == 0:
+        return None
+    global _select
+    if _select is None:
+        _select = _Shipped(_select_return, "pyfn")
+    key = _select.key()
+    return [_shoal.submit(key, encode_call((ref, i, count), {}),
+                          {"CPU": 0.0}, 3, "", -1)
+            for i in range(count)]
 
 
 class CppFunction(_Remote):
@@ -589,10 +814,11 @@ class ActorClass(_Remote):
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"max_concurrency must be an int of 1 or more, "
                              f"not {concurrency!r}")
+        settings = _call_settings(options, resources.get("CPU", 0))
         try:
             actor_id = _shoal.create_actor(
                 self._shipped.key(), self._cls.__qualname__,
-                encode_call(args, kwargs), qualified, resources,
+                encode_call(args, kwargs, settings), qualified, resources,
                 int(options.get("max_restarts") or 0), int(retries or 0),
                 concurrency, lifetime == "detached", group, index)
         except _shoal.ShoalError as e:
@@ -611,7 +837,8 @@ class ActorClass(_Remote):
             with _owned_lock:
                 _owned[actor_id] = [0, False]
         return ActorHandle(actor_id, self._cls.__qualname__, self._methods,
-                           self._signatures, _invocation_decorators(self._cls))
+                           self._signatures, _invocation_decorators(self._cls),
+                           _method_num_returns(self._cls))
 
 
 class ActorMethod:
@@ -627,26 +854,43 @@ class ActorMethod:
                         f"of {self._name}(), use {self._name}.remote()")
 
     def remote(self, *args, **kwargs):
+        num_returns = self._handle._num_returns.get(self._name, 1)
         decorator = self._handle._decorators.get(self._name)
         if decorator is not None:
             # Ray's __ray_invocation_decorator__: it sees the call's
             # (args, kwargs) and makes it through _submit.
-            return decorator(self._submit)(list(args), kwargs)
-        return self._submit(args, kwargs)
+            return decorator(lambda a, k: self._call(a, k, num_returns))(
+                list(args), kwargs)
+        return self._call(args, kwargs, num_returns)
 
-    def _submit(self, args, kwargs):
+    def _call(self, args, kwargs, num_returns):
         _check_call(self._handle._signatures.get(self._name), args, kwargs,
                     f"{self._handle._class_name}.{self._name}.remote()")
         _require_init()
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
-        return _errors.track(_shoal.submit_actor_task(
+        ref = _errors.track(_shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
             encode_call(args, kwargs)))
+        return _split_returns(ref, num_returns)
+
+    def _remote(self, args=None, kwargs=None, **options):
+        """Ray's ``method._remote(args, kwargs, num_returns=...)``."""
+        target = self.options(**options) if options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
     def options(self, **options):
+        """This method with ``num_returns`` changed for one call."""
         _check_options(options, {"num_returns", "name"}, "an actor method")
-        return self
+        num_returns = options.get("num_returns", self._handle._num_returns.get(
+            self._name, 1))
+        method = self
+
+        class _Options:
+            def remote(self, *args, **kwargs):
+                return method._call(args, kwargs, num_returns)
+
+        return _Options()
 
 
 class ActorHandle:
@@ -654,7 +898,7 @@ class ActorHandle:
     ``dir()`` lists the actor's methods."""
 
     def __init__(self, actor_id, class_name, methods, signatures=None,
-                 decorators=None):
+                 decorators=None, num_returns=None):
         self._actor_id = actor_id
         self._class_name = class_name
         self._methods = list(methods) if methods is not None else None
@@ -662,6 +906,8 @@ class ActorHandle:
         # checks nothing, the worker still refuses a bad call).
         self._signatures = signatures or {}
         self._decorators = decorators or {}
+        # {method: num_returns} of the methods @method declared with one.
+        self._num_returns = num_returns or {}
         _count_handle(actor_id, +1)
 
     def __del__(self):
@@ -688,7 +934,8 @@ class ActorHandle:
 
     def __reduce__(self):
         _passed_on(self._actor_id)
-        return ActorHandle, (self._actor_id, self._class_name, self._methods)
+        return ActorHandle, (self._actor_id, self._class_name, self._methods,
+                             None, None, self._num_returns)
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
@@ -708,7 +955,7 @@ def _lookup(qualified):
     if found is None:
         return None
     actor_id, key, class_name = found
-    methods, signatures, decorators = None, None, None
+    methods, signatures, decorators, num_returns = None, None, None, None
     blob = _shoal.kv_get(key) if key.startswith("pyactor/") else None
     if blob is not None:
         try:
@@ -716,9 +963,11 @@ def _lookup(qualified):
             methods = _method_names(cls)
             signatures = _method_signatures(cls)
             decorators = _invocation_decorators(cls)
+            num_returns = _method_num_returns(cls)
         except Exception:  # noqa: BLE001 - its module is not importable here
             methods = None
-    return ActorHandle(actor_id, class_name, methods, signatures, decorators)
+    return ActorHandle(actor_id, class_name, methods, signatures, decorators,
+                       num_returns)
 
 
 def get_actor(name, namespace=None):
@@ -783,10 +1032,23 @@ def _make(target, options):
 
 
 def method(**options):
-    """Ray's ``@ray.method``; accepted for num_returns=1 only."""
+    """Ray's ``@ray.method(num_returns=N)`` on an actor method: its calls
+    return N refs (None for 0)."""
     _check_options(options, {"num_returns"}, "an actor method")
 
     def wrap(fn):
+        if "num_returns" in options:
+            fn.__shoal_num_returns__ = options["num_returns"]
         return fn
 
     return wrap
+
+
+def _method_num_returns(cls):
+    """{method: num_returns} of ``cls``'s methods that @method marked."""
+    out = {}
+    for name in _method_names(cls):
+        n = getattr(getattr(cls, name), "__shoal_num_returns__", None)
+        if n is not None:
+            out[name] = n
+    return out

@@ -27,6 +27,7 @@ TaskUnschedulableError, ActorUnschedulableError.
 import logging
 import pickle
 import re
+import sys
 
 from shoal import _shoal
 from shoal._shoal import GetTimeoutError, InfeasibleError, ShoalError
@@ -246,6 +247,11 @@ class TaskError(ShoalError):
             self.cause_type = self.cause.cause_type or self.cause_type
             self.cause = self.cause.cause
         cause = self.cause
+        # A task that failed because a task it called failed: the user's
+        # exception from the bottom of the chain, so that `except
+        # ZeroDivisionError` catches it however deep it was raised.
+        while isinstance(cause, TaskError) and cause.cause is not None:
+            cause = cause.cause
         if not isinstance(cause, Exception) or isinstance(cause, TaskError):
             return self
         cause_cls = type(cause)
@@ -255,7 +261,7 @@ class TaskError(ShoalError):
             pass
 
         def __getattr__(self, name):
-            return getattr(error.cause, name)
+            return getattr(cause, name)
 
         try:
             cls = type(f"TaskError({cause_cls.__name__})",

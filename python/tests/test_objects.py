@@ -74,6 +74,11 @@ def test_wait_and_bad_arguments(local_cluster):
     assert len(ready) == 5 and not not_ready
     with pytest.raises(ValueError):
         shoal.wait(refs, num_returns=6)
+    with pytest.raises(ValueError, match="unique object refs"):
+        shoal.wait([refs[0], refs[0]])
+    assert shoal.wait([]) == ([], [])
+    ready, _ = shoal.wait(refs, num_returns=5, fetch_local=False)
+    assert len(ready) == 5
     with pytest.raises(TypeError, match="ObjectRef or a list"):
         shoal.get([1, 2])
     with pytest.raises(TypeError, match="ObjectRef or a list"):

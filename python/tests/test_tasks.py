@@ -241,3 +241,154 @@ def test_tasks_are_listed_by_their_function_names(connected):
     assert "named_for_lists" in names
     assert "ListedCounter.incr" in names
     assert not [n for n in names if n.startswith("pyfn/")], names
+
+
+@shoal.remote
+def count_to(n):
+    return list(range(n))
+
+
+def test_num_returns_gives_one_ref_per_value(connected):
+    assert count_to.options(num_returns=0).remote(0) is None
+    first, second = count_to.options(num_returns=2).remote(2)
+    assert shoal.get([first, second]) == [0, 1]
+    refs = count_to._remote(args=[3], num_returns=3)
+    assert shoal.get(refs) == [0, 1, 2]
+    # Each ref passes on to another task like any other.
+    assert shoal.get(add.remote(refs[1], b=refs[2])) == 3
+    with pytest.raises(ValueError, match="num_returns=2 but returned 3"):
+        shoal.get(count_to.options(num_returns=2).remote(3))
+    with pytest.raises(ValueError, match="only accepts None"):
+        count_to.options(num_returns=-1)
+    with pytest.raises(TypeError, match="The type of keyword 'num_returns'"):
+        count_to.options(num_returns=1.5)
+
+    @shoal.remote(num_returns=2)
+    def fails():
+        raise KeyError("k")
+
+    for ref in fails.remote():
+        with pytest.raises(KeyError):
+            shoal.get(ref)
+
+    @shoal.remote
+    class Pair:
+        @shoal.method(num_returns=2)
+        def both(self, x):
+            return x, -x
+
+        def four(self):
+            return 1, 2, 3, 4
+
+    pair = Pair.remote()
+    assert shoal.get(pair.both.remote(5)) == [5, -5]
+    assert shoal.get(pair.four.options(num_returns=4).remote()) == \
+        [1, 2, 3, 4]
+
+
+def test_errors_keep_their_type_through_nested_tasks(connected):
+    @shoal.remote
+    def bottom():
+        return 1 / 0
+
+    @shoal.remote
+    def middle():
+        return shoal.get(bottom.remote())
+
+    @shoal.remote
+    def top():
+        return shoal.get(middle.remote())
+
+    with pytest.raises(ZeroDivisionError):
+        shoal.get(top.remote())
+    # A failed ref given as an argument fails the task with its error.
+    with pytest.raises(ZeroDivisionError):
+        shoal.get(add.remote(bottom.remote()))
+
+
+def test_retry_exceptions(connected, tmp_path):
+    counter = tmp_path / "attempts"
+
+    @shoal.remote(retry_exceptions=True, max_retries=3)
+    def flaky():
+        n = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(n + 1))
+        if n < 2:
+            raise ValueError("not yet")
+        return n
+
+    assert shoal.get(flaky.remote()) == 2
+
+    counter.unlink()
+
+    @shoal.remote(retry_exceptions=[KeyError], max_retries=3)
+    def other_error():
+        n = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(n + 1))
+        raise ValueError("not retried")
+
+    with pytest.raises(ValueError):
+        shoal.get(other_error.remote())
+    assert counter.read_text() == "1"
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        add.options(retry_exceptions=[1])
+
+
+def test_runtime_env(connected, tmp_path):
+    @shoal.remote
+    def env():
+        return os.environ.get("SHOAL_TEST_VAR"), os.environ.get(
+            "OMP_NUM_THREADS")
+
+    assert shoal.get(env.options(runtime_env={
+        "env_vars": {"SHOAL_TEST_VAR": "yes"}}).remote()) == ("yes", "1")
+    # Set for the call only; OMP_NUM_THREADS follows num_cpus.
+    assert shoal.get(env.options(num_cpus=2).remote()) == (None, "2")
+    assert shoal.get(env.options(num_cpus=0.25).remote()) == (None, "1")
+
+    @shoal.remote
+    def parent():
+        return shoal.get(env.remote())
+
+    # A task's children inherit its runtime_env.
+    assert shoal.get(parent.options(runtime_env={
+        "env_vars": {"SHOAL_TEST_VAR": "inherited"}}).remote())[0] == \
+        "inherited"
+
+    (tmp_path / "data.txt").write_text("hello")
+    package = tmp_path / "shoal_test_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 42\n")
+
+    @shoal.remote
+    def read():
+        import shoal_test_pkg
+        with open("data.txt") as f:
+            return f.read(), shoal_test_pkg.VALUE
+
+    assert shoal.get(read.options(runtime_env={
+        "working_dir": str(tmp_path)}).remote()) == ("hello", 42)
+
+    @shoal.remote
+    def value():
+        import shoal_test_pkg
+        return shoal_test_pkg.VALUE
+
+    assert shoal.get(value.options(runtime_env={
+        "py_modules": [str(package)]}).remote()) == 42
+    with pytest.raises(ValueError, match="pip is not supported"):
+        value.options(runtime_env={"pip": ["requests"]})
+    with pytest.raises(ValueError, match="working_dir must be a local"):
+        value.options(runtime_env={"working_dir": "s3://bucket/x.zip"})
+
+
+def test_unsupported_scheduling_options_say_so(connected):
+    from shoal.util.scheduling_strategies import \
+        NodeAffinitySchedulingStrategy
+    node = shoal.nodes()[0]["NodeID"]
+    with pytest.raises(ValueError, match="NodeAffinitySchedulingStrategy"):
+        add.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node, soft=False)).remote(1)
+    with pytest.raises(ValueError, match="max_calls is not supported"):
+        shoal.remote(max_calls=1)(lambda: 1)
+    assert shoal.get(add.options(scheduling_strategy="SPREAD").remote(1)) == 1

@@ -9,3 +9,17 @@ class PlacementGroupSchedulingStrategy:
         del placement_group_capture_child_tasks
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
+
+
+class NodeAffinitySchedulingStrategy:
+    """Ray's request to run a task or actor on the node ``node_id`` (with
+    ``soft``, preferably there). Shoal's scheduler places work by resources
+    only, so submitting with it raises ValueError; a custom resource that
+    only that node has pins work to it instead."""
+
+    def __init__(self, node_id, soft, _spill_on_unavailable=False,
+                 _fail_on_unavailable=False):
+        self.node_id = node_id
+        self.soft = soft
+        self._spill_on_unavailable = _spill_on_unavailable
+        self._fail_on_unavailable = _fail_on_unavailable
