@@ -25,7 +25,7 @@ import uuid
 import warnings
 import zipfile
 
-from shoal import _errors, _shoal
+from shoal import _errors, _options, _shoal
 from shoal._serialization import (ResolvedRef, as_inline,
                                   dumps_capturing_refs, loads_with_refs,
                                   pickle_by_value)
@@ -102,59 +102,26 @@ def _check_call(sig, args, kwargs, what):
         raise TypeError(f"{what}: {e}") from None
 
 
-def _check_options(options, allowed, what):
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise TypeError(f"unknown option(s) for {what}: {', '.join(unknown)}"
-                        f" (known: {', '.join(sorted(allowed))})")
-    for name in ("num_cpus", "num_gpus", "memory"):
-        value = options.get(name)
-        if value is not None and (not isinstance(value, (int, float))
-                                  or value < 0):
-            raise ValueError(f"{name} must be a number of 0 or more, "
-                             f"not {value!r}")
-    resources = options.get("resources")
-    if resources is not None:
-        if not isinstance(resources, dict):
-            raise TypeError("resources must be a dict such as {'TPU': 4}")
-    quantities = [(n, options.get(n)) for n in ("num_cpus", "num_gpus")]
-    quantities += list((resources or {}).items())
-    for name, value in quantities:
-        # Resources are counted in units of 1/10000, as Ray's are.
-        if isinstance(value, (int, float)) and 0 < value < 1 and abs(
-                round(value * 10000) - value * 10000) > 1e-6:
-            raise ValueError(f"The precision of the fractional quantity of "
-                             f"resource {name} cannot go beyond 0.0001")
-    _check_type(options, "_metadata", (dict, type(None)))
-    if resources is not None:
-        for name in ("CPU", "GPU"):
-            if name in resources:
-                raise ValueError(f"give {name} as num_{name.lower()}=, not "
-                                 "in resources=")
+def _check_options(options, allowed, what, table=_options.TASK_OPTIONS,
+                   in_options=False):
+    """Ray's checks of each option's type and value (shoal._options), then
+    Shoal's: options Ray has that Shoal does not honour yet are refused
+    rather than ignored."""
+    _options.validate(options, table, what, in_options)
+    unsupported = sorted(set(options) - set(allowed))
+    if unsupported:
+        raise ValueError(f"{what} cannot take {', '.join(unsupported)} in "
+                         f"Shoal yet (it takes: {', '.join(sorted(allowed))})")
     _check_runtime_env(options.get("runtime_env"))
     if "num_returns" in options:
         _check_num_returns(options["num_returns"])
     retry = options.get("retry_exceptions")
     if retry is not None and not isinstance(retry, bool):
-        if not (isinstance(retry, (list, tuple)) and all(
-                isinstance(t, type) and issubclass(t, BaseException)
-                for t in retry)):
+        if not all(isinstance(t, type) and issubclass(t, BaseException)
+                   for t in retry):
             raise TypeError("retry_exceptions must be True, False or a list "
                             "of exception types, not {!r}".format(retry))
-    for name in ("max_retries", "max_calls", "max_restarts",
-                 "max_task_retries"):
-        _check_type(options, name, (int, type(None)))
-    for name in ("max_retries", "max_restarts", "max_task_retries"):
-        value = options.get(name)
-        if value is not None and value < -1:
-            raise ValueError(
-                f"The keyword '{name}' only accepts None, 0, -1 or a "
-                "positive integer, where -1 represents infinity.")
-    max_calls = options.get("max_calls")
-    if max_calls is not None and max_calls < 0:
-        raise ValueError("The keyword 'max_calls' only accepts None, 0 or a "
-                         "positive integer")
-    if max_calls:
+    if options.get("max_calls"):
         raise ValueError(
             "max_calls is not supported: a Shoal worker serves calls until "
             "it is idle; to release a resource held by a library, free it "
@@ -429,19 +396,18 @@ class _Remote:
 
     _ALLOWED = frozenset()
     _WHAT = ""
+    _TABLE = _options.TASK_OPTIONS
 
     def __init__(self, options):
-        _check_options(options, self._ALLOWED, self._WHAT)
+        _check_options(options, self._ALLOWED, self._WHAT, self._TABLE)
         self._options = options
 
     def remote(self, *args, **kwargs):
         return self._run(self._options, args, kwargs)
 
     def options(self, **options):
-        _check_options(options, self._ALLOWED, self._WHAT)
-        if "max_calls" in options:
-            raise ValueError(
-                "Setting 'max_calls' is not supported in '.options()'.")
+        _check_options(options, self._ALLOWED, self._WHAT, self._TABLE,
+                       in_options=True)
         return _WithOptions(self, {**self._options, **options})
 
     def _remote(self, args=None, kwargs=None, **options):
@@ -735,6 +701,7 @@ class ActorClass(_Remote):
 
     _ALLOWED = _ACTOR_OPTIONS
     _WHAT = "an actor class"
+    _TABLE = _options.ACTOR_OPTIONS
 
     def __init__(self, cls, options):
         super().__init__(options)
@@ -881,7 +848,8 @@ class ActorMethod:
 
     def options(self, **options):
         """This method with ``num_returns`` changed for one call."""
-        _check_options(options, {"num_returns", "name"}, "an actor method")
+        _check_options(options, {"num_returns", "name"}, "an actor method",
+                       _options.METHOD_OPTIONS)
         num_returns = options.get("num_returns", self._handle._num_returns.get(
             self._name, 1))
         method = self
@@ -1034,7 +1002,8 @@ def _make(target, options):
 def method(**options):
     """Ray's ``@ray.method(num_returns=N)`` on an actor method: its calls
     return N refs (None for 0)."""
-    _check_options(options, {"num_returns"}, "an actor method")
+    _check_options(options, {"num_returns"}, "an actor method",
+                   _options.METHOD_OPTIONS)
 
     def wrap(fn):
         if "num_returns" in options:

@@ -110,10 +110,20 @@ def test_options_and_resources(connected):
     assert set(shoal.get([on_slot_node.remote() for _ in range(3)])) == \
         slot_nodes
     assert shoal.get(add.options(num_cpus=0.5).remote(1, 1)) == 2
-    with pytest.raises(TypeError, match="unknown option"):
+    # Ray's checks and messages.
+    with pytest.raises(ValueError, match="Invalid option keyword num_cpu"):
         add.options(num_cpu=1)
-    with pytest.raises(ValueError, match="num_cpus must be"):
+    with pytest.raises(ValueError, match="'num_cpus' only accepts None, 0"):
         add.options(num_cpus=-1)
+    with pytest.raises(TypeError, match="'max_retries' must be"):
+        add.options(max_retries=0.5)
+    with pytest.raises(ValueError, match="cannot go beyond 0.0001"):
+        add.options(num_gpus=0.00001)
+    with pytest.raises(ValueError, match="not supported in '.options"):
+        add.options(max_calls=1)
+    # One Ray has that Shoal does not honour yet is refused, not ignored.
+    with pytest.raises(ValueError, match="cannot take label_selector"):
+        add.options(label_selector={"zone": "a"})
     with pytest.raises(TypeError, match="called directly"):
         add(1, 2)
 
