@@ -805,7 +805,8 @@ class ActorClass(_Remote):
                 _owned[actor_id] = [0, False]
         return ActorHandle(actor_id, self._cls.__qualname__, self._methods,
                            self._signatures, _invocation_decorators(self._cls),
-                           _method_num_returns(self._cls))
+                           _method_num_returns(self._cls),
+                           self._shipped.key())
 
 
 class ActorMethod:
@@ -831,9 +832,9 @@ class ActorMethod:
         return self._call(args, kwargs, num_returns)
 
     def _call(self, args, kwargs, num_returns):
-        _check_call(self._handle._signatures.get(self._name), args, kwargs,
-                    f"{self._handle._class_name}.{self._name}.remote()")
         _require_init()
+        _check_call(self._handle._signature_of(self._name), args, kwargs,
+                    f"{self._handle._class_name}.{self._name}.remote()")
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
         ref = _errors.track(_shoal.submit_actor_task(
@@ -861,18 +862,27 @@ class ActorMethod:
         return _Options()
 
 
+class ActorID(str):
+    """An actor's id: a string, with Ray's ``hex()``."""
+
+    def hex(self):
+        return str(self)
+
+
 class ActorHandle:
     """A handle to an actor; it may be passed to tasks and other actors.
     ``dir()`` lists the actor's methods."""
 
     def __init__(self, actor_id, class_name, methods, signatures=None,
-                 decorators=None, num_returns=None):
-        self._actor_id = actor_id
+                 decorators=None, num_returns=None, class_key=""):
+        self._actor_id = ActorID(actor_id)
         self._class_name = class_name
         self._methods = list(methods) if methods is not None else None
-        # Checked at .remote(); not sent with the handle (the receiver
-        # checks nothing, the worker still refuses a bad call).
-        self._signatures = signatures or {}
+        # Checked at .remote(). Not sent with the handle: a process it is
+        # passed to reads them from the class in the head's store
+        # (class_key) when it first calls a method.
+        self._signatures = signatures
+        self._class_key = class_key
         self._decorators = decorators or {}
         # {method: num_returns} of the methods @method declared with one.
         self._num_returns = num_returns or {}
@@ -884,6 +894,19 @@ class ActorHandle:
                 _end_unreferenced(self)
         except Exception:  # noqa: BLE001 - at interpreter exit
             pass
+
+    def _signature_of(self, method):
+        """``method``'s signature, or None when it cannot be known."""
+        if self._signatures is None:
+            self._signatures = {}
+            blob = (_shoal.kv_get(self._class_key)
+                    if self._class_key.startswith("pyactor/") else None)
+            if blob is not None:
+                try:
+                    self._signatures = _method_signatures(pickle.loads(blob))
+                except Exception:  # noqa: BLE001 - not importable here
+                    pass
+        return self._signatures.get(method)
 
     def __getattr__(self, name):
         if name in _BUILTIN_METHODS:
@@ -902,8 +925,9 @@ class ActorHandle:
 
     def __reduce__(self):
         _passed_on(self._actor_id)
-        return ActorHandle, (self._actor_id, self._class_name, self._methods,
-                             None, None, self._num_returns)
+        return ActorHandle, (str(self._actor_id), self._class_name,
+                             self._methods, None, None, self._num_returns,
+                             self._class_key)
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
@@ -935,7 +959,7 @@ def _lookup(qualified):
         except Exception:  # noqa: BLE001 - its module is not importable here
             methods = None
     return ActorHandle(actor_id, class_name, methods, signatures, decorators,
-                       num_returns)
+                       num_returns, key)
 
 
 def get_actor(name, namespace=None):
