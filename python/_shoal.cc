@@ -25,9 +25,9 @@
 
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
-#include "common/net.h"
-#include "common/environment.h"
 #include "common/clock.h"
+#include "common/environment.h"
+#include "common/net.h"
 #include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
