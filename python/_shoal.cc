@@ -25,6 +25,7 @@
 
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
+#include "api/submit_options.h"
 #include "common/clock.h"
 #include "common/environment.h"
 #include "common/net.h"
@@ -223,11 +224,31 @@ std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args,
   return out;
 }
 
+// The resources a task or actor of `resources` holds, as agents name them
+// (in a placement group, the group's and its bundle's).
+std::map<std::string, double> ShapeOf(
+    const std::map<std::string, double>& resources,
+    const std::string& placement_group_id, int bundle_index) {
+  auto shape =
+      shoal::internal::ShapeFor(resources, placement_group_id, bundle_index);
+  if (!shape.ok()) throw shoal::Error(std::string(shape.status().message()));
+  std::map<std::string, double> out;
+  for (const auto& [name, amount] : shape->amounts()) {
+    out[name] = shape->GetDouble(name);
+  }
+  return out;
+}
+
 BufferRef Submit(const std::string& function, const py::list& args,
                  const std::map<std::string, double>& resources,
                  int max_retries, const std::string& placement_group_id,
-                 int bundle_index, bool cpp) {
+                 int bundle_index, bool cpp,
+                 const std::map<std::string, std::string>& label_selector,
+                 bool label_selector_soft, bool worker_may_end) {
   shoal::internal::TaskOptions options;
+  options.worker_may_end = worker_may_end;
+  options.label_selector = label_selector;
+  options.label_selector_soft = label_selector_soft;
   options.resources = resources;
   options.max_retries = max_retries;
   options.placement_group_id = placement_group_id;
@@ -239,15 +260,17 @@ BufferRef Submit(const std::string& function, const py::list& args,
       shoal::internal::SubmitTask(function, std::move(task_args), options));
 }
 
-std::string CreateActor(const std::string& factory,
-                        const std::string& class_name, const py::list& args,
-                        const std::string& name,
-                        const std::map<std::string, double>& resources,
-                        int max_restarts, int max_task_retries,
-                        int max_concurrency, bool detached,
-                        const std::string& placement_group_id,
-                        int bundle_index) {
+std::string CreateActor(
+    const std::string& factory, const std::string& class_name,
+    const py::list& args, const std::string& name,
+    const std::map<std::string, double>& resources, int max_restarts,
+    int max_task_retries, int max_concurrency, bool detached,
+    const std::string& placement_group_id, int bundle_index,
+    const std::map<std::string, std::string>& label_selector,
+    bool label_selector_soft) {
   shoal::internal::ActorOptions options;
+  options.label_selector = label_selector;
+  options.label_selector_soft = label_selector_soft;
   options.name = name;
   options.resources = resources;
   options.max_restarts = max_restarts;
@@ -485,11 +508,21 @@ class PythonRuntime : public shoal::internal::ForeignRuntime {
     runtime_ = py::object();
   }
 
+  // ("ok", pieces, size, True): the worker ends after this call.
   ObjectValue Call(const std::string& function,
                    const std::vector<ObjectValue>& args) override {
     return WithGil([&] {
-      return Outcome(runtime_.attr("call")(function, ArgList(args)));
+      py::tuple outcome = runtime_.attr("call")(function, ArgList(args));
+      if (outcome.size() > 3 && outcome[0].cast<std::string>() == "ok" &&
+          outcome[3].cast<bool>()) {
+        exit_after_call_ = true;
+      }
+      return Outcome(outcome);
     });
+  }
+
+  bool TakeExitAfterCall() override {
+    return std::exchange(exit_after_call_, false);
   }
 
   shoal::internal::ActorInstance Construct(
@@ -516,6 +549,7 @@ class PythonRuntime : public shoal::internal::ForeignRuntime {
 
  private:
   py::object runtime_;
+  bool exit_after_call_ = false;  // the worker's task thread only
 };
 
 // Tells the head that this process's actor is ending for good, so that
@@ -800,10 +834,16 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),
         py::arg("timeout_ms"), py::arg("interruptible") = false,
         "The indices of the refs that are ready.");
+  m.def("shape_of", &ShapeOf, py::arg("resources"),
+        py::arg("placement_group_id"), py::arg("bundle_index"),
+        "The resources held, as agents name them.");
   m.def("submit", &Submit, py::arg("function"), py::arg("args"),
         py::arg("resources"), py::arg("max_retries"),
         py::arg("placement_group_id"), py::arg("bundle_index"),
         py::arg("cpp") = false,
+        py::arg("label_selector") = std::map<std::string, std::string>(),
+        py::arg("label_selector_soft") = false,
+        py::arg("worker_may_end") = false,
         "Submits a task of the function stored under key `function`, or "
         "with cpp, of the registered C++ function of that name (arguments "
         "in msgpack).");
@@ -811,7 +851,9 @@ PYBIND11_MODULE(_shoal, m) {
         py::arg("args"), py::arg("name"), py::arg("resources"),
         py::arg("max_restarts"), py::arg("max_task_retries"),
         py::arg("max_concurrency"), py::arg("detached"),
-        py::arg("placement_group_id"), py::arg("bundle_index"));
+        py::arg("placement_group_id"), py::arg("bundle_index"),
+        py::arg("label_selector") = std::map<std::string, std::string>(),
+        py::arg("label_selector_soft") = false);
   m.def("submit_actor_task", &SubmitActorTask, py::arg("actor_id"),
         py::arg("method"), py::arg("args"));
   m.def("get_actor", &GetActor, py::arg("name"));

@@ -33,8 +33,8 @@ class TaskCaller<R (*)(Params...)> {
     for (const auto& [k, v] : resources) options_.resources[k] = v;
     return *this;
   }
-  // Runs the task in bundle `bundle_index` of `group`: the resources it asks
-  // for are taken from that bundle's reservation.
+  // Runs the task in bundle `bundle_index` of `group` (-1: in any bundle
+  // with room): the resources it asks for are taken from that reservation.
   // Throws shoal::Error at once for a bundle index the group does not have.
   TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index) {
     internal::CheckBundleIndex(group.id(), group.bundle_count(), bundle_index);

@@ -41,7 +41,7 @@ from shoal import exceptions
 from shoal._remote import (ActorClass, ActorHandle, CppFunction,
                            RemoteFunction, cpp_function, get_actor, kill,
                            method, remote)
-from shoal._serialization import (ResolvedRef, dumps, register_ref_type,
+from shoal._serialization import (ResolvedRef, dumps_put, register_ref_type,
                                   stored_value)
 from shoal._shoal import ObjectRef
 from shoal.exceptions import (ActorDiedError, GetTimeoutError,
@@ -110,11 +110,12 @@ def _cluster_program():
     )
 
 
-def _worker_command():
+def _worker_command(code_search_path=()):
     """(argv, env) that nodes run as this job's workers: this interpreter,
     with a PYTHONPATH that finds this package, the driver's script
-    directory and working directory, and what the driver added to its path
-    (the same files must be there on every node, as Ray requires)."""
+    directory and working directory, what the driver added to its path
+    and the job's ``code_search_path`` (the same files must be there on
+    every node, as Ray requires)."""
     argv = [sys.executable, "-m", "shoal.worker"]
     if _in_worker():  # the job's command, as the agent started this worker
         return argv, {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
@@ -128,6 +129,7 @@ def _worker_command():
     own = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix)}
     paths += [p for p in sys.path if p and os.path.isdir(p) and not any(
         os.path.abspath(p).startswith(o + os.sep) for o in own)]
+    paths += list(code_search_path)
     unique = []
     for p in paths:
         p = os.path.abspath(p)
@@ -207,8 +209,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
         raise RuntimeError(f"Unknown keyword argument(s): "
                            f"{', '.join(unknown)}")
     del (labels, local_mode, include_dashboard, dashboard_host,
-         dashboard_port, job_config, configure_logging, logging_level,
+         dashboard_port, configure_logging, logging_level,
          logging_format, logging_config, object_store_memory)
+    if job_config is not None:
+        runtime_env = runtime_env or job_config.runtime_env
+        namespace = namespace or job_config.ray_namespace
     _remote._check_runtime_env(runtime_env)
     if _shoal.is_initialized():
         if ignore_reinit_error:
@@ -241,7 +246,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     if num_gpus is not None:
         resources["GPU"] = float(num_gpus)
     program = "" if joining else _cluster_program()
-    argv, env = _worker_command()
+    argv, env = _worker_command(
+        job_config.code_search_path if job_config is not None else ())
     _shoal.init(address or "", kwargs.get("_token") or "",
                 kwargs.get("_temp_dir") or "",
                 -1.0 if num_cpus is None else float(num_cpus),
@@ -303,7 +309,7 @@ def put(value):
     if isinstance(value, ObjectRef):
         raise TypeError("put() of an ObjectRef: pass the ref itself instead")
     _require_init()
-    pieces, size = dumps(value)
+    pieces, size = dumps_put(value)
     return _shoal.put_pieces(pieces, size)
 
 
@@ -540,31 +546,32 @@ class RuntimeContext:
         return state_actor(actor_id)
 
     def get_assigned_resources(self):
-        """The resources the current actor holds ({"CPU": 1.0, ...}); {}
-        in a driver. Inside a task it raises: a worker is not told the
-        shape of the lease it runs under."""
+        """The resources the current task or actor holds ({"CPU": 1.0,
+        ...}; in a placement group, by the group's resource names, as in
+        Ray); {} in a driver."""
         if not _in_worker():
             return {}
-        actor = self._actor()
-        if actor is None:
-            raise NotImplementedError(
-                "get_assigned_resources() inside a task: Shoal's workers "
-                "are not told the resources of the task they run (an "
-                "actor's are known); pass them in the arguments instead")
-        return dict(actor["required_resources"])
+        from shoal._worker import held_resources
+        held = held_resources()
+        if held is None:
+            actor = self._actor()
+            return dict(actor["required_resources"]) if actor else {}
+        return dict(held)
 
     def get_placement_group_id(self):
-        """The placement group of the current actor, or None (also in a
-        driver). Inside a task it raises, as get_assigned_resources()."""
+        """The placement group of the current task or actor, or None (also
+        in a driver)."""
         if not _in_worker():
             return None
-        actor = self._actor()
-        if actor is None:
-            raise NotImplementedError(
-                "get_placement_group_id() inside a task: Shoal's workers "
-                "are not told the placement group of the task they run "
-                "(an actor's is known)")
-        return actor["placement_group_id"]
+        from shoal._worker import held_resources
+        held = held_resources()
+        if held is None:
+            actor = self._actor()
+            return actor["placement_group_id"] if actor else None
+        for name in held:  # "CPU_group_<pg>", "CPU_group_<i>_<pg>"
+            if "_group_" in name:
+                return name.rsplit("_", 1)[1]
+        return None
 
     @property
     def was_current_actor_reconstructed(self):
@@ -668,3 +675,13 @@ __version__ = "0.29.0"
 from shoal import util  # noqa: E402  (needs the names above)
 from shoal import state  # noqa: E402  (Ray's older ray.state names)
 from shoal import actor  # noqa: E402,F401  (shoal.actor.exit_actor)
+from shoal import job_config  # noqa: E402,F401  (Ray's ray.job_config)
+
+
+def __getattr__(name):
+    # `shoal.worker` (Ray's `ray.worker`) on first use: importing it here
+    # would run it twice in a worker, started as `python -m shoal.worker`.
+    if name == "worker":
+        import importlib
+        return importlib.import_module("shoal.worker")
+    raise AttributeError(f"module 'shoal' has no attribute {name!r}")

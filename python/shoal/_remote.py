@@ -35,13 +35,14 @@ _TASK_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "max_retries", "memory",
     "accelerator_type", "placement_group", "placement_group_bundle_index",
     "scheduling_strategy", "num_returns", "name", "runtime_env",
-    "retry_exceptions", "max_calls", "_metadata",
+    "retry_exceptions", "max_calls", "label_selector", "_metadata",
 }
 _ACTOR_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
     "name", "namespace", "lifetime", "max_restarts", "max_task_retries",
     "max_concurrency", "placement_group", "placement_group_bundle_index",
-    "scheduling_strategy", "get_if_exists", "runtime_env", "_metadata",
+    "scheduling_strategy", "get_if_exists", "runtime_env", "label_selector",
+    "_metadata",
 }
 
 
@@ -121,11 +122,6 @@ def _check_options(options, allowed, what, table=_options.TASK_OPTIONS,
                    for t in retry):
             raise TypeError("retry_exceptions must be True, False or a list "
                             "of exception types, not {!r}".format(retry))
-    if options.get("max_calls"):
-        raise ValueError(
-            "max_calls is not supported: a Shoal worker serves calls until "
-            "it is idle; to release a resource held by a library, free it "
-            "at the end of the function")
 
 
 def _check_type(options, name, types):
@@ -249,10 +245,12 @@ def _call_settings(options, cpus):
     """What the worker applies around a task's call, or to an actor's
     process (shoal._worker): runtime_env env_vars, OMP_NUM_THREADS for the
     task's CPUs (unless env_vars or the node's environment set it), the
-    packaged working_dir and py_modules, and the exceptions to retry
-    on."""
+    packaged working_dir and py_modules, the exceptions to retry on, and
+    max_calls (the worker ends after that many calls of the function)."""
     settings = runtime_env_settings(options.get("runtime_env"))
     settings["omp"] = str(max(1, int(cpus or 0)))
+    if options.get("max_calls"):
+        settings["max_calls"] = int(options["max_calls"])
     retry = options.get("retry_exceptions")
     if retry:
         retries = options.get("max_retries")
@@ -288,27 +286,54 @@ def _placement(options, request=None, what=""):
     if strategy is not None and hasattr(strategy, "placement_group"):
         group = strategy.placement_group
         index = strategy.placement_group_bundle_index
-    elif hasattr(strategy, "node_id"):
-        raise ValueError(
-            "NodeAffinitySchedulingStrategy is not supported: Shoal's "
-            "scheduler cannot pin a task to a node; give that node a custom "
-            "resource (shoal start --resources) and ask for it instead")
-    elif strategy not in (None, "DEFAULT", "SPREAD"):
+    elif strategy not in (None, "DEFAULT", "SPREAD") and \
+            not hasattr(strategy, "node_id"):
         raise ValueError(f"scheduling_strategy {strategy!r} is not "
-                         "supported (DEFAULT, SPREAD, or a "
-                         "PlacementGroupSchedulingStrategy)")
+                         "supported (DEFAULT, SPREAD, a "
+                         "PlacementGroupSchedulingStrategy or a "
+                         "NodeAffinitySchedulingStrategy)")
     if group is None or group == "default":
         return "", -1
     if index is None or index < 0:
-        index = 0 if group.bundle_count == 1 else -1
-    if index < 0:
+        index = -1  # any bundle with room
+    elif group.bundle_count and index >= group.bundle_count:
         raise ValueError(
-            f"this placement group has {group.bundle_count} bundles: say "
-            "which with placement_group_bundle_index=")
+            f"placement_group_bundle_index {index} is out of range: the "
+            f"placement group has {group.bundle_count} bundles")
     if request is not None:
         from shoal.util.placement_group import check_request_fits
         check_request_fits(group, index, request, what)
     return group.id, index
+
+
+_NODE_ID_LABEL = "ray.io/node-id"
+
+
+def _selector(options):
+    """(label selector, soft) for _shoal: the nodes a task or actor may run
+    on, from label_selector= and NodeAffinitySchedulingStrategy (a selector
+    on the node's id label; soft: there if it can, else anywhere)."""
+    selector = dict(options.get("label_selector") or {})
+    for key, value in selector.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError("label_selector maps label names to strings "
+                            f"(\"v\", \"!v\", \"in(a,b)\"), not {key!r}: "
+                            f"{value!r}")
+    strategy = options.get("scheduling_strategy")
+    if not hasattr(strategy, "node_id"):
+        return selector, False
+    node_id = strategy.node_id
+    if hasattr(node_id, "hex"):
+        node_id = node_id.hex()
+    if not isinstance(node_id, str) or not node_id:
+        raise ValueError("NodeAffinitySchedulingStrategy needs a node id "
+                         "(shoal.get_runtime_context().get_node_id(), or "
+                         "NodeID in shoal.nodes())")
+    if _NODE_ID_LABEL in selector:
+        raise ValueError("label_selector and NodeAffinitySchedulingStrategy "
+                         "both name the node: give one of them")
+    selector[_NODE_ID_LABEL] = node_id
+    return selector, bool(strategy.soft)
 
 
 class _Shipped:
@@ -455,11 +480,15 @@ class RemoteFunction(_Remote):
         resources = _resources(options, default_cpus=1)
         group, index = _placement(options, resources,
                                   self._function.__qualname__)
+        selector, soft = _selector(options)
         retries = options.get("max_retries")
         settings = _call_settings(options, resources.get("CPU", 0))
+        settings["resources"] = _shoal.shape_of(resources, group, index)
         ref = _errors.track(_shoal.submit(
             self._shipped.key(), encode_call(args, kwargs, settings),
-            resources, 3 if retries is None else int(retries), group, index))
+            resources, 3 if retries is None else int(retries), group, index,
+            label_selector=selector, label_selector_soft=soft,
+            worker_may_end=bool(options.get("max_calls"))))
         num_returns = options.get("num_returns")
         return _split_returns(ref, 1 if num_returns is None else num_returns)
 
@@ -782,12 +811,15 @@ class ActorClass(_Remote):
             raise ValueError(f"max_concurrency must be an int of 1 or more, "
                              f"not {concurrency!r}")
         settings = _call_settings(options, resources.get("CPU", 0))
+        settings["resources"] = _shoal.shape_of(resources, group, index)
+        selector, soft = _selector(options)
         try:
             actor_id = _shoal.create_actor(
                 self._shipped.key(), self._cls.__qualname__,
                 encode_call(args, kwargs, settings), qualified, resources,
                 int(options.get("max_restarts") or 0), int(retries or 0),
-                concurrency, lifetime == "detached", group, index)
+                concurrency, lifetime == "detached", group, index,
+                label_selector=selector, label_selector_soft=soft)
         except _shoal.ShoalError as e:
             if options.get("get_if_exists"):
                 # Made meanwhile by another caller: that one is it.

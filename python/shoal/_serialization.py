@@ -18,6 +18,7 @@ a tensor of their own memory (a tensor cannot be read-only). Large ``bytes``
 near the top of a value go out of band too, and come back as ``bytes``.
 """
 
+import contextlib
 import copyreg
 import io
 import pickle
@@ -96,18 +97,62 @@ class _TableCloudPickler(cloudpickle.CloudPickler):
 # the call is pickled: it becomes one more argument of the task, which the
 # runtime resolves before the task runs, and reads back in the worker as a
 # ResolvedRef holding that value, which get() and wait() take like a ref.
-# Elsewhere (a put value) a ref is its id, readable by the process that
-# owns the object.
+#
+# A ref inside a task's result (a task that returns [f.remote()]) carries
+# its object's value with it: the worker waits for the object (its
+# resources released while it waits, as in any get) and the caller reads
+# the ref back as a ResolvedRef, so that any process the result reaches can
+# get() it, whoever owned the object. A failed object carries its error,
+# which get() of the ref raises. Inside a put value, a ref that is ready
+# carries its value the same way; a pending one is its id, readable by the
+# process that owns the object.
 
 _capture = threading.local()
+
+# How dumps() treats a ref outside a call's arguments.
+_EMBED_WAITING = "wait"  # its value, once ready (a task's result)
+_EMBED_READY = "ready"   # its value if ready now, else its id (a put value)
 
 
 def _reduce_ref(ref):
     captured = getattr(_capture, "refs", None)
-    if captured is None:
-        return _ref_from_id, (ref.hex(),)
-    captured.append(ref)
-    return _resolved_ref, (len(captured) - 1,)
+    if captured is not None:
+        captured.append(ref)
+        return _resolved_ref, (len(captured) - 1,)
+    embed = getattr(_capture, "embed", None)
+    if embed is not None:
+        embedded = _embedded(ref, embed == _EMBED_WAITING)
+        if embedded is not None:
+            return embedded
+    return _ref_from_id, (ref.hex(),)
+
+
+def _embedded(ref, wait):
+    """The reduction of ``ref`` that carries its object's stored bytes (or
+    its error), or None when it is not ready and ``wait`` is False."""
+    from shoal import _shoal
+    if not wait and not _shoal.wait([ref], 1, 0, False):
+        return None
+    try:
+        stored = _shoal.get([ref], -1, False)[0]
+    except _shoal.RemoteError as e:
+        return _failed_ref, (ref.hex(), tuple(e.args))
+    return _carried_ref, (_carried_bytes(stored), ref.hex())
+
+
+def _carried_bytes(stored):
+    """Stored bytes in the form a pickler lays out of band when large."""
+    if isinstance(stored, tuple):
+        return stored  # a C++ program's value: ("msgpack", bytes)
+    return pickle.PickleBuffer(stored)
+
+
+def _carried_ref(data, object_id):
+    return ResolvedRef(data, object_id)
+
+
+def _failed_ref(object_id, error_args):
+    return ResolvedRef(None, object_id, error_args)
 
 
 def _ref_from_id(object_id):
@@ -116,29 +161,45 @@ def _ref_from_id(object_id):
 
 
 class ResolvedRef:
-    """A ref that was inside a task's arguments, resolved before the task
-    ran: ``shoal.get`` gives its value, ``shoal.wait`` finds it ready, and
-    passing it on to another task passes the value again."""
-    __slots__ = ("_data", "_id")
+    """A ref whose value came with it: one inside a task's arguments,
+    resolved before the task ran, or one inside a task's result.
+    ``shoal.get`` gives its value (or raises its task's error),
+    ``shoal.wait`` finds it ready, and passing it on to another task or
+    returning it passes the value again."""
+    __slots__ = ("_data", "_id", "_error")
 
-    def __init__(self, data, object_id=""):
+    def __init__(self, data, object_id="", error=None):
         self._data = data
         self._id = object_id
+        self._error = error
 
     def hex(self):
         return self._id
 
     def value(self):
+        if self._error is not None:
+            from shoal import exceptions
+            raise exceptions.task_error(*self._error)
         return stored_value(self._data)
 
     def __reduce__(self):
         captured = getattr(_capture, "refs", None)
         if captured is None:
-            raise TypeError("a resolved ObjectRef can be passed to a task, "
-                            "not stored: store its value instead")
+            if self._error is not None:
+                return _failed_ref, (self._id, self._error)
+            return _carried_ref, (_carried_bytes(self._data), self._id)
         from shoal import _shoal
+        if self._error is not None:
+            self.value()  # raises: a failed argument fails the call here
         captured.append(_shoal.put_pieces([(0, self._data)], len(self._data)))
         return _resolved_ref, (len(captured) - 1,)
+
+    def __eq__(self, other):
+        return isinstance(other, ResolvedRef) and self._id != "" and \
+            self._id == other._id
+
+    def __hash__(self):
+        return hash(self._id)
 
     def __repr__(self):
         return f"ResolvedRef({self._id})"
@@ -152,25 +213,46 @@ def _resolved_ref(index):
     return ResolvedRef(values[index])
 
 
+@contextlib.contextmanager
+def _capturing(field, value):
+    """Sets ``_capture.<field>`` to ``value`` while the block runs."""
+    setattr(_capture, field, value)
+    try:
+        yield value
+    finally:
+        setattr(_capture, field, None)
+
+
 def dumps_capturing_refs(value):
     """dumps(value), with the refs inside it captured: (pieces, size,
     refs)."""
-    _capture.refs = refs = []
-    try:
+    with _capturing("refs", []) as refs:
         pieces, size = dumps(value)
-    finally:
-        _capture.refs = None
     return pieces, size, refs
+
+
+def _dumps_embedding(value, embed):
+    with _capturing("embed", embed):
+        return dumps(value)
+
+
+def dumps_result(value):
+    """dumps() of a task's result: the refs inside it carry their values
+    (waited for)."""
+    return _dumps_embedding(value, _EMBED_WAITING)
+
+
+def dumps_put(value):
+    """dumps() of a put value: the refs inside it that are ready carry
+    their values."""
+    return _dumps_embedding(value, _EMBED_READY)
 
 
 def loads_with_refs(data, values):
     """loads(data) of a value dumped by dumps_capturing_refs, whose refs
     were resolved to ``values`` (their stored bytes, in order)."""
-    _capture.values = values
-    try:
+    with _capturing("values", values):
         return loads(data)
-    finally:
-        _capture.values = None
 
 
 def register_ref_type(ref_type):

@@ -26,7 +26,7 @@ import zipfile
 from shoal import _output, _remote, _shoal
 from shoal._remote import __file__ as _remote_file
 from shoal._remote import decode_call, is_async_class
-from shoal._serialization import dumps
+from shoal._serialization import dumps_result
 from shoal.exceptions import error_data
 
 
@@ -37,10 +37,23 @@ _OWN_FILES = {__file__, _remote_file}
 
 _runtime = None
 
+# The resources the call running in this thread holds (a task's).
+_call = threading.local()
+
 
 def current_runtime():
     """This worker's Runtime, or None outside a worker (a driver)."""
     return _runtime
+
+
+def held_resources():
+    """The resources the running task, or this worker's actor, holds, as
+    agents name them ({"CPU": 1.0}, {"CPU_group_<pg>": 1.0, ...}); None
+    outside a worker."""
+    held = getattr(_call, "resources", None)
+    if held is None and _runtime is not None:
+        held = _runtime.actor_resources
+    return held
 
 
 class Runtime:
@@ -68,6 +81,8 @@ class Runtime:
         self._idle = threading.Condition()
         self._exit_requested = False
         self._exit_hooks_run = False
+        self._calls = {}  # function key -> calls of it (max_calls)
+        self.actor_resources = None  # what the actor holds, once made
         _runtime = self
 
     def _load(self, key):
@@ -89,13 +104,25 @@ class Runtime:
         try:
             fn = self._load(key)
             call_args, kwargs, settings = decode_call(args, True)
+            _call.resources = settings.get("resources")
             with _environment(settings):
                 result = _run_retrying(fn, call_args, kwargs,
                                        settings.get("retry"))
-            pieces, size = dumps(result)
-            return ("ok", pieces, size)
+            pieces, size = dumps_result(result)
+            return ("ok", pieces, size, self._last_call(key, settings))
         except BaseException as e:  # noqa: BLE001 - reported to the caller
             return _failure(e)
+        finally:
+            _call.resources = None
+
+    def _last_call(self, key, settings):
+        """Whether this worker ends after this call: the function's
+        max_calls successful calls have run here."""
+        limit = settings.get("max_calls")
+        if not limit:
+            return False
+        self._calls[key] = self._calls.get(key, 0) + 1
+        return self._calls[key] >= limit
 
     # ---- Actors ----
 
@@ -128,6 +155,7 @@ class Runtime:
             _output.announce_actor(getattr(cls, "__name__", "Actor"))
             call_args, kwargs, settings = decode_call(args, True)
             _apply(settings)  # the actor's process keeps its runtime_env
+            self.actor_resources = settings.get("resources")
             self._holds_actor = True
             self._async = is_async_class(cls)
             self._constructing = True
@@ -171,7 +199,7 @@ class Runtime:
                     result = fn(*call_args, **kwargs)
             if self._exit_requested:
                 return self._exit_outcome(_EXITED)
-            pieces, size = dumps(result)
+            pieces, size = dumps_result(result)
             return ("ok", pieces, size)
         except BaseException as e:  # noqa: BLE001
             if self._exit_requested:

@@ -133,6 +133,7 @@ class Cluster:
         self.address = None
         self.token = None
         self._old_token = os.environ.get("SHOAL_TOKEN")
+        self._old_address = os.environ.get("SHOAL_ADDRESS")
         self._count = 0
         self.connected = False
         if shutdown_at_exit:
@@ -175,7 +176,10 @@ class Cluster:
             session = os.path.join(temp_dir, "session_latest")
             self.address = _read(session, "cluster_address")
             self.token = _read(session, "token")
+            # The cluster this process finds (init() and init("auto")), as
+            # Ray's Cluster records itself as the host's current cluster.
             os.environ["SHOAL_TOKEN"] = self.token
+            os.environ["SHOAL_ADDRESS"] = self.address
             self.head_node = node
         else:
             self.worker_nodes.add(node)
@@ -236,10 +240,12 @@ class Cluster:
         if self.head_node is not None:
             self.remove_node(self.head_node, allow_graceful=False)
         if self.token is not None:
-            if self._old_token is None:
-                os.environ.pop("SHOAL_TOKEN", None)
-            else:
-                os.environ["SHOAL_TOKEN"] = self._old_token
+            for name, old in (("SHOAL_TOKEN", self._old_token),
+                              ("SHOAL_ADDRESS", self._old_address)):
+                if old is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = old
             self.token = None
         shutil.rmtree(self._root, ignore_errors=True)
         live_clusters.discard(self)

@@ -264,7 +264,9 @@ class TaskError(ShoalError):
             return getattr(cause, name)
 
         try:
-            cls = type(f"TaskError({cause_cls.__name__})",
+            # Named as Ray names it (RayTaskError is this class's Ray name),
+            # which is what repr() and tracebacks show.
+            cls = type(f"RayTaskError({cause_cls.__name__})",
                        (TaskError, cause_cls),
                        {"__init__": __init__, "__getattr__": __getattr__,
                         "__str__": lambda self: error._message(),

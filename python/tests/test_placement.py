@@ -47,8 +47,9 @@ def test_bad_groups_fail_clearly(connected):
     with pytest.raises(shoal.InfeasibleError):
         group.wait(timeout_seconds=30)  # three bundles, two nodes
     two = placement_group([{"CPU": 1}, {"CPU": 1}])
-    with pytest.raises(ValueError, match="bundle_index"):
-        node_of.options(placement_group=two).remote()
+    with pytest.raises(ValueError, match="bundle_index 2 is out of range"):
+        node_of.options(placement_group=two,
+                        placement_group_bundle_index=2).remote()
 
 
 def test_bad_bundles_and_requests_that_fit_no_bundle_are_refused(connected):
@@ -68,4 +69,34 @@ def test_bad_bundles_and_requests_that_fit_no_bundle_are_refused(connected):
         Where.options(placement_group=group, num_cpus=None).remote()
     assert shoal.get(node_of.options(placement_group=group, num_cpus=0,
                                      resources={"slot": 1}).remote())
+    remove_placement_group(group)
+
+
+@shoal.remote(num_cpus=1)
+def held():
+    context = shoal.get_runtime_context()
+    return (context.get_assigned_resources(),
+            context.get_placement_group_id(),
+            shoal.worker.get_resource_ids())
+
+
+def test_a_task_without_a_bundle_index_runs_in_any_bundle(connected):
+    group = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="SPREAD")
+    assert group.wait(timeout_seconds=30)
+    ran = shoal.get([node_of.options(placement_group=group).remote()
+                     for _ in range(4)], timeout=60)
+    assert set(ran) <= set(group.bundle_nodes())
+    resources, group_id, ids = shoal.get(
+        held.options(placement_group=group).remote(), timeout=60)
+    assert resources == {f"CPU_group_{group.id}": 1.0}
+    assert group_id == group.id
+    assert list(ids) == [f"CPU_group_{group.id}"]
+    # In bundle 1: its own resources and the group's, as Ray names them.
+    resources, _, _ = shoal.get(held.options(
+        placement_group=group, placement_group_bundle_index=1).remote())
+    assert resources == {f"CPU_group_{group.id}": 1.0,
+                         f"CPU_group_1_{group.id}": 1.0}
+    resources, group_id, ids = shoal.get(held.remote())
+    assert resources == {"CPU": 1.0} and group_id is None
+    assert ids == {"CPU": [(0, 1.0)]}
     remove_placement_group(group)

@@ -122,8 +122,9 @@ def test_options_and_resources(connected):
     with pytest.raises(ValueError, match="not supported in '.options"):
         add.options(max_calls=1)
     # One Ray has that Shoal does not honour yet is refused, not ignored.
-    with pytest.raises(ValueError, match="cannot take label_selector"):
-        add.options(label_selector={"zone": "a"})
+    with pytest.raises(ValueError,
+                       match="cannot take placement_group_capture_child"):
+        add.options(placement_group_capture_child_tasks=True).remote(1)
     with pytest.raises(TypeError, match="called directly"):
         add(1, 2)
 
@@ -392,13 +393,57 @@ def test_runtime_env(connected, tmp_path):
         value.options(runtime_env={"working_dir": "s3://bucket/x.zip"})
 
 
+def test_max_calls_ends_the_worker_after_that_many_calls(connected):
+    @shoal.remote(max_calls=2, max_retries=0)
+    def pid():
+        return os.getpid()
+
+    pids = [shoal.get(pid.remote(), timeout=60) for _ in range(6)]
+    # Each worker served two calls, then ended (no call was lost or retried).
+    assert all(pids.count(p) <= 2 for p in pids), pids
+    assert len(set(pids)) >= 3, pids
+    # Many at once: none fails, none runs a third time in one process.
+    many = shoal.get([pid.remote() for _ in range(20)], timeout=120)
+    assert all(many.count(p) <= 2 for p in many), many
+
+
+def test_refs_inside_results_can_be_read_anywhere(connected):
+    @shoal.remote
+    def inner(i):
+        return i * 10
+
+    @shoal.remote
+    def fail():
+        raise ValueError("inner failed")
+
+    @shoal.remote
+    def outer(n):
+        return [inner.remote(i) for i in range(n)], {"failed": fail.remote()}
+
+    @shoal.remote
+    def read(pair):
+        refs, errors = pair
+        return shoal.get(refs)
+
+    refs, errors = shoal.get(outer.remote(3), timeout=60)
+    assert shoal.get(refs) == [0, 10, 20]
+    ready, _ = shoal.wait(refs, num_returns=3, timeout=10)
+    assert len(ready) == 3
+    with pytest.raises(ValueError, match="inner failed"):
+        shoal.get(errors["failed"])
+    # Passed on to another task, and back again.
+    assert shoal.get(read.remote(outer.remote(2))) == [0, 10]
+    # A value put with a ready ref inside it carries its value: a task
+    # reads it too, and it outlives the ref it was made from.
+    ready = inner.remote(5)
+    shoal.get(ready)
+    put = shoal.put([ready])
+    del ready
+    assert shoal.get(shoal.get(put)) == [50]
+    assert shoal.get(read.remote((shoal.get(put), {}))) == [50]
+
+
 def test_unsupported_scheduling_options_say_so(connected):
-    from shoal.util.scheduling_strategies import \
-        NodeAffinitySchedulingStrategy
-    node = shoal.nodes()[0]["NodeID"]
-    with pytest.raises(ValueError, match="NodeAffinitySchedulingStrategy"):
-        add.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-            node, soft=False)).remote(1)
-    with pytest.raises(ValueError, match="max_calls is not supported"):
-        shoal.remote(max_calls=1)(lambda: 1)
     assert shoal.get(add.options(scheduling_strategy="SPREAD").remote(1)) == 1
+    with pytest.raises(ValueError, match="scheduling_strategy"):
+        add.options(scheduling_strategy="NEAREST").remote(1)

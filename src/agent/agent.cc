@@ -27,6 +27,7 @@
 #include "common/status_macros.h"
 #include "head_client/head_client.h"
 #include "rpc/rpc.h"
+#include "scheduling/label_selector.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal {
@@ -65,7 +66,9 @@ class AgentImpl : public NodeAgent {
                 return done(absl::CancelledError("the agent is stopping"));
               }
               head_->FetchBlobChunk(hash, offset, max_bytes, std::move(done));
-            }) {}
+            }) {
+    options_.labels[kLabelNodeId] = node_id_;
+  }
 
   ~AgentImpl() override { Stop(); }
 
@@ -181,6 +184,7 @@ class AgentImpl : public NodeAgent {
     leases.devices = DeviceCounts(options_.accelerators);
     leases.accelerators = options_.accelerators;
     leases.infeasible_grace_ms = options_.infeasible_grace_ms;
+    leases.labels = options_.labels;
     leases.view = head_->view();
     leases.report_soon = [this] { head_->ReportSoon(); };
     leases.can_ask_head = [this] { return head_->can_ask(); };

@@ -28,17 +28,36 @@ bool Excluded(const LeaseAsk& ask, const std::string& node_id) {
                    node_id) != ask.excluded_nodes.end();
 }
 
-// The alive node (other than this one and the excluded) that fits the shape
-// now, preferring the most available CPU (the first of equals); with
-// `need_available` false, one whose total fits.
+const std::map<std::string, std::string>& LabelsOf(const LocalNode& node) {
+  static const std::map<std::string, std::string> kNone;
+  return node.labels != nullptr ? *node.labels : kNone;
+}
+
+// Whether the ask's selector counts: it is not empty, and it is hard or some
+// live node (this one included) matches it.
+bool SelectorApplies(const LeaseAsk& ask, const LocalNode& node) {
+  if (ask.selector.empty()) return false;
+  if (!ask.selector.soft()) return true;
+  if (ask.selector.Matches(LabelsOf(node))) return true;
+  for (const proto::NodeInfo& n : node.view) {
+    if (n.alive() && ask.selector.Matches(n)) return true;
+  }
+  return false;
+}
+
+// The alive node (other than this one and the excluded, matching the
+// selector when `selective`) that fits the shape now, preferring the most
+// available CPU (the first of equals); with `need_available` false, one
+// whose total fits.
 const proto::NodeInfo* FindSpillbackNode(const LeaseAsk& ask,
-                                         const LocalNode& node,
+                                         const LocalNode& node, bool selective,
                                          bool need_available) {
   const proto::NodeInfo* best = nullptr;
   int64_t best_cpu = -1;
   for (const proto::NodeInfo& n : node.view) {
     if (!n.alive() || n.node_id() == node.node_id) continue;
     if (Excluded(ask, n.node_id())) continue;
+    if (selective && !ask.selector.Matches(n)) continue;
     ResourceSet have =
         ResourceSet::FromProto(need_available ? n.available() : n.total());
     if (!have.Contains(ask.shape)) continue;
@@ -58,21 +77,34 @@ LeaseDecision SpillTo(const proto::NodeInfo& n) {
   return d;
 }
 
-std::string InfeasibleMessage(const LeaseAsk& ask, const LocalNode& node) {
+std::string InfeasibleMessage(const LeaseAsk& ask, const LocalNode& node,
+                              bool selective) {
   std::vector<NodeTotals> nodes;
   bool self_in_view = false;
   for (const proto::NodeInfo& n : node.view) {
     if (!n.alive()) continue;
     self_in_view |= n.node_id() == node.node_id;
+    if (selective && !ask.selector.Matches(n)) continue;
     nodes.push_back({absl::StrCat(n.node_id(), " (", n.address(), ")"),
                      ResourceSet::FromProto(n.total())});
   }
-  if (!self_in_view) {
+  if (!self_in_view && (!selective || ask.selector.Matches(LabelsOf(node)))) {
     nodes.push_back({absl::StrCat(node.node_id, " (", node.address, ")"),
                      node.resources.total});
   }
-  return absl::StrCat("infeasible request ", ask.shape.DebugString(), ": ",
-                      DescribeInfeasible(ask.shape, nodes));
+  if (selective && nodes.empty()) {
+    return absl::StrCat(
+        "infeasible request ", ask.shape.DebugString(),
+        ": no live node has "
+        "labels matching ",
+        ask.selector.DebugString(),
+        " (`shoal status` lists the nodes; a node pinned by id must be alive)");
+  }
+  std::string where = selective ? absl::StrCat(" among the nodes matching ",
+                                               ask.selector.DebugString())
+                                : "";
+  return absl::StrCat("infeasible request ", ask.shape.DebugString(), where,
+                      ": ", DescribeInfeasible(ask.shape, nodes));
 }
 
 }  // namespace
@@ -84,17 +116,21 @@ LeaseDecision DecideLease(const LeaseAsk& ask, const LocalNode& node,
     d.message = std::string(ask.devices_valid.message());
     return d;
   }
-  if (node.resources.total.Contains(ask.shape)) {
+  const bool selective = SelectorApplies(ask, node);
+  const bool here = !selective || ask.selector.Matches(LabelsOf(node));
+  if (here && node.resources.total.Contains(ask.shape)) {
     if (node.resources.CanGrant(ask.shape, node.withheld))
       return Decision(Kind::kGrant);
     if (!ask.no_spillback) {
-      if (const auto* n = FindSpillbackNode(ask, node, true))
+      if (const auto* n = FindSpillbackNode(ask, node, selective, true))
         return SpillTo(*n);
     }
     return Wait(/*infeasible=*/false, /*retry_at_us=*/0);
   }
-  if (const auto* n = FindSpillbackNode(ask, node, true)) return SpillTo(*n);
-  if (const auto* n = FindSpillbackNode(ask, node, false)) return SpillTo(*n);
+  if (const auto* n = FindSpillbackNode(ask, node, selective, true))
+    return SpillTo(*n);
+  if (const auto* n = FindSpillbackNode(ask, node, selective, false))
+    return SpillTo(*n);
 
   // A task of a placement group whose bundle no node holds: a group that was
   // removed (or never existed) fails at once; one still being placed is
@@ -117,7 +153,7 @@ LeaseDecision DecideLease(const LeaseAsk& ask, const LocalNode& node,
   }
   if (now_us - ask.arrival_us >= node.infeasible_grace_us) {
     LeaseDecision d = Decision(Kind::kInfeasible);
-    d.message = InfeasibleMessage(ask, node);
+    d.message = InfeasibleMessage(ask, node, selective);
     return d;
   }
   return Wait(/*infeasible=*/true, ask.arrival_us + node.infeasible_grace_us);

@@ -18,7 +18,9 @@
 //   4. A request for a placement group's bundle that no node holds asks the
 //      head about the group, and waits while the head says it is being
 //      placed (asking again after the grace period).
-//   5. Anything else waits for a node that fits to join, for the infeasible
+//   5. A label selector narrows every step to the nodes it matches (a soft
+//      one only while some live node matches it).
+//   6. Anything else waits for a node that fits to join, for the infeasible
 //      grace period, and then fails saying what no node has.
 //
 // Threading: plain functions; the agent calls them on its event loop.
@@ -26,6 +28,7 @@
 #define SHOAL_AGENT_LEASE_POLICY_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "accel/accelerator_manager.h"
 #include "agent/node_resources.h"
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -52,11 +56,15 @@ struct LeaseAsk {
   ResourceSet shape;
   std::vector<std::string> excluded_nodes;  // spill to none of these
   bool no_spillback = false;                // queue here if it fits here
-  // The accelerators' verdict on the shape (ValidateDevices).
+  // The accelerators' verdict on the shape (ValidateDevices), or why the
+  // request's label selector cannot be read: not OK answers INVALID.
   absl::Status devices_valid;
   int64_t arrival_us = 0;  // steady clock
   GroupCheck group = GroupCheck::kNotAsked;
   int64_t group_checked_us = 0;
+  // Only nodes whose labels match it may grant (unless it is soft and no
+  // live node matches).
+  LabelSelector selector;
 };
 
 // This node as the policy sees it. References must outlive the call.
@@ -71,6 +79,8 @@ struct LocalNode {
   // The CPU that blocked workers lend which this request may not use (it is
   // not deeper than they are: LeaseTable::Withheld).
   ResourceSet withheld = {};
+  // This node's labels; null: none.
+  const std::map<std::string, std::string>* labels = nullptr;
 };
 
 struct LeaseDecision {

@@ -31,6 +31,13 @@ proto::NodeInfo Node(const std::string& id, const ResourceSet& total,
   return n;
 }
 
+using Labels = std::map<std::string, std::string>;
+
+proto::NodeInfo Labeled(proto::NodeInfo n, const Labels& labels) {
+  for (const auto& [k, v] : labels) (*n.mutable_labels())[k] = v;
+  return n;
+}
+
 struct Case {
   std::string name;
   ResourceSet shape;
@@ -46,6 +53,9 @@ struct Case {
   GroupCheck group = GroupCheck::kNotAsked;
   int64_t since_group_check_us = 0;
   bool can_ask_head = true;
+  Labels here_labels = {};
+  Labels selector = {};
+  bool soft = false;
   // The decision.
   Kind want;
   std::string want_node = "";     // kSpillback
@@ -244,6 +254,71 @@ std::vector<Case> DecideLeaseCases() {
        .can_ask_head = false,
        .want = Kind::kInfeasible,
        .want_message = "placement group " + pg + " holds no bundle 0"},
+      {.name = "a selector this node matches is granted here",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, four), {{"zone", "b"}})},
+       .here_labels = {{"zone", "a"}},
+       .selector = {{"zone", "a"}},
+       .want = Kind::kGrant},
+      {.name = "a selector only another node matches spills there",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, four), {{"zone", "b"}}),
+                Labeled(Node("c", four, four), {{"zone", "c"}})},
+       .here_labels = {{"zone", "a"}},
+       .selector = {{"zone", "c"}},
+       .want = Kind::kSpillback,
+       .want_node = "c"},
+      {.name = "a selected node that is busy is still the only choice",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, none), {{"shoal.io/node-id", "b"}}),
+                Labeled(Node("c", four, four), {{"shoal.io/node-id", "c"}})},
+       .selector = {{"ray.io/node-id", "b"}},
+       .want = Kind::kSpillback,
+       .want_node = "b"},
+      {.name = "no_spillback does not keep a request where it does not match",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, four), {{"zone", "b"}})},
+       .no_spillback = true,
+       .selector = {{"zone", "b"}},
+       .want = Kind::kSpillback,
+       .want_node = "b"},
+      {.name = "a hard selector no node matches waits, then is infeasible",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, four), {{"zone", "b"}})},
+       .waited_us = kGraceUs,
+       .selector = {{"zone", "z"}},
+       .want = Kind::kInfeasible,
+       .want_message = "no live node has labels matching {zone=z}"},
+      {.name = "a dead node matches nothing",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, four, /*alive=*/false),
+                        {{"zone", "b"}})},
+       .selector = {{"zone", "b"}},
+       .want = Kind::kWait,
+       .want_infeasible = true,
+       .want_retry_at_us = kNow + kGraceUs},
+      {.name = "a soft selector no live node matches runs anywhere",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, four, /*alive=*/false),
+                        {{"zone", "b"}})},
+       .selector = {{"zone", "b"}},
+       .soft = true,
+       .want = Kind::kGrant},
+      {.name = "a soft selector a live node matches is kept",
+       .shape = R({{"CPU", 1}}),
+       .here = idle,
+       .view = {Labeled(Node("b", four, four), {{"zone", "b"}})},
+       .selector = {{"zone", "b"}},
+       .soft = true,
+       .want = Kind::kSpillback,
+       .want_node = "b"},
       {.name = "over-committed node grants nothing",
        .shape = R({{"CPU", 1}}),
        .here = over,
@@ -274,10 +349,13 @@ TEST(DecideLeaseTest, Table) {
     ask.arrival_us = kNow - c.waited_us;
     ask.group = c.group;
     ask.group_checked_us = kNow - c.since_group_check_us;
+    auto selector = LabelSelector::Parse(c.selector, c.soft);
+    ASSERT_TRUE(selector.ok()) << selector.status();
+    ask.selector = *selector;
     const std::string id = "here";
     const std::string address = "here:1";
-    LocalNode node{id,       address,   c.here, c.view, c.can_ask_head,
-                   kGraceUs, c.withheld};
+    LocalNode node{id,       address,    c.here,        c.view, c.can_ask_head,
+                   kGraceUs, c.withheld, &c.here_labels};
     LeaseDecision d = DecideLease(ask, node, kNow);
     EXPECT_EQ(d.kind, c.want);
     if (c.want == Kind::kSpillback) {

@@ -43,6 +43,15 @@ void LeaseService::RequestLease(const proto::RequestLeaseRequest& request,
                               request.excluded_nodes().end());
   p.ask.no_spillback = request.no_spillback();
   p.ask.devices_valid = ValidateDevices(options_.accelerators, p.ask.shape);
+  if (request.has_label_selector() && p.ask.devices_valid.ok()) {
+    absl::StatusOr<LabelSelector> selector =
+        LabelSelector::FromProto(request.label_selector());
+    if (selector.ok()) {
+      p.ask.selector = *std::move(selector);
+    } else {
+      p.ask.devices_valid = selector.status();  // answered INVALID
+    }
+  }
   p.ask.arrival_us = clock_->NowUs();
   p.requester = std::move(requester);
   p.seq = ++next_request_seq_;
@@ -74,7 +83,8 @@ bool LeaseService::TryPlace(PendingLease& p) {
                  options_.view != nullptr ? options_.view->nodes() : kNoView,
                  can_ask,
                  options_.infeasible_grace_ms * 1000,
-                 leases_.Withheld(p.request.depth())};
+                 leases_.Withheld(p.request.depth()),
+                 &options_.labels};
   LeaseDecision d = DecideLease(p.ask, here, clock_->NowUs());
   switch (d.kind) {
     case LeaseDecision::Kind::kGrant:

@@ -93,6 +93,8 @@ struct LeaseServiceOptions {
   std::map<std::string, int> devices;
   // Validate the accelerator part of each request.
   std::vector<std::shared_ptr<const accel::AcceleratorManager>> accelerators;
+  // The node's labels, which requests' label selectors match.
+  std::map<std::string, std::string> labels;
   // How long an infeasible request waits for a node that fits to join.
   int64_t infeasible_grace_ms = 5000;
   // A prepare the head never commits or cancels is released after this.

@@ -431,12 +431,14 @@ void CheckBundleIndex(const std::string& group_id, size_t bundle_count,
         "SetPlacementGroup: the group was never created; make it with "
         "shoal::CreatePlacementGroup() or find it with GetPlacementGroup()");
   }
-  if (bundle_index < 0 || static_cast<size_t>(bundle_index) >= bundle_count) {
-    throw Error(absl::StrCat("bundle index ", bundle_index,
-                             " is out of range: placement group ", group_id,
-                             " has ", bundle_count, " bundle",
-                             bundle_count == 1 ? "" : "s", " (indices 0 to ",
-                             static_cast<int64_t>(bundle_count) - 1, ")"));
+  if (bundle_index < -1 ||
+      (bundle_index >= 0 &&
+       static_cast<size_t>(bundle_index) >= bundle_count)) {
+    throw Error(absl::StrCat(
+        "bundle index ", bundle_index, " is out of range: placement group ",
+        group_id, " has ", bundle_count, " bundle",
+        bundle_count == 1 ? "" : "s", " (indices 0 to ",
+        static_cast<int64_t>(bundle_count) - 1, ", or -1 for any of them)"));
   }
 }
 

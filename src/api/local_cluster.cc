@@ -95,9 +95,18 @@ LocalClusterProcesses::Start(const std::string& program,
     agent.argv.push_back("--num-cpus");
     agent.argv.push_back(std::to_string(num_cpus));
   }
-  if (!resources.empty()) {
+  // GPUs are devices (each task is given its own ids, CUDA_VISIBLE_DEVICES
+  // set), not a plain count: they go to --num-gpus, as `shoal start` takes
+  // them.
+  std::map<std::string, double> custom = resources;
+  if (auto gpus = custom.find("GPU"); gpus != custom.end()) {
+    agent.argv.push_back("--num-gpus");
+    agent.argv.push_back(std::to_string(gpus->second));
+    custom.erase(gpus);
+  }
+  if (!custom.empty()) {
     agent.argv.push_back("--resources");
-    agent.argv.push_back(nlohmann::json(resources).dump());
+    agent.argv.push_back(nlohmann::json(custom).dump());
   }
   agent.env = head.env;
   agent.unset_env = head.unset_env;

@@ -19,8 +19,13 @@ constexpr double kInFlightWorkUs = 2000;
 LeasedWorker::LeasedWorker() = default;
 LeasedWorker::~LeasedWorker() = default;
 
-ShapeQueue::ShapeQueue(std::string key, ResourceSet shape, int depth)
-    : key_(std::move(key)), shape_(std::move(shape)), depth_(depth) {}
+ShapeQueue::ShapeQueue(std::string key, ResourceSet shape, int depth,
+                       LabelSelector selector, bool pipelined)
+    : key_(std::move(key)),
+      shape_(std::move(shape)),
+      depth_(depth),
+      selector_(std::move(selector)),
+      pipelined_(pipelined) {}
 
 void ShapeQueue::Add(const std::string& task_id, bool front) {
   if (front) {
@@ -73,7 +78,7 @@ LeasedWorker* ShapeQueue::LeastBusyWorker() const {
 }
 
 size_t ShapeQueue::MaxInFlight() const {
-  if (avg_exec_us_ < 0) return 1;
+  if (avg_exec_us_ < 0 || !pipelined_) return 1;
   double depth = kInFlightWorkUs / std::max(avg_exec_us_, 1.0);
   return static_cast<size_t>(
       std::clamp(depth, 1.0, static_cast<double>(kMaxInFlightPerWorker)));

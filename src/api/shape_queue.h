@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal::rpc {
@@ -46,11 +47,14 @@ class ShapeQueue {
   static constexpr int kMaxPendingLeaseRequests = 10;
   static constexpr int kMaxLeaseFailures = 3;
 
-  ShapeQueue(std::string key, ResourceSet shape, int depth);
+  ShapeQueue(std::string key, ResourceSet shape, int depth,
+             LabelSelector selector = {}, bool pipelined = true);
 
   const std::string& key() const { return key_; }
   const ResourceSet& shape() const { return shape_; }
   int depth() const { return depth_; }
+  // The nodes its leases may come from.
+  const LabelSelector& selector() const { return selector_; }
 
   // ---- Tasks waiting for a worker ----
   void Add(const std::string& task_id, bool front);
@@ -72,7 +76,8 @@ class ShapeQueue {
   // The worker with the fewest tasks in flight below MaxInFlight(), or null.
   LeasedWorker* LeastBusyWorker() const;
   // Tasks pushed to one worker before earlier ones return: about 2 ms of
-  // work at the shape's measured run time (1 until one is known).
+  // work at the shape's measured run time (1 until one is known, and for a
+  // queue that is not pipelined).
   size_t MaxInFlight() const;
   // Task `task_id` came back from `worker` at `now_us`; `exec_us` >= 0 is
   // how long it ran (it moves the shape's average).
@@ -129,6 +134,8 @@ class ShapeQueue {
   const std::string key_;  // shape.DebugString() and depth
   const ResourceSet shape_;
   const int depth_;
+  const LabelSelector selector_;
+  const bool pipelined_;  // else one task per worker at a time
   std::deque<std::string> queue_;
   std::vector<std::unique_ptr<LeasedWorker>> workers_;
   std::map<uint64_t, RequestOut> requests_out_;

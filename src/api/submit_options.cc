@@ -48,11 +48,17 @@ absl::StatusOr<ResourceSet> ShapeFor(std::map<std::string, double> resources,
                                      const std::string& placement_group_id,
                                      int bundle_index) {
   if (!placement_group_id.empty()) {
+    // As Ray names them: a bundle's own resources and the group's, which
+    // every bundle adds to on its node (a task in a given bundle takes from
+    // both; one in any bundle, from the group's alone).
     std::map<std::string, double> in_bundle;
     for (const auto& [name, amount] : resources) {
       if (amount <= 0) continue;
-      in_bundle[absl::StrCat(name, "_group_", bundle_index, "_",
-                             placement_group_id)] = amount;
+      in_bundle[absl::StrCat(name, "_group_", placement_group_id)] = amount;
+      if (bundle_index >= 0) {
+        in_bundle[absl::StrCat(name, "_group_", bundle_index, "_",
+                               placement_group_id)] = amount;
+      }
     }
     resources = std::move(in_bundle);
   }
@@ -87,7 +93,14 @@ absl::StatusOr<proto::ActorSpec> ActorSpecFor(const std::string& factory,
     return OtherError(absl::StrCat("bad resources for actor ", class_name, ": ",
                                    shape.status().message()));
   }
+  auto selector =
+      LabelSelector::Parse(options.label_selector, options.label_selector_soft);
+  if (!selector.ok()) {
+    return OtherError(absl::StrCat("bad label_selector for actor ", class_name,
+                                   ": ", selector.status().message()));
+  }
   proto::ActorSpec spec;
+  if (!selector->empty()) selector->ToProto(spec.mutable_label_selector());
   spec.set_name(options.name);
   spec.set_factory(factory);
   spec.set_class_name(class_name);

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/worker_command.h"
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
 #include "shoal/internal/actor_invoke.h"
 #include "shoal/internal/runtime.h"
@@ -24,7 +25,8 @@ absl::Status CheckWorkersRun(bool workers_run_this_program,
                              const std::string& what);
 
 // The resources a task or actor asks for, as agents name them: inside a
-// placement group's bundle, that bundle's own resources.
+// placement group, the group's resources ("CPU_group_<pg>"), and with a
+// bundle index (>= 0) that bundle's own ("CPU_group_<i>_<pg>") as well.
 absl::StatusOr<ResourceSet> ShapeFor(std::map<std::string, double> resources,
                                      const std::string& placement_group_id,
                                      int bundle_index);

@@ -32,7 +32,12 @@ TEST(SubmitOptionsTest, ATaskTakesOneCpuUnlessItSaysOtherwise) {
 TEST(SubmitOptionsTest, InABundleResourcesAreTheBundles) {
   auto shape = ShapeFor({{"CPU", 2}, {"GPU", 0}}, "pg1", 3);
   ASSERT_TRUE(shape.ok());
-  EXPECT_EQ(*shape, *ResourceSet::FromDoubles({{"CPU_group_3_pg1", 2}}));
+  EXPECT_EQ(*shape, *ResourceSet::FromDoubles(
+                        {{"CPU_group_3_pg1", 2}, {"CPU_group_pg1", 2}}));
+  // Any bundle: the group's resources alone.
+  shape = ShapeFor({{"CPU", 2}}, "pg1", -1);
+  ASSERT_TRUE(shape.ok());
+  EXPECT_EQ(*shape, *ResourceSet::FromDoubles({{"CPU_group_pg1", 2}}));
 }
 
 TEST(SubmitOptionsTest, BadTaskOptionsSaySo) {

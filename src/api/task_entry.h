@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
 #include "shoal/internal/runtime.h"
 #include "shoal/shoal.pb.h"
@@ -29,6 +30,10 @@ struct TaskEntry {
   std::string function;
   TaskArgs args;
   ResourceSet shape;
+  LabelSelector selector;  // the nodes it may run on
+  // Its worker may end after it (its function has max_calls): not
+  // pipelined behind other tasks.
+  bool worker_may_end = false;
   std::string shape_key;
   int retries_left = 3;
   int attempt = 0;

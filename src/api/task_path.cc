@@ -48,7 +48,8 @@ TaskLifecycle::Hooks TaskPath::LifecycleHooks() {
           [this](TaskEntry& t, bool front) {
             TaskSubmitter& submitter =
                 t.in_cpp_program ? *cpp_submitter_ : *submitter_;
-            submitter.Enqueue(t.id, t.shape, t.shape_key, t.depth, front);
+            submitter.Enqueue(t.id, t.shape, t.selector, t.shape_key, t.depth,
+                              front, /*pipelined=*/!t.worker_may_end);
           },
       .actor_ready = [this](
                          const std::string& actor,

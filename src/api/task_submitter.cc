@@ -30,12 +30,13 @@ TaskSubmitter::~TaskSubmitter() { *alive_ = false; }
 
 void TaskSubmitter::Enqueue(const std::string& task_id,
                             const ResourceSet& shape,
-                            const std::string& shape_key, int depth,
-                            bool front) {
+                            const LabelSelector& selector,
+                            const std::string& shape_key, int depth, bool front,
+                            bool pipelined) {
   std::string key = absl::StrCat(shape_key, "@", depth);
   auto it = shapes_.find(key);
   if (it == shapes_.end()) {
-    it = shapes_.try_emplace(key, key, shape, depth).first;
+    it = shapes_.try_emplace(key, key, shape, depth, selector, pipelined).first;
   }
   it->second.Add(task_id, front);
   Pump(it->second);
@@ -122,9 +123,17 @@ void TaskSubmitter::OnReply(const std::string& key, const std::string& lease_id,
   } else if (result->ok()) {
     exec_us = result->exec_us();
   }
+  const bool exiting = result.ok() && result->worker_exiting();
   q.TaskReturned(*w, task_id, loop_->NowUs(), exec_us);
   std::string node = w->node_id;
   delegate_->TaskReplied(task_id, node, std::move(result));
+  if (exiting) {
+    // The worker ends after this answer (its function's max_calls): nothing
+    // more goes to it, and its lease ends with its process.
+    return OnWorkerLost(q, lease_id,
+                        absl::UnavailableError("the worker reached the "
+                                               "function's max_calls"));
+  }
   Pump(q);
 }
 
@@ -221,6 +230,9 @@ void TaskSubmitter::RequestLease(ShapeQueue& q, const std::string& agent,
   }
   req.set_no_spillback(no_spillback);
   req.set_depth(q.depth());
+  if (!q.selector().empty()) {
+    q.selector().ToProto(req.mutable_label_selector());
+  }
   rpc::CallProto<proto::RequestLeaseReply>(
       nodes_->Channel(agent), proto::REQUEST_LEASE, req,
       [this, alive = alive_, key = q.key(), agent, number,

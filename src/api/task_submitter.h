@@ -80,14 +80,18 @@ class TaskSubmitter {
   TaskSubmitter(const TaskSubmitter&) = delete;
   TaskSubmitter& operator=(const TaskSubmitter&) = delete;
 
-  // Queues `task_id` for a worker of `shape` (`shape_key`: its
-  // DebugString(), computed once per task); `front` puts it ahead of the
+  // Queues `task_id` for a worker of `shape` on a node `selector` matches
+  // (`shape_key`: both as a string, computed once per task); `front` puts it
+  // ahead of the
   // others (a retry). `depth` is how deeply it is nested: agents grant the
   // deepest first, and lend a blocked worker's CPU only to requests deeper
   // than its task, so tasks of each depth have a queue and leases of their
   // own (a lease asked for at one depth never runs a task of another).
+  // Without `pipelined`, a worker of the shape runs one task at a time (a
+  // function with max_calls, whose worker may end after any call).
   void Enqueue(const std::string& task_id, const ResourceSet& shape,
-               const std::string& shape_key, int depth, bool front = false);
+               const LabelSelector& selector, const std::string& shape_key,
+               int depth, bool front = false, bool pipelined = true);
   // Every 100 ms: returns idle leases; every second asks for the nodes.
   void Tick();
   // Asks the head for the nodes now; workers on dead nodes are lost.

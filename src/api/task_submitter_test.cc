@@ -299,7 +299,8 @@ class TaskSubmitterTest : public ::testing::Test {
   void Enqueue(const std::string& task, int depth = 0, bool front = false,
                double cpus = 1) {
     ResourceSet shape = Shape(cpus);
-    submitter_->Enqueue(task, shape, shape.DebugString(), depth, front);
+    submitter_->Enqueue(task, shape, LabelSelector(), shape.DebugString(),
+                        depth, front);
   }
   void Submit(const std::string& task, int depth = 0, double cpus = 1) {
     Run([&] { Enqueue(task, depth, /*front=*/false, cpus); });
@@ -381,6 +382,28 @@ TEST_F(TaskSubmitterTest, LeaseRequestCarriesJobShapeAndItsTasksDepth) {
     EXPECT_EQ(requests[1].depth(), 4);
     EXPECT_EQ(requests[2].depth(), 2);
     EXPECT_EQ(submitter_->queued(), 3u);
+  });
+}
+
+TEST_F(TaskSubmitterTest, ALabelSelectorTravelsWithItsLeaseRequests) {
+  auto selector = LabelSelector::Parse({{"ray.io/node-id", "node-b"}});
+  ASSERT_TRUE(selector.ok());
+  Run([&] {
+    ResourceSet shape = Shape(1);
+    submitter_->Enqueue("pinned", shape, *selector,
+                        shape.DebugString() + " on node-b", 0);
+    Enqueue("free");
+  });
+  ASSERT_TRUE(Settled([&] { return agent_->lease_requests.size() == 2; }));
+  Run([&] {
+    int pinned = 0;
+    for (const auto& r : agent_->lease_requests) {
+      if (!r.has_label_selector()) continue;
+      ++pinned;
+      EXPECT_EQ(r.label_selector().labels().at("shoal.io/node-id"), "node-b");
+      EXPECT_FALSE(r.label_selector().soft());
+    }
+    EXPECT_EQ(pinned, 1);
   });
 }
 

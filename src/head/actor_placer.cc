@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "rpc/rpc.h"
+#include "scheduling/label_selector.h"
 
 namespace shoal {
 
@@ -47,6 +48,27 @@ ActorPlacer::ActorPlacer(rpc::Executor* loop, ActorPlacerOptions options,
 
 ActorPlacer::~ActorPlacer() { *alive_ = false; }
 
+namespace {
+
+// Narrows `nodes` to those the actor's label selector matches (all of them
+// when it has none, or none matches).
+void KeepSelected(const proto::ActorSpec& spec, std::vector<ActorNode>* nodes) {
+  if (!spec.has_label_selector()) return;
+  // Read when the actor was made (ActorSpecFor): it parses.
+  absl::StatusOr<LabelSelector> selector =
+      LabelSelector::FromProto(spec.label_selector());
+  if (!selector.ok() || selector->empty()) return;
+  std::vector<ActorNode> selected;
+  for (ActorNode& n : *nodes) {
+    if (selector->Matches(n.labels)) selected.push_back(std::move(n));
+  }
+  // None matches: any node is asked, and its agent says why none can take
+  // the actor (or, for a soft selector, takes it).
+  if (!selected.empty()) nodes->swap(selected);
+}
+
+}  // namespace
+
 void ActorPlacer::Place(const std::string& actor_id, uint64_t attempt) {
   ActorAttempt* a = attempts_->Find(actor_id, attempt);
   const proto::ActorSpec* spec = delegate_->SpecOf(actor_id);
@@ -62,6 +84,7 @@ void ActorPlacer::Place(const std::string& actor_id, uint64_t attempt) {
     if (!others.empty()) nodes.swap(others);
     a->withdrawn_from.clear();
   }
+  KeepSelected(*spec, &nodes);
   std::optional<size_t> pick =
       ChooseActorNode(ResourceSet::FromProto(spec->shape()), nodes);
   if (!pick) {
@@ -161,6 +184,9 @@ void ActorPlacer::RequestLease(const std::string& actor_id, uint64_t attempt,
   req.set_no_spillback(no_spillback);
   req.set_actor_id(actor_id);
   req.set_depth(spec->depth());
+  if (spec->has_label_selector()) {
+    *req.mutable_label_selector() = spec->label_selector();
+  }
   uint64_t request = ++a->request;
   a->request_out = true;
   req.set_request_id(absl::StrCat(actor_id, "/", request));

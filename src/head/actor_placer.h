@@ -42,6 +42,7 @@ struct ActorNode {
   int64_t num_actors = 0;  // live actors placed there or being placed there
   // Actors whose worker lease the node reported in its last heartbeat.
   std::set<std::string> leased_actors;
+  std::map<std::string, std::string> labels;
 };
 
 // The node to ask first for a worker of `shape`: among the nodes whose

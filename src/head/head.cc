@@ -384,6 +384,7 @@ class HeadImpl : public Head {
       for (const auto& l : entry.leases) {
         if (!l.actor_id().empty()) node.leased_actors.insert(l.actor_id());
       }
+      node.labels.insert(n.labels().begin(), n.labels().end());
       out.push_back(std::move(node));
     }
     return out;

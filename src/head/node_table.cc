@@ -5,13 +5,15 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal {
 namespace {
 
 // What an agent's view holds of a node: what its lease policy reads
-// (agent/lease_policy.cc), half of a NodeInfo's bytes. An idle node's
+// (agent/lease_policy.cc: resources and labels), about half of a
+// NodeInfo's bytes. An idle node's
 // available (all of its total) is left out, which halves its entry
 // again: the agent takes a missing available as the total.
 void AddViewNode(const proto::NodeInfo& info, proto::HeartbeatReply* reply) {
@@ -20,6 +22,11 @@ void AddViewNode(const proto::NodeInfo& info, proto::HeartbeatReply* reply) {
   n->set_address(info.address());
   n->set_alive(info.alive());
   *n->mutable_total() = info.total();
+  // For label selectors (agent/lease_policy.cc); the node-id label is the
+  // node's id, which the entry has already.
+  for (const auto& [key, value] : info.labels()) {
+    if (key != kLabelNodeId) (*n->mutable_labels())[key] = value;
+  }
   if (!info.alive() ||
       !NodeTable::SameAmounts(info.available(), info.total())) {
     *n->mutable_available() = info.available();

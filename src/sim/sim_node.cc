@@ -95,6 +95,7 @@ absl::Status SimNode::Listen() {
   leases.resources = spec_.resources;
   leases.accelerators = shared_->accelerators;
   leases.infeasible_grace_ms = o.infeasible_grace_ms;
+  leases.labels = spec_.labels;
   leases.worker_exit_wait_ms = 0;
   leases.log_events = false;
   leases.report_soon = [this] { ReportSoon(); };

@@ -14,6 +14,7 @@
 #include "accel/tpu.h"
 #include "common/logging.h"
 #include "rpc/event_loop.h"
+#include "scheduling/label_selector.h"
 #include "sim/sim_node.h"
 
 namespace shoal::sim {
@@ -195,6 +196,7 @@ absl::StatusOr<std::vector<SimNodeSpec>> PlanSimNodes(
     if (!resources.ok()) return resources.status();
     spec.resources = std::move(*resources);
     spec.labels = std::move(described.labels);
+    spec.labels[kLabelNodeId] = spec.node_id;
     spec.tpu_chips = tpu.has_value() ? tpu->chips_per_host : 0;
     specs.push_back(std::move(spec));
   }

@@ -46,6 +46,9 @@ class ForeignRuntime {
                                   const std::vector<ObjectValue>& args) = 0;
   virtual ObjectValue CallMethod(void* instance, const std::string& method,
                                  const std::vector<ObjectValue>& args) = 0;
+  // Whether the worker ends once the last Call's answer is out (its
+  // function's max_calls was reached); asking clears it.
+  virtual bool TakeExitAfterCall() { return false; }
 };
 
 // Runs this process as a worker (see worker/worker_main.h) whose tasks go

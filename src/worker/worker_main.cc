@@ -205,6 +205,11 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
           absl::Status stored = StoreResult(spec, value, &result);
           if (stored.ok()) {
             result.set_ok(true);
+            if (g_foreign != nullptr && host == nullptr &&
+                g_foreign->TakeExitAfterCall()) {
+              result.set_worker_exiting(true);
+              *exit_after = true;
+            }
           } else {
             result.set_error(absl::StrCat("the result could not be stored: ",
                                           stored.message()));
@@ -223,13 +228,16 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   return result;
 }
 
-// Answers on the loop thread; an actor that called ExitActor ends here,
-// once its answer is written.
+// Answers on the loop thread; an actor that called ExitActor, or a worker
+// whose function reached its max_calls, ends here, once its answer is
+// written.
 void Answer(const rpc::Responder& responder, const proto::TaskResult& result,
             bool exit_after) {
   responder.ReplyNow(result);
   if (exit_after) {
-    SHOAL_LOG(INFO) << "the actor called shoal::ExitActor(); exiting";
+    SHOAL_LOG(INFO) << (result.worker_exiting()
+                            ? "the function reached its max_calls; exiting"
+                            : "the actor called shoal::ExitActor(); exiting");
     _exit(0);
   }
 }

@@ -5,29 +5,31 @@
 It changes plumbing only, never a test:
 
 - ``import ray`` (and ``ray.util``, ``ray.exceptions``, ``ray.cluster_utils``
-  and any ``ray.X`` that ``shoal.X`` provides) gives Shoal's module itself;
+  and any ``ray.X`` that ``shoal.X`` provides) gives Shoal's module itself,
+  here and in the drivers a test starts (ray_alias.py);
 - Ray's test helpers map onto Shoal's (``ray._private.test_utils`` and
   ``ray._common.test_utils`` onto ``shoal.test_utils``);
 - the few Ray-internal names the files import at the top (constants, the
-  Ray Client switches) are given plumbing values here, so that a file whose
+  Ray Client switches) are given plumbing values, so that a file whose
   tests need none of them is collected; a test that uses Ray's internals
-  (``ray._private.worker``, ``ray._raylet``) fails on them and is counted;
+  (``ray._private.worker``'s core worker, ``ray._raylet``) fails on them and
+  is counted, unless excluded.txt names it (left out of the measure);
+- Ray's HTTP proxy fixture starts a real proxy;
 - the fixtures of Ray's ``conftest.py`` (``ray_start_regular``,
   ``shutdown_only``, ``ray_start_cluster``...) start real Shoal clusters:
   ``shoal.init`` and ``shoal.cluster_utils.Cluster`` (``shoal start``).
 """
 
 import contextlib
-import importlib
-import importlib.abc
-import importlib.util
 import logging
 import os
+import select
 import signal
-import sys
+import socket
+import socketserver
 import tempfile
 import threading
-import types
+import urllib.parse
 
 import pytest
 
@@ -35,105 +37,14 @@ import shoal
 import shoal.test_utils
 from shoal.cluster_utils import Cluster
 
+import ray_alias  # noqa: F401 - `import ray` is Shoal from here on
+from exclusions import excluded_tests
+
 # Ray's fixtures start every node with one CPU and a small store.
 _DEFAULT_INIT = {"num_cpus": 1, "object_store_memory": 150 * 1024 * 1024,
                  "namespace": ""}
 
 
-# ---------------------------------------------------------------------------
-# Ray-internal names the files import at their top.
-
-
-def _module(name, **attributes):
-    module = types.ModuleType(name)
-    module.__path__ = []  # a package: its submodules may be imported
-    module.__dict__.update(attributes)
-    return module
-
-
-def _not_in_shoal(what):
-    def missing(*args, **kwargs):
-        raise NotImplementedError(f"{what} is Ray-internal; Shoal has none")
-    return missing
-
-
-_CONSTANTS = dict(
-    KV_NAMESPACE_FUNCTION_TABLE=b"fun",
-    TASK_PUSH_ERROR="task",
-    WORKER_CRASH_PUSH_ERROR="worker_crash",
-    WORKER_DIED_PUSH_ERROR="worker_died",
-    PUT_RECONSTRUCTION_PUSH_ERROR="put_reconstruction",
-    PICKLING_LARGE_OBJECT_PUSH_ERROR="pickling_large_object",
-    EXCESS_QUEUEING_WARNING="excess_queueing_warning",
-    DASHBOARD_AGENT_DIED_ERROR="dashboard_agent_died",
-    FUNCTION_SIZE_WARN_THRESHOLD=10**7,
-)
-
-
-def _create_remote_signal_actor(ray):
-    return shoal.test_utils.SignalActor
-
-
-# Modules the files import that neither Shoal nor Ray's public API has.
-_SHIMS = {
-    "ray._private": lambda: _module("ray._private"),
-    "ray._common": lambda: _module("ray._common"),
-    "ray.tests": lambda: _module("ray.tests"),
-    "ray._private.ray_constants": lambda: _module(
-        "ray._private.ray_constants", **_CONSTANTS),
-    "ray.ray_constants": lambda: _module("ray.ray_constants", **_CONSTANTS),
-    "ray._private.test_utils": lambda: _module(
-        "ray._private.test_utils",
-        **{k: getattr(shoal.test_utils, k) for k in shoal.test_utils.__all__},
-        client_test_enabled=lambda: False),
-    "ray._common.test_utils": lambda: shoal.test_utils,
-    "ray.tests.client_test_utils": lambda: _module(
-        "ray.tests.client_test_utils",
-        create_remote_signal_actor=_create_remote_signal_actor),
-    # Ray Client (ray://) is not in Shoal: its switches say so.
-    "ray.util.client": lambda: _module("ray.util.client"),
-    "ray.util.client.ray_client_helpers": lambda: _module(
-        "ray.util.client.ray_client_helpers",
-        connect_to_client_or_not=lambda *a, **k: contextlib.nullcontext()),
-    "ray._private.utils": lambda: _module(
-        "ray._private.utils",
-        publish_error_to_driver=_not_in_shoal("publish_error_to_driver")),
-    "ray.cloudpickle": lambda: importlib.import_module("cloudpickle"),
-}
-
-
-class _RayAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``ray.X`` is ``shoal.X`` (the same module object), else a shim."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "ray" and not fullname.startswith("ray."):
-            return None
-        if fullname in _SHIMS:
-            module = _SHIMS[fullname]()
-        else:
-            try:
-                module = importlib.import_module("shoal" + fullname[3:])
-            except ImportError:
-                return None
-        spec = importlib.util.spec_from_loader(fullname, self)
-        spec._shoal_module = module
-        return spec
-
-    def create_module(self, spec):
-        module = spec._shoal_module
-        self._kept_spec = getattr(module, "__spec__", None)
-        return module
-
-    def exec_module(self, module):
-        # The import machinery set the alias's spec on Shoal's module: give
-        # it its own back.
-        if self._kept_spec is not None:
-            module.__spec__ = self._kept_spec
-
-
-sys.meta_path.insert(0, _RayAlias())
-# `from ray import ray_constants` looks the name up on the package first.
-shoal.ray_constants = _SHIMS["ray.ray_constants"]()
 
 
 # ---------------------------------------------------------------------------
@@ -278,6 +189,70 @@ def set_enable_auto_connect(request, monkeypatch):
     yield value
 
 
+class _ProxyHandler(socketserver.BaseRequestHandler):
+    """An HTTP proxy's one connection: CONNECT host:port tunnels, and a
+    plain request (GET http://host/...) goes to its host as it is."""
+
+    def handle(self):
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 65536:
+            chunk = self.request.recv(4096)
+            if not chunk:
+                return
+            head += chunk
+        line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+        if len(line) < 2:
+            return
+        if line[0] == "CONNECT":
+            host, _, port = line[1].rpartition(":")
+            rest = head.split(b"\r\n\r\n", 1)[1]
+            greeting = b"HTTP/1.1 200 Connection established\r\n\r\n"
+        else:
+            url = urllib.parse.urlsplit(line[1])
+            host, port, rest, greeting = (url.hostname, url.port or 80,
+                                          head, b"")
+        try:
+            upstream = socket.create_connection((host, int(port)), timeout=10)
+        except OSError:
+            self.request.sendall(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
+            return
+        with upstream:
+            self.request.sendall(greeting)
+            upstream.sendall(rest)
+            _pipe(self.request, upstream)
+
+
+def _pipe(a, b):
+    """Copies bytes both ways between sockets ``a`` and ``b`` until one
+    side closes."""
+    a.settimeout(None)
+    b.settimeout(None)
+    pairs = {a: b, b: a}
+    while True:
+        readable, _, _ = select.select(list(pairs), [], [])
+        for sock in readable:
+            data = sock.recv(65536)
+            if not data:
+                return
+            pairs[sock].sendall(data)
+
+
+@pytest.fixture
+def start_http_proxy():
+    """Ray's fixture: a real HTTP proxy on this host, and the environment
+    that points programs at it (a driver must still reach its cluster)."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _ProxyHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield {"http_proxy": address, "https_proxy": address,
+               "HTTP_PROXY": address, "HTTPS_PROXY": address}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 class TestTimedOut(Exception):
     """The test ran past --ray-test-timeout seconds."""
 
@@ -329,6 +304,28 @@ def pytest_runtest_teardown(item, nextitem):
         yield
     finally:
         _disarm()
+
+
+def _is_excluded(excluded, path, name):
+    base = name.split("[", 1)[0]
+    return (path, "") in excluded or (path, base) in excluded
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A whole file of excluded.txt is not even imported."""
+    return (collection_path.name, "") in excluded_tests() or None
+
+
+def pytest_collection_modifyitems(config, items):
+    excluded = excluded_tests()
+    kept, dropped = [], []
+    for item in items:
+        path = os.path.basename(str(item.fspath))
+        (dropped if _is_excluded(excluded, path, item.name) else
+         kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_configure(config):

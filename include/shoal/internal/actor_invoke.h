@@ -28,6 +28,9 @@ struct ActorOptions {
   std::string placement_group_id;
   int bundle_index = -1;
   bool detached = false;
+  // As TaskOptions::label_selector: the nodes its worker may run on.
+  std::map<std::string, std::string> label_selector;
+  bool label_selector_soft = false;
 };
 
 // Registers the actor with the head; returns its id. `class_type` is

@@ -69,6 +69,13 @@ struct TaskOptions {
   // A registered C++ function called from a driver of another language (a
   // Python driver's shoal.cpp_function): it runs in the job's C++ program.
   bool in_cpp_program = false;
+  // Runs only on nodes whose labels match (scheduling/label_selector.h:
+  // "v", "!v", "in(a,b)", "!in(a,b)"); with soft, anywhere when none does.
+  std::map<std::string, std::string> label_selector;
+  bool label_selector_soft = false;
+  // The worker that runs it may end after it (a Python function's
+  // max_calls): its workers run one task at a time.
+  bool worker_may_end = false;
 };
 
 // Throws shoal::Error unless 0 <= bundle_index < bundle_count, and for a

@@ -12,10 +12,10 @@ class PlacementGroupSchedulingStrategy:
 
 
 class NodeAffinitySchedulingStrategy:
-    """Ray's request to run a task or actor on the node ``node_id`` (with
-    ``soft``, preferably there). Shoal's scheduler places work by resources
-    only, so submitting with it raises ValueError; a custom resource that
-    only that node has pins work to it instead."""
+    """Runs a task or actor on the node ``node_id`` (a node id, as
+    ``get_runtime_context().get_node_id()`` gives it). With ``soft``, there
+    if that node is alive, else anywhere it fits; without, it waits for that
+    node and fails (InfeasibleError) when no live node has that id."""
 
     def __init__(self, node_id, soft, _spill_on_unavailable=False,
                  _fail_on_unavailable=False):

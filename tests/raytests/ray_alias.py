@@ -1,0 +1,137 @@
+"""``import ray`` as Shoal: the alias the harness (ray_harness.py) installs
+in the test process, and ``ray/__init__.py`` here in the processes a test
+starts (a driver script run with ``python``).
+
+``ray.X`` is ``shoal.X`` (the same module object) where Shoal has it; the
+few Ray-internal names Ray's test files import at their top get plumbing
+values (constants, the Ray Client switches, the mode of Ray's
+``global_worker``), so that a file whose tests need nothing more is
+collected; a test that reaches further into Ray's internals fails on them
+and is counted.
+"""
+
+import contextlib
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import types
+
+import shoal
+import shoal.test_utils
+
+# ---------------------------------------------------------------------------
+# Ray-internal names the files import at their top.
+
+
+def _module(name, **attributes):
+    module = types.ModuleType(name)
+    module.__path__ = []  # a package: its submodules may be imported
+    module.__dict__.update(attributes)
+    return module
+
+
+def _not_in_shoal(what):
+    def missing(*args, **kwargs):
+        raise NotImplementedError(f"{what} is Ray-internal; Shoal has none")
+    return missing
+
+
+_CONSTANTS = dict(
+    KV_NAMESPACE_FUNCTION_TABLE=b"fun",
+    TASK_PUSH_ERROR="task",
+    WORKER_CRASH_PUSH_ERROR="worker_crash",
+    WORKER_DIED_PUSH_ERROR="worker_died",
+    PUT_RECONSTRUCTION_PUSH_ERROR="put_reconstruction",
+    PICKLING_LARGE_OBJECT_PUSH_ERROR="pickling_large_object",
+    EXCESS_QUEUEING_WARNING="excess_queueing_warning",
+    DASHBOARD_AGENT_DIED_ERROR="dashboard_agent_died",
+    FUNCTION_SIZE_WARN_THRESHOLD=10**7,
+)
+
+
+def _create_remote_signal_actor(ray):
+    return shoal.test_utils.SignalActor
+
+
+class _GlobalWorker:
+    """The one attribute of Ray's ``global_worker`` that tests read to
+    learn where they run: ``mode`` (a driver's, or a worker's)."""
+
+    @property
+    def mode(self):
+        return _WORKER_MODE if shoal._in_worker() else _SCRIPT_MODE
+
+
+_SCRIPT_MODE, _WORKER_MODE, _LOCAL_MODE = 0, 1, 2
+
+
+def _worker_module():
+    return _module("ray._private.worker", global_worker=_GlobalWorker(),
+                   SCRIPT_MODE=_SCRIPT_MODE, WORKER_MODE=_WORKER_MODE,
+                   LOCAL_MODE=_LOCAL_MODE)
+
+
+# Modules the files import that neither Shoal nor Ray's public API has.
+_SHIMS = {
+    "ray._private": lambda: _module(
+        "ray._private", worker=_worker_module(),
+        ray_constants=_module("ray._private.ray_constants", **_CONSTANTS)),
+    "ray._private.worker": lambda: sys.modules["ray._private"].worker,
+    "ray._common": lambda: _module("ray._common"),
+    "ray.tests": lambda: _module("ray.tests"),
+    "ray._private.ray_constants": lambda: sys.modules[
+        "ray._private"].ray_constants,
+    "ray.ray_constants": lambda: _module("ray.ray_constants", **_CONSTANTS),
+    "ray._private.test_utils": lambda: _module(
+        "ray._private.test_utils",
+        **{k: getattr(shoal.test_utils, k) for k in shoal.test_utils.__all__},
+        client_test_enabled=lambda: False),
+    "ray._common.test_utils": lambda: shoal.test_utils,
+    "ray.tests.client_test_utils": lambda: _module(
+        "ray.tests.client_test_utils",
+        create_remote_signal_actor=_create_remote_signal_actor),
+    # Ray Client (ray://) is not in Shoal: its switches say so.
+    "ray.util.client": lambda: _module("ray.util.client"),
+    "ray.util.client.ray_client_helpers": lambda: _module(
+        "ray.util.client.ray_client_helpers",
+        connect_to_client_or_not=lambda *a, **k: contextlib.nullcontext()),
+    "ray._private.utils": lambda: _module(
+        "ray._private.utils",
+        publish_error_to_driver=_not_in_shoal("publish_error_to_driver")),
+    "ray.cloudpickle": lambda: importlib.import_module("cloudpickle"),
+}
+
+
+class _RayAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``ray.X`` is ``shoal.X`` (the same module object), else a shim."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "ray" and not fullname.startswith("ray."):
+            return None
+        if fullname in _SHIMS:
+            module = _SHIMS[fullname]()
+        else:
+            try:
+                module = importlib.import_module("shoal" + fullname[3:])
+            except ImportError:
+                return None
+        spec = importlib.util.spec_from_loader(fullname, self)
+        spec._shoal_module = module
+        return spec
+
+    def create_module(self, spec):
+        module = spec._shoal_module
+        self._kept_spec = getattr(module, "__spec__", None)
+        return module
+
+    def exec_module(self, module):
+        # The import machinery set the alias's spec on Shoal's module: give
+        # it its own back.
+        if self._kept_spec is not None:
+            module.__spec__ = self._kept_spec
+
+
+sys.meta_path.insert(0, _RayAlias())
+# `from ray import ray_constants` looks the name up on the package first.
+shoal.ray_constants = _SHIMS["ray.ray_constants"]()
