@@ -165,22 +165,8 @@ class CoreRuntimeImpl : public CoreRuntime {
           ": this driver named no C++ program (shoal.init(cpp_program=PATH), "
           "a program built with Shoal that registers it with SHOAL_REMOTE)"));
     }
-    ASSIGN_OR_RETURN(ResourceSet shape, TaskShape(function_name, options));
-    ASSIGN_OR_RETURN(LabelSelector selector,
-                     LabelSelector::Parse(options.label_selector,
-                                          options.label_selector_soft));
-    auto task = std::make_unique<TaskEntry>();
-    task->function = function_name;
-    task->shape_key = shape.DebugString();
-    if (!selector.empty()) {
-      absl::StrAppend(&task->shape_key, " on ", selector.DebugString());
-    }
-    if (options.worker_may_end) absl::StrAppend(&task->shape_key, " 1/worker");
-    task->shape = std::move(shape);
-    task->selector = std::move(selector);
-    task->worker_may_end = options.worker_may_end;
-    task->retries_left = options.max_retries;
-    task->in_cpp_program = options.in_cpp_program;
+    ASSIGN_OR_RETURN(std::unique_ptr<TaskEntry> task,
+                     NewTaskEntry(function_name, options));
     return SubmitEntry(std::move(task), std::move(args));
   }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/task_error.h"
+#include "common/status_macros.h"
 
 namespace shoal::internal {
 namespace {
@@ -79,6 +80,30 @@ absl::StatusOr<ResourceSet> TaskShape(const std::string& function,
     return OtherError("max_retries must be 0 or more");
   }
   return shape;
+}
+
+absl::StatusOr<std::unique_ptr<TaskEntry>> NewTaskEntry(
+    const std::string& function, const TaskOptions& options) {
+  ASSIGN_OR_RETURN(ResourceSet shape, TaskShape(function, options));
+  auto selector =
+      LabelSelector::Parse(options.label_selector, options.label_selector_soft);
+  if (!selector.ok()) {
+    return OtherError(absl::StrCat("bad label_selector for task ", function,
+                                   ": ", selector.status().message()));
+  }
+  auto task = std::make_unique<TaskEntry>();
+  task->function = function;
+  task->shape_key = shape.DebugString();
+  if (!selector->empty()) {
+    absl::StrAppend(&task->shape_key, " on ", selector->DebugString());
+  }
+  if (options.worker_may_end) absl::StrAppend(&task->shape_key, " 1/worker");
+  task->shape = std::move(shape);
+  task->selector = *std::move(selector);
+  task->worker_may_end = options.worker_may_end;
+  task->retries_left = options.max_retries;
+  task->in_cpp_program = options.in_cpp_program;
+  return task;
 }
 
 absl::StatusOr<proto::ActorSpec> ActorSpecFor(const std::string& factory,

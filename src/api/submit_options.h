@@ -5,10 +5,12 @@
 #define SHOAL_API_SUBMIT_OPTIONS_H_
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "api/task_entry.h"
 #include "api/worker_command.h"
 #include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
@@ -35,6 +37,11 @@ absl::StatusOr<ResourceSet> ShapeFor(std::map<std::string, double> resources,
 // why its options are wrong.
 absl::StatusOr<ResourceSet> TaskShape(const std::string& function,
                                       const TaskOptions& options);
+
+// A task of `function` as the submitter queues it (shape, selector, the
+// key of the queue its leases serve, retries), or why its options are wrong.
+absl::StatusOr<std::unique_ptr<TaskEntry>> NewTaskEntry(
+    const std::string& function, const TaskOptions& options);
 
 // The spec of an actor of `class_name` (demangled) made by `factory`, as
 // far as its options decide it (no id, job, program, owner or arguments),
