@@ -434,7 +434,16 @@ py::dict NodeDict(const shoal::NodeInfo& n) {
   d["IsHeadNode"] = n.is_head_node;
   d["Resources"] = n.total;
   d["Available"] = n.available;
-  d["Labels"] = n.labels;
+  // Shoal's labels also under Ray's names ("ray.io/tpu-slice-name"), as
+  // code written for Ray reads them.
+  py::dict labels;
+  for (const auto& [key, value] : n.labels) {
+    labels[py::str(key)] = value;
+    if (key.rfind("shoal.io/", 0) == 0) {
+      labels[py::str("ray.io/" + key.substr(9))] = value;
+    }
+  }
+  d["Labels"] = labels;
   return d;
 }
 
@@ -584,14 +593,7 @@ int RunWorker(py::object runtime) {
 
 // ---- Placement groups ----
 
-py::tuple CreatePlacementGroup(
-    const std::vector<std::map<std::string, double>>& bundles,
-    const std::string& strategy, const std::string& name, bool detached) {
-  shoal::PlacementGroupOptions options;
-  options.bundles = bundles;
-  options.name = name;
-  options.lifetime =
-      detached ? shoal::Lifetime::kDetached : shoal::Lifetime::kNonDetached;
+shoal::PlacementStrategy StrategyNamed(const std::string& strategy) {
   static const std::map<std::string, shoal::PlacementStrategy> kStrategies = {
       {"PACK", shoal::PlacementStrategy::kPack},
       {"SPREAD", shoal::PlacementStrategy::kSpread},
@@ -604,7 +606,20 @@ py::tuple CreatePlacementGroup(
         "STRICT_SPREAD, not " +
         strategy);
   }
-  options.strategy = it->second;
+  return it->second;
+}
+
+py::tuple CreatePlacementGroup(
+    const std::vector<std::map<std::string, double>>& bundles,
+    const std::string& strategy, const std::string& name, bool detached,
+    const std::vector<std::map<std::string, std::string>>& selectors) {
+  shoal::PlacementGroupOptions options;
+  options.bundles = bundles;
+  options.bundle_label_selector = selectors;
+  options.name = name;
+  options.lifetime =
+      detached ? shoal::Lifetime::kDetached : shoal::Lifetime::kNonDetached;
+  options.strategy = StrategyNamed(strategy);
   shoal::PlacementGroup group;
   {
     py::gil_scoped_release release;
@@ -884,7 +899,8 @@ PYBIND11_MODULE(_shoal, m) {
   });
   m.def("assigned_devices", &AssignedDevicesDict);
   m.def("create_placement_group", &CreatePlacementGroup, py::arg("bundles"),
-        py::arg("strategy"), py::arg("name"), py::arg("detached"));
+        py::arg("strategy"), py::arg("name"), py::arg("detached"),
+        py::arg("bundle_label_selector"));
   m.def(
       "wait_placement_group",
       [](const std::string& id, size_t bundles, int64_t timeout_ms) {
@@ -936,6 +952,94 @@ PYBIND11_MODULE(_shoal, m) {
         return d;
       },
       py::arg("slice_name"), py::arg("timeout_ms"));
+  m.def(
+      "reserve_slices",
+      [](const std::string& topology, const std::string& version,
+         int num_slices, bool group_per_slice,
+         const std::map<std::string, double>& resources_per_bundle,
+         const std::string& strategy, const std::string& name, bool detached,
+         const std::vector<std::map<std::string, std::string>>& selectors) {
+        shoal::tpu::SliceRequest request;
+        request.topology = topology;
+        request.accelerator_version = version;
+        request.num_slices = num_slices;
+        request.group_per_slice = group_per_slice;
+        request.resources_per_bundle = resources_per_bundle;
+        request.strategy = StrategyNamed(strategy);
+        request.name = name;
+        request.lifetime = detached ? shoal::Lifetime::kDetached
+                                    : shoal::Lifetime::kNonDetached;
+        request.bundle_label_selector = selectors;
+        shoal::tpu::SliceGroup g;
+        {
+          py::gil_scoped_release release;
+          g = shoal::tpu::ReserveSlices(request);
+        }
+        py::list groups;
+        for (const auto& group : g.groups) {
+          groups.append(py::make_tuple(group.id(), group.bundle_count()));
+        }
+        py::dict d;
+        d["groups"] = groups;
+        d["slice_names"] = g.slice_names;
+        d["pod_type"] = g.pod_type;
+        d["topology"] = g.topology;
+        d["hosts_per_slice"] = g.hosts_per_slice;
+        d["chips_per_host"] = g.chips_per_host;
+        d["bundles_per_host"] = g.bundles_per_host;
+        d["bundle_resources"] = g.bundle_resources;
+        d["bundle_label_selector"] = g.bundle_label_selector;
+        return d;
+      },
+      py::arg("topology"), py::arg("accelerator_version"),
+      py::arg("num_slices"), py::arg("group_per_slice"),
+      py::arg("resources_per_bundle"), py::arg("strategy"), py::arg("name"),
+      py::arg("detached"), py::arg("bundle_label_selector"));
+  m.def(
+      "reserve_subslice",
+      [](const std::string& topology, const std::string& version, int index,
+         const std::string& name, bool detached) {
+        shoal::tpu::SubsliceRequest request;
+        request.topology = topology;
+        request.accelerator_version = version;
+        request.subslice_index = index;
+        request.name = name;
+        request.lifetime = detached ? shoal::Lifetime::kDetached
+                                    : shoal::Lifetime::kNonDetached;
+        shoal::tpu::Subslice s;
+        {
+          py::gil_scoped_release release;
+          s = shoal::tpu::ReserveSubslice(request);
+        }
+        py::dict d;
+        d["id"] = s.group.id();
+        d["slice_name"] = s.slice_name;
+        d["parent_type"] = s.parent_type;
+        d["pod_type"] = s.pod_type;
+        d["topology"] = s.topology;
+        d["subslice_index"] = s.subslice_index;
+        d["worker_ids"] = s.worker_ids;
+        d["chips_per_host"] = s.chips_per_host;
+        d["bundle_resources"] = s.bundle_resources;
+        d["bundle_label_selector"] = s.bundle_label_selector;
+        return d;
+      },
+      py::arg("topology"), py::arg("accelerator_version"), py::arg("index"),
+      py::arg("name"), py::arg("detached"));
+  m.def(
+      "count_ready_slices",
+      [](const std::string& topology, const std::string& version) {
+        py::gil_scoped_release release;
+        return shoal::tpu::CountReadySlices(topology, version);
+      },
+      py::arg("topology"), py::arg("accelerator_version"));
+  m.def(
+      "slice_shape",
+      [](const std::string& topology, const std::string& version) {
+        shoal::tpu::SliceShape s = shoal::tpu::ShapeOf(topology, version);
+        return py::make_tuple(s.pod_type, s.hosts, s.chips_per_host, s.chips);
+      },
+      py::arg("topology"), py::arg("accelerator_version"));
   m.def("cluster_resources", [] {
     py::gil_scoped_release release;
     return shoal::ClusterResources();

@@ -28,6 +28,10 @@ struct PlacementGroupOptions {
   // kNonDetached: removed when the job that created it ends (its driver
   // exits, however it exits). kDetached: only by RemovePlacementGroup.
   Lifetime lifetime = Lifetime::kNonDetached;
+  // None, or one per bundle: the node labels each bundle's node must have,
+  // in a task's label_selector syntax ("v", "!v", "in(a,b)", "!in(a,b)"),
+  // e.g. {{"ray.io/tpu-worker-id", "0"}, {}} (Ray's bundle_label_selector).
+  std::vector<std::map<std::string, std::string>> bundle_label_selector;
 };
 
 // A set of resource bundles reserved together on the cluster's nodes: all

@@ -35,5 +35,6 @@
 #include "shoal/remote.h"         // IWYU pragma: export
 #include "shoal/serialization.h"  // IWYU pragma: export
 #include "shoal/task.h"           // IWYU pragma: export
+#include "shoal/tpu.h"            // IWYU pragma: export
 
 #endif  // SHOAL_SHOAL_H_

@@ -69,16 +69,38 @@ def _stop(temp_dir):
                    env=_env(temp_dir), capture_output=True, timeout=60)
 
 
+def fake_tpu_host(root, worker, accelerator_type="v5p-16", name=None):
+    """Makes simulated host ``worker`` of a TPU slice (``name``; the
+    default "my-tpu") under ``root``; returns the variables a node agent on
+    it must have."""
+    folder = os.path.join(root, f"tpu-{name or 'my-tpu'}-{worker}")
+    args = [_cli(), "dev", "fake-tpu", "--type", accelerator_type,
+            "--worker", str(worker), "--root", folder]
+    if name:
+        args += ["--name", name]
+    out = subprocess.run(args, check=True, capture_output=True, text=True,
+                         timeout=60).stdout
+    variables = {}
+    for line in out.splitlines():  # "export NAME=value"
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            variables[key] = value
+    return variables
+
+
 class Cluster:
-    """A head and a second node started with `shoal start`, each with a
-    temp dir of its own (one node per temp dir); `head_variables` and
-    `node_variables` are set for each node's start (a simulated TPU host's,
-    say)."""
+    """A head and a second node (and `more_nodes`) started with `shoal
+    start`, each with a temp dir of its own (one node per temp dir);
+    `head_variables` and `node_variables` are set for each node's start (a
+    simulated TPU host's, say)."""
 
     def __init__(self, root, head_args, node_args, head_variables=None,
-                 node_variables=None):
+                 node_variables=None, more_nodes=()):
         self.head_dir = os.path.join(root, "head")
         self.node_dir = os.path.join(root, "node")
+        # Each further node (args, variables) in a temp dir of its own.
+        self.more_dirs = [os.path.join(root, f"node{i + 2}")
+                          for i in range(len(more_nodes))]
         try:
             _start(["--head", "--port", "0", *head_args], self.head_dir,
                    head_variables)
@@ -87,13 +109,19 @@ class Cluster:
                 self.address = f.read().strip()
             with open(os.path.join(session, "token")) as f:
                 self.token = f.read().strip()
-            _start(["--address", self.address, "--token", self.token,
-                    *node_args], self.node_dir, node_variables)
+            joins = [(node_args, node_variables, self.node_dir)] + [
+                (args, variables, d)
+                for (args, variables), d in zip(more_nodes, self.more_dirs)]
+            for args, variables, temp_dir in joins:
+                _start(["--address", self.address, "--token", self.token,
+                        *args], temp_dir, variables)
         except BaseException:
             self.stop()
             raise
 
     def stop(self):
+        for temp_dir in self.more_dirs:
+            _stop(temp_dir)
         _stop(self.node_dir)
         _stop(self.head_dir)
 

@@ -5,12 +5,11 @@ variables the launch contract names, and the Python seed walkthrough runs.
 """
 
 import os
-import subprocess
 import tempfile
 import time
 
 import pytest
-from conftest import Cluster, driver_of
+from conftest import Cluster, driver_of, fake_tpu_host
 
 import shoal
 from shoal.util import tpu
@@ -41,22 +40,6 @@ print(ray.get(h))
 """
 
 
-def _fake_tpu_host(root, worker):
-    """Makes simulated host ``worker`` of slice "my-tpu" under ``root``;
-    returns the variables a node agent on it must have."""
-    out = subprocess.run(
-        [os.environ.get("SHOAL_CLI", "shoal"), "dev", "fake-tpu", "--type",
-         "v5p-16", "--worker", str(worker), "--root",
-         os.path.join(root, f"tpu-{worker}")],
-        check=True, capture_output=True, text=True, timeout=60).stdout
-    variables = {}
-    for line in out.splitlines():  # "export NAME=value"
-        if line.startswith("export "):
-            name, _, value = line[len("export "):].partition("=")
-            variables[name] = value
-    return variables
-
-
 @pytest.fixture(scope="module")
 def tpu_slice():
     """Workers 0 and 1 of a simulated v5p-16 slice, as scripts/demo makes
@@ -66,7 +49,7 @@ def tpu_slice():
         common = ["--num-cpus", str(CHIPS_PER_HOST)]
         cluster = Cluster(root, [*common, "--node-id", "tpu-host-0"],
                           [*common, "--node-id", "tpu-host-1"],
-                          _fake_tpu_host(root, 0), _fake_tpu_host(root, 1))
+                          fake_tpu_host(root, 0), fake_tpu_host(root, 1))
         try:
             yield cluster
         finally:

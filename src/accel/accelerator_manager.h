@@ -17,11 +17,12 @@
 
 namespace shoal::accel {
 
-// Node label keys. Values are plain strings.
+// Node label keys, with Ray's meanings (a selector on "ray.io/<key>" reads
+// "shoal.io/<key>"). Values are plain strings.
 inline constexpr char kLabelAcceleratorType[] =
-    "shoal.io/accelerator-type";  // "v5p-16" (TPU slice type) or "H200" (GPU)
-inline constexpr char kLabelTpuGeneration[] =
-    "shoal.io/tpu-generation";  // "TPU-V5P"
+    "shoal.io/accelerator-type";  // "TPU-V5P" (TPU generation) or "H200"
+inline constexpr char kLabelTpuPodType[] =
+    "shoal.io/tpu-pod-type";  // "v5p-16" (the slice's type)
 inline constexpr char kLabelTpuSliceName[] =
     "shoal.io/tpu-slice-name";  // TPU_NAME
 inline constexpr char kLabelTpuWorkerId[] = "shoal.io/tpu-worker-id";  // "1"

@@ -152,6 +152,34 @@ std::string TpuAcceleratorType::HostBoundsString() const {
   return Bounds(host_bounds);
 }
 
+absl::StatusOr<TpuAcceleratorType> TpuTypeFromTopology(
+    absl::string_view version, absl::string_view topology) {
+  std::string gen_name =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(version));
+  if (absl::StartsWith(gen_name, "tpu-")) gen_name = "v" + gen_name.substr(5);
+  if (gen_name == "v5e") gen_name = "v5litepod";
+  const Generation* gen = nullptr;
+  for (const Generation& candidate : kGenerations) {
+    if (candidate.prefix == gen_name) gen = &candidate;
+  }
+  if (gen == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown TPU generation \"", version,
+                     "\"; use v2, v3, v4, v5p, v5e (v5litepod) or v6e"));
+  }
+  absl::StatusOr<std::vector<int>> grid = ParseTopology(topology);
+  if (!grid.ok()) return grid.status();
+  int64_t chips = 1;
+  for (int d : *grid) chips = std::min<int64_t>(chips * d, 1LL << 31);
+  if (static_cast<int>(grid->size()) != gen->dims) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TPU topology \"", topology, "\" is not a ", gen->dims,
+                     "-D grid, as ", gen->prefix, " slices are"));
+  }
+  return ParseTpuAcceleratorType(
+      absl::StrCat(gen->prefix, "-", chips * gen->cores_per_chip), topology);
+}
+
 absl::StatusOr<TpuAcceleratorType> ParseTpuAcceleratorType(
     absl::string_view type, absl::string_view topology) {
   std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(type));
@@ -443,8 +471,8 @@ std::map<std::string, double> TpuAcceleratorManager::ExtraResources() const {
 std::map<std::string, std::string> TpuAcceleratorManager::Labels() const {
   std::map<std::string, std::string> labels;
   if (num_chips_ == 0 || !slice_.has_value()) return labels;
-  labels[kLabelAcceleratorType] = slice_->type.name;
-  labels[kLabelTpuGeneration] = slice_->type.GenerationLabel();
+  labels[kLabelAcceleratorType] = slice_->type.GenerationLabel();
+  labels[kLabelTpuPodType] = slice_->type.name;
   labels[kLabelTpuTopology] = slice_->type.TopologyString();
   labels[kLabelTpuNumWorkers] = absl::StrCat(slice_->type.hosts);
   if (!slice_->slice_name.empty()) {

@@ -60,6 +60,13 @@ struct TpuAcceleratorType {
 absl::StatusOr<TpuAcceleratorType> ParseTpuAcceleratorType(
     absl::string_view type, absl::string_view topology = "");
 
+// The slice type of a generation ("v5p", "TPU-V5P", "v6e"; "v5e" names
+// v5litepod) with a chip grid ("2x2x2"): v5p and 2x2x2 is v5p-16, as Ray's
+// slice placement groups name slices by topology. InvalidArgument, saying
+// why, for an unknown generation or a grid the generation cannot have.
+absl::StatusOr<TpuAcceleratorType> TpuTypeFromTopology(
+    absl::string_view version, absl::string_view topology);
+
 // What the TPU_* variables say about this host's slice.
 struct TpuSliceFacts {
   TpuAcceleratorType type;

@@ -488,8 +488,8 @@ TEST_F(SliceManagerTest, WorkerZeroAdvertisesTheSliceHead) {
       UnorderedElementsAre(Pair("my-tpu", 1.0), Pair("TPU-v5p-16-head", 1.0),
                            Pair("accelerator_type:TPU-V5P", 1.0)));
   EXPECT_THAT(manager->Labels(),
-              UnorderedElementsAre(Pair("shoal.io/accelerator-type", "v5p-16"),
-                                   Pair("shoal.io/tpu-generation", "TPU-V5P"),
+              UnorderedElementsAre(Pair("shoal.io/accelerator-type", "TPU-V5P"),
+                                   Pair("shoal.io/tpu-pod-type", "v5p-16"),
                                    Pair("shoal.io/tpu-slice-name", "my-tpu"),
                                    Pair("shoal.io/tpu-worker-id", "0"),
                                    Pair("shoal.io/tpu-num-workers", "2"),

@@ -25,12 +25,14 @@
 #include "api/driver_init.h"
 #include "api/local_cluster.h"
 #include "api/task_error.h"
+#include "api/tpu_slices.h"
 #include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/random.h"
 #include "common/session.h"
 #include "head_client/head_client.h"
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -240,20 +242,7 @@ std::vector<NodeInfo> Nodes() {
     throw Error(
         absl::StrCat("cannot reach the head: ", status.status().message()));
   }
-  std::vector<NodeInfo> out;
-  for (const auto& n : status->nodes()) {
-    NodeInfo info;
-    info.node_id = n.node_id();
-    info.address = n.address();
-    info.hostname = n.hostname();
-    info.alive = n.alive();
-    info.is_head_node = n.is_head_node();
-    info.total = ResourceSet::FromProto(n.total()).ToDoubles();
-    info.available = ResourceSet::FromProto(n.available()).ToDoubles();
-    info.labels.insert(n.labels().begin(), n.labels().end());
-    out.push_back(std::move(info));
-  }
-  return out;
+  return internal::NodesOf(*status);
 }
 
 // ---- Placement groups ----
@@ -285,6 +274,21 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options) {
                                shape.status().message()));
     }
     shape->ToProto(spec.add_bundles());
+  }
+  if (!options.bundle_label_selector.empty() &&
+      options.bundle_label_selector.size() != options.bundles.size()) {
+    throw Error(absl::StrCat(
+        "bundle_label_selector has ", options.bundle_label_selector.size(),
+        " selectors for ", options.bundles.size(),
+        " bundles; give one per bundle (an empty one for any node)"));
+  }
+  for (size_t i = 0; i < options.bundle_label_selector.size(); ++i) {
+    auto selector = LabelSelector::Parse(options.bundle_label_selector[i]);
+    if (!selector.ok()) {
+      throw Error(absl::StrCat("bad bundle_label_selector for bundle ", i, ": ",
+                               selector.status().message()));
+    }
+    selector->ToProto(spec.add_bundle_label_selector());
   }
   absl::StatusOr<proto::PlacementGroupInfo> info =
       RequireRuntime()->head().CreatePlacementGroup(spec);
@@ -324,75 +328,6 @@ bool PlacementGroup::Wait(int64_t timeout_ms) const {
 std::vector<std::string> PlacementGroup::BundleNodes() const {
   proto::PlacementGroupInfo info = GetGroupInfo(id_, "");
   return {info.bundle_nodes().begin(), info.bundle_nodes().end()};
-}
-
-SliceReservation ReserveTpuSlice(const std::string& slice_name,
-                                 int64_t timeout_ms) {
-  // The slice's hosts, as their agents label them.
-  std::map<std::string, std::vector<std::pair<int, NodeInfo>>> slices;
-  for (const NodeInfo& n : Nodes()) {
-    if (!n.alive) continue;
-    auto name = n.labels.find("shoal.io/tpu-slice-name");
-    if (name == n.labels.end()) continue;
-    int worker = -1;
-    auto w = n.labels.find("shoal.io/tpu-worker-id");
-    if (w != n.labels.end()) (void)absl::SimpleAtoi(w->second, &worker);
-    slices[name->second].emplace_back(worker, n);
-  }
-  if (slices.empty()) throw Error("the cluster has no TPU slice hosts");
-  std::string name = slice_name;
-  if (name.empty()) {
-    if (slices.size() > 1) {
-      throw Error(
-          "the cluster has several TPU slices; name the one to reserve");
-    }
-    name = slices.begin()->first;
-  }
-  auto it = slices.find(name);
-  if (it == slices.end()) {
-    throw Error("no host of TPU slice \"" + name + "\" is in the cluster");
-  }
-  auto& hosts = it->second;
-  std::sort(hosts.begin(), hosts.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  const NodeInfo& first = hosts.front().second;
-  int expected = static_cast<int>(hosts.size());
-  if (auto n = first.labels.find("shoal.io/tpu-num-workers");
-      n != first.labels.end()) {
-    (void)absl::SimpleAtoi(n->second, &expected);
-  }
-  if (static_cast<int>(hosts.size()) != expected) {
-    throw Error(absl::StrCat("TPU slice ", name, " has ", hosts.size(), " of ",
-                             expected,
-                             " hosts in the cluster; start node agents on the "
-                             "others (shoal start --address=...)"));
-  }
-  SliceReservation out;
-  out.slice_name = name;
-  auto type = first.labels.find("shoal.io/accelerator-type");
-  if (type != first.labels.end()) out.accelerator_type = type->second;
-  out.chips_per_host =
-      static_cast<int>(first.total.count("TPU") ? first.total.at("TPU") : 0);
-  PlacementGroupOptions options;
-  options.name = absl::StrCat("tpu-slice-", name, "-", RandomHex(3));
-  options.strategy = PlacementStrategy::kStrictSpread;
-  for (int i = 0; i < expected; ++i) {
-    std::map<std::string, double> bundle = {
-        {"TPU", out.chips_per_host}, {name, 1}, {"CPU", 1}};
-    // Worker 0 alone has the slice-head resource: it pins bundle 0 there.
-    if (i == 0 && !out.accelerator_type.empty()) {
-      bundle["TPU-" + out.accelerator_type + "-head"] = 1;
-    }
-    options.bundles.push_back(bundle);
-  }
-  out.group = CreatePlacementGroup(options);
-  if (!out.group.Wait(timeout_ms)) {
-    RemovePlacementGroup(out.group);
-    throw TimeoutError(absl::StrCat("TPU slice ", name, " was not free within ",
-                                    timeout_ms, " ms"));
-  }
-  out.hosts = out.group.BundleNodes();
-  return out;
 }
 
 void RemovePlacementGroup(const PlacementGroup& group) {

@@ -23,6 +23,18 @@ CLI::App* Register(CLI::App& parent, Flags& f) {
   cmd->add_flag("--per-host", o.per_host,
                 "One process per host with all its devices (JAX)");
   cmd->add_option("--slice", o.slice, "TPU slice to run on");
+  cmd->add_option("--num-slices", o.num_slices,
+                  "Run on N whole TPU slices (multi-slice: MEGASCALE_*)")
+      ->check(AtLeast(1));
+  cmd->add_option("--slice-type", o.slice_type,
+                  "With --num-slices or --subslice: the whole slices' type, "
+                  "e.g. v5p-16 (default: the cluster's only type)");
+  cmd->add_option("--subslice", o.subslice,
+                  "Run on part of a slice as a slice of its own: its chip "
+                  "grid, e.g. 2x2x2 of a 2x2x4");
+  cmd->add_option("--subslice-index", o.subslice_index,
+                  "With --subslice: which part (default: the first idle one)")
+      ->check(AtLeast(0));
   cmd->add_option("--nodes", o.nodes,
                   "Without a slice: how many nodes (default all)")
       ->check(AtLeast(0));

@@ -200,7 +200,7 @@ std::vector<PlacementNode> NodeTable::PlacementNodes(bool use_totals) const {
   for (const auto& [key, n] : alive) {
     out.push_back(
         {n->node_id(),
-         ResourceSet::FromProto(use_totals ? n->total() : n->available())});
+         ResourceSet::FromProto(use_totals ? n->total() : n->available()), n});
   }
   return out;
 }

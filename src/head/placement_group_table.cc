@@ -7,6 +7,8 @@
 #include "common/logging.h"
 #include "common/random.h"
 #include "head/table_storage.h"
+#include "scheduling/label_selector.h"
+#include "scheduling/placement.h"
 #include "scheduling/resource_set.h"
 
 namespace shoal {
@@ -17,6 +19,46 @@ constexpr char kPgsTable[] = "placement_groups";
 bool Live(const proto::PlacementGroupInfo& info) {
   return info.state() == proto::PlacementGroupInfo::CREATED ||
          info.state() == proto::PlacementGroupInfo::PENDING;
+}
+
+// "bundle 1's label_selector {...} matches no live node; " for each bundle
+// (index in `indices`) whose selector no node matches; "" when none.
+std::string UnmatchedSelectors(const std::vector<int>& indices,
+                               const std::vector<LabelSelector>& selectors,
+                               const std::vector<PlacementNode>& nodes) {
+  std::string out;
+  for (size_t k = 0; k < selectors.size(); ++k) {
+    const bool any = std::any_of(
+        nodes.begin(), nodes.end(),
+        [&](const PlacementNode& n) { return NodeMatches(selectors[k], n); });
+    if (!any) {
+      absl::StrAppend(&out, "bundle ", indices[k], "'s label_selector ",
+                      selectors[k].DebugString(), " matches no live node; ");
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<LabelSelector>> BundleSelectors(
+    const proto::PlacementGroupSpec& spec) {
+  std::vector<LabelSelector> out;
+  if (spec.bundle_label_selector().empty()) return out;
+  if (spec.bundle_label_selector_size() != spec.bundles_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bundle_label_selector has ", spec.bundle_label_selector_size(),
+        " selectors for ", spec.bundles_size(),
+        " bundles; give one per bundle (an empty one for any node)"));
+  }
+  for (int i = 0; i < spec.bundle_label_selector_size(); ++i) {
+    auto parsed = LabelSelector::FromProto(spec.bundle_label_selector(i));
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bundle_label_selector of bundle ", i, ": ",
+                       parsed.status().message()));
+    }
+    out.push_back(*std::move(parsed));
+  }
+  return out;
 }
 
 }  // namespace
@@ -85,6 +127,7 @@ absl::StatusOr<proto::PlacementGroupInfo> PlacementGroupTable::Create(
           "e.g. {\"CPU\": 1}");
     }
   }
+  if (absl::Status st = BundleSelectors(spec).status(); !st.ok()) return st;
   if (!spec.name().empty() && by_name_.count(spec.name())) {
     return absl::AlreadyExistsError(
         absl::StrCat("a placement group named \"", spec.name(),
@@ -223,6 +266,10 @@ PlacementPlan PlacementGroupTable::Plan(const std::string& id,
   std::vector<int> to_place;  // bundle indices without a node
   std::set<std::string> kept;
   std::vector<ResourceSet> bundles;
+  // Checked when the group was made.
+  const std::vector<LabelSelector> all_selectors =
+      BundleSelectors(spec).value_or(std::vector<LabelSelector>());
+  std::vector<LabelSelector> selectors;
   for (int i = 0; i < spec.bundles_size(); ++i) {
     if (i < pg->info.bundle_nodes_size()) {
       plan.bundle_nodes[i] = pg->info.bundle_nodes(i);
@@ -230,6 +277,7 @@ PlacementPlan PlacementGroupTable::Plan(const std::string& id,
     if (plan.bundle_nodes[i].empty()) {
       to_place.push_back(i);
       bundles.push_back(ResourceSet::FromProto(spec.bundles(i)));
+      if (!all_selectors.empty()) selectors.push_back(all_selectors[i]);
     } else {
       kept.insert(plan.bundle_nodes[i]);
     }
@@ -241,7 +289,7 @@ PlacementPlan PlacementGroupTable::Plan(const std::string& id,
     return out;
   };
   const auto strategy = static_cast<PlacementStrategy>(spec.strategy());
-  auto placed = PlaceBundles(bundles, strategy, candidates(false));
+  auto placed = PlaceBundles(bundles, strategy, candidates(false), selectors);
   if (placed) {
     plan.kind = PlacementPlan::kReserve;
     for (size_t k = 0; k < to_place.size(); ++k) {
@@ -251,8 +299,9 @@ PlacementPlan PlacementGroupTable::Plan(const std::string& id,
     }
     return plan;
   }
+  const std::vector<PlacementNode> idle = candidates(true);
   const bool feasible =
-      PlaceBundles(bundles, strategy, candidates(true)).has_value();
+      PlaceBundles(bundles, strategy, idle, selectors).has_value();
   if (feasible || now_us - pg->created_us <= grace_us) {
     plan.kind = PlacementPlan::kWait;
     pending_.push_back(id);
@@ -264,8 +313,9 @@ PlacementPlan PlacementGroupTable::Plan(const std::string& id,
       "placement group ", spec.name().empty() ? id : spec.name(), " (",
       StrategyName(strategy), ", ", spec.bundles_size(),
       " bundles) cannot be placed on the cluster's nodes even when "
-      "they are idle; ask for smaller bundles, another strategy, or "
-      "add nodes",
+      "they are idle; ",
+      UnmatchedSelectors(to_place, selectors, idle),
+      "ask for smaller bundles, another strategy, or add nodes",
       pg->lost.empty() ? "" : absl::StrCat(": ", pg->LostText()),
       kept.empty() ? ""
                    : "; its other bundles stay reserved, with the work "

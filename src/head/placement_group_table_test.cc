@@ -230,6 +230,48 @@ TEST_F(PlacementGroupTableTest, ANodeHoldingBundlesNoLongerItsIsToldSo) {
   EXPECT_THAT(table_.StaleGroups(node), UnorderedElementsAre("ended", id));
 }
 
+TEST_F(PlacementGroupTableTest, BundleSelectorsAreCheckedAndFollowed) {
+  proto::PlacementGroupSpec spec = Spec(2, 1, proto::STRICT_SPREAD);
+  spec.add_bundle_label_selector();  // one for two bundles
+  EXPECT_THAT(table_.Create(spec, "", 0).status().message(),
+              HasSubstr("1 selectors for 2 bundles"));
+  (*spec.add_bundle_label_selector()->mutable_labels())["zone"] = "in(";
+  EXPECT_THAT(table_.Create(spec, "", 0).status().message(),
+              HasSubstr("bundle_label_selector of bundle 1"));
+  (*spec.mutable_bundle_label_selector(1)->mutable_labels())["zone"] = "z1";
+  (*spec.mutable_bundle_label_selector(0)->mutable_labels())["zone"] = "z2";
+  proto::NodeInfo n1, n2;
+  n1.set_node_id("n1");
+  (*n1.mutable_labels())["zone"] = "z1";
+  n2.set_node_id("n2");
+  (*n2.mutable_labels())["zone"] = "z2";
+  auto nodes = [&](bool) {
+    ResourceSet cpus = *ResourceSet::FromDoubles({{"CPU", 4}});
+    return std::vector<PlacementNode>{{"n1", cpus, &n1}, {"n2", cpus, &n2}};
+  };
+  const std::string id = table_.Create(spec, "", 0)->pg_id();
+  ASSERT_EQ(table_.NextPending(), id);
+  PlacementPlan plan = table_.Plan(id, nodes, 0, kGraceUs);
+  ASSERT_EQ(plan.kind, PlacementPlan::kReserve);
+  EXPECT_THAT(plan.bundle_nodes, ElementsAre("n2", "n1"));
+}
+
+TEST_F(PlacementGroupTableTest, ASelectorNoNodeMatchesFailsNamingIt) {
+  proto::PlacementGroupSpec spec = Spec(1, 1, proto::PACK, "pinned");
+  (*spec.add_bundle_label_selector()
+        ->mutable_labels())["ray.io/tpu-worker-id"] = "7";
+  const std::string id = table_.Create(spec, "", 0)->pg_id();
+  table_.NextPending();
+  EXPECT_EQ(table_.Plan(id, Nodes(2, 4, 4), 0, kGraceUs).kind,
+            PlacementPlan::kWait);
+  table_.NextPending();
+  EXPECT_EQ(table_.Plan(id, Nodes(2, 4, 4), kGraceUs + 1, kGraceUs).kind,
+            PlacementPlan::kFailed);
+  EXPECT_THAT(table_.Find(id)->info.error(),
+              HasSubstr("bundle 0's label_selector "
+                        "{shoal.io/tpu-worker-id=7} matches no live node"));
+}
+
 TEST_F(PlacementGroupTableTest, ARestartedHeadTakesUpTheGroupsKept) {
   const std::string created =
       CreateAndPlace(Spec(1, 1, proto::PACK, "a"), Nodes(1, 4, 4));

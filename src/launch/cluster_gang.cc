@@ -202,8 +202,7 @@ absl::Status ClusterGang::PlaceAgain(const std::set<std::string>& lost_nodes) {
       ReserveGang(gang_.choice, options_.reserve_timeout_s, lost_nodes);
   if (!reserved.ok()) return reserved.status();
   gang_.reservation = std::move(*reserved);
-  gang_.hosts =
-      HostsOf(gang_.reservation.host_ids, Nodes(), gang_.choice.nproc);
+  gang_.hosts = HostsOfReservation(gang_.reservation, gang_.choice.nproc);
   record_.set_placement_group_id(gang_.reservation.group.id());
   return absl::OkStatus();
 }

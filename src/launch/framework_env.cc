@@ -32,12 +32,22 @@ constexpr char kCloudTpuTaskId[] = "CLOUD_TPU_TASK_ID";
 constexpr char kPjrtLocalProcessRank[] = "PJRT_LOCAL_PROCESS_RANK";
 constexpr char kPjrtLocalProcessCount[] = "PJRT_LOCAL_PROCESS_COUNT";
 constexpr char kTpuSkipMdsQuery[] = "TPU_SKIP_MDS_QUERY";
+// What joins the slices of a multi-slice gang (Ray's
+// get_tpu_coordinator_env_vars; JAX's megascale runtime reads them).
+constexpr char kMegascaleCoordinatorAddress[] = "MEGASCALE_COORDINATOR_ADDRESS";
+constexpr char kMegascalePortEnv[] = "MEGASCALE_PORT";
+constexpr char kMegascaleNumSlices[] = "MEGASCALE_NUM_SLICES";
+constexpr char kMegascaleSliceId[] = "MEGASCALE_SLICE_ID";
 
 // What validation learned about the gang.
 struct Gang {
   DeviceKind kind = DeviceKind::kCpu;
   std::vector<std::vector<int>> held;  // per host, in local-rank order
   std::optional<accel::TpuAcceleratorType> tpu;
+  int num_slices = 1;  // TPU gangs: slice s is hosts [s * n, (s + 1) * n)
+  int HostsPerSlice(size_t hosts) const {
+    return static_cast<int>(hosts) / num_slices;
+  }
 };
 
 std::string HostName(const LaunchSpec& spec, size_t i) {
@@ -107,7 +117,7 @@ absl::Status ValidateTpu(const LaunchSpec& spec, Gang& gang) {
           host.tpu_accelerator_type, "\" (topology \"", host.tpu_topology,
           "\") but ", HostName(spec, 0), " in one of type \"",
           first.tpu_accelerator_type, "\" (topology \"", first.tpu_topology,
-          "\"); a gang spans the hosts of one slice: launch on each slice "
+          "\"); the slices of a gang are of one type: launch on each type "
           "separately"));
     }
     if (host.num_devices != chips) {
@@ -119,20 +129,36 @@ absl::Status ValidateTpu(const LaunchSpec& spec, Gang& gang) {
     }
   }
   const int hosts = static_cast<int>(spec.hosts.size());
-  if (hosts != type->hosts || chips != type->chips_per_host) {
+  gang.num_slices = spec.hosts.back().tpu_slice_index + 1;
+  const int per_slice = type->hosts;
+  if (gang.num_slices < 1 || hosts != per_slice * gang.num_slices ||
+      chips != type->chips_per_host) {
     return absl::InvalidArgumentError(absl::StrCat(
         type->name, " is ", type->hosts, " host(s) x ", type->chips_per_host,
-        " chips, but the gang has ", hosts, " host(s) x ", chips,
-        " chips; include every host of the slice with all its chips, or fix "
+        " chips, but the gang has ", hosts, " host(s) x ", chips, " chips",
+        gang.num_slices > 1 ? absl::StrCat(" in ", gang.num_slices, " slices")
+                            : "",
+        "; include every host of each slice with all its chips, or fix "
         "the accelerator type (TPU_ACCELERATOR_TYPE) the hosts report"));
   }
   for (size_t i = 0; i < spec.hosts.size(); ++i) {
-    if (spec.hosts[i].tpu_worker_id != static_cast<int>(i)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TPU ", HostName(spec, i), " has worker id ",
-          spec.hosts[i].tpu_worker_id, ", but host ", i,
-          " of a slice must be worker ", i, "; give each worker id 0..",
-          hosts - 1, " once and order the hosts with OrderHostsStably"));
+    const int slice = static_cast<int>(i) / per_slice;
+    const int worker = static_cast<int>(i) % per_slice;
+    if (spec.hosts[i].tpu_slice_index != slice) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TPU ", HostName(spec, i), " is in slice ",
+                       spec.hosts[i].tpu_slice_index, ", but host ", i,
+                       " must be in slice ", slice, ": each slice's ",
+                       per_slice, " hosts come together, slice 0 first"));
+    }
+    if (spec.hosts[i].tpu_worker_id != worker) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TPU ", HostName(spec, i), " has worker id ",
+                       spec.hosts[i].tpu_worker_id, ", but host ", i,
+                       " of a slice must be worker ", worker,
+                       "; give each worker id 0..", per_slice - 1,
+                       " once per slice and order the hosts with "
+                       "OrderHostsStably"));
     }
     if (static_cast<int>(gang.held[i].size()) != chips) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -142,6 +168,13 @@ absl::Status ValidateTpu(const LaunchSpec& spec, Gang& gang) {
     }
   }
   gang.tpu = *std::move(type);
+  if (gang.num_slices > 1) {
+    if (absl::Status s =
+            CheckPort("MEGASCALE_PORT", spec.rendezvous.megascale_port);
+        !s.ok()) {
+      return s;
+    }
+  }
   return CheckPort("TPU base port", spec.rendezvous.tpu_base_port, chips);
 }
 
@@ -175,6 +208,11 @@ absl::StatusOr<Gang> Validate(const LaunchSpec& spec) {
           absl::StrCat("host ", i,
                        " has no address; give every host the address its "
                        "peers reach it at"));
+    }
+    if (host.tpu_slice_index != 0 && host.kind != DeviceKind::kTpu) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(HostName(spec, i), " is in slice ", host.tpu_slice_index,
+                       ", but only TPU hosts come in slices"));
     }
     if (host.kind != gang.kind) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -254,6 +292,45 @@ void SetCommon(const LaunchSpec& spec, const Gang& gang,
   set[kShoalRestartCountEnv] = absl::StrCat(spec.restart_count);
 }
 
+// The slice variables of a process on host `h` of a TPU gang: MEGASCALE_*
+// for a multi-slice gang (removed from a one-slice gang's processes, which
+// might inherit them).
+void SetSlices(const LaunchSpec& spec, const Gang& gang, size_t h,
+               std::set<std::string>& unset, ProcessEnvironment& env) {
+  const std::vector<std::string> names = {
+      kMegascaleCoordinatorAddress, kMegascalePortEnv, kMegascaleNumSlices,
+      kMegascaleSliceId};
+  if (gang.num_slices <= 1) {
+    unset.insert(names.begin(), names.end());
+    return;
+  }
+  auto& set = env.set;
+  set[kMegascaleCoordinatorAddress] =
+      spec.rendezvous.megascale_coordinator_host.empty()
+          ? spec.hosts[0].address
+          : spec.rendezvous.megascale_coordinator_host;
+  set[kMegascalePortEnv] = absl::StrCat(spec.rendezvous.megascale_port);
+  set[kMegascaleNumSlices] = absl::StrCat(gang.num_slices);
+  set[kMegascaleSliceId] = absl::StrCat(spec.hosts[h].tpu_slice_index);
+}
+
+// The hosts of the slice host `h` is in: [first, first + count).
+std::pair<size_t, size_t> SliceOf(const LaunchSpec& spec, const Gang& gang,
+                                  size_t h) {
+  const size_t per_slice = gang.HostsPerSlice(spec.hosts.size());
+  return {h / per_slice * per_slice, per_slice};
+}
+
+// "host0,host1": the addresses of the hosts of host `h`'s slice.
+std::string SliceHostnames(const LaunchSpec& spec, const Gang& gang, size_t h) {
+  auto [first, count] = SliceOf(spec, gang, h);
+  std::vector<std::string> hostnames;
+  for (size_t k = first; k < first + count; ++k) {
+    hostnames.push_back(spec.hosts[k].address);
+  }
+  return absl::StrJoin(hostnames, ",");
+}
+
 std::string CpuDeviceCountFlag(size_t count) {
   return absl::StrCat("--xla_force_host_platform_device_count=", count);
 }
@@ -266,27 +343,28 @@ std::vector<ProcessEnvironment> PerDevice(const LaunchSpec& spec,
     world_size += static_cast<int>(held.size());
   }
 
+  // TPU: each slice's process addresses (a slice's processes see only
+  // their own slice's; MEGASCALE_* join the slices).
   std::string tpu_process_bounds;
-  std::string tpu_process_addresses;
-  std::string tpu_worker_hostnames;
+  std::vector<std::string> tpu_process_addresses(spec.hosts.size());
   if (gang.tpu.has_value()) {
     std::array<int, 3> bounds;
     for (int i = 0; i < 3; ++i) {
       bounds[i] = gang.tpu->host_bounds[i] * gang.tpu->chips_per_host_bounds[i];
     }
     tpu_process_bounds = absl::StrJoin(bounds, ",");
-    std::vector<std::string> addresses;
-    std::vector<std::string> hostnames;
     for (size_t h = 0; h < spec.hosts.size(); ++h) {
-      hostnames.push_back(spec.hosts[h].address);
-      for (size_t r = 0; r < gang.held[h].size(); ++r) {
-        addresses.push_back(
-            HostPort(spec.hosts[h].address,
-                     spec.rendezvous.tpu_base_port + static_cast<int>(r)));
+      auto [first, count] = SliceOf(spec, gang, h);
+      std::vector<std::string> addresses;
+      for (size_t k = first; k < first + count; ++k) {
+        for (size_t r = 0; r < gang.held[k].size(); ++r) {
+          addresses.push_back(
+              HostPort(spec.hosts[k].address,
+                       spec.rendezvous.tpu_base_port + static_cast<int>(r)));
+        }
       }
+      tpu_process_addresses[h] = absl::StrJoin(addresses, ",");
     }
-    tpu_process_addresses = absl::StrJoin(addresses, ",");
-    tpu_worker_hostnames = absl::StrJoin(hostnames, ",");
   }
 
   std::vector<ProcessEnvironment> result;
@@ -312,23 +390,24 @@ std::vector<ProcessEnvironment> PerDevice(const LaunchSpec& spec,
           set[accel::kTpuVisibleChipsEnv] = device;
           set[kTpuChipsPerProcessBounds] = "1,1,1";
           set[kTpuProcessBounds] = tpu_process_bounds;
-          set[kTpuProcessAddresses] = tpu_process_addresses;
+          set[kTpuProcessAddresses] = tpu_process_addresses[h];
           set[kTpuProcessPort] =
               absl::StrCat(spec.rendezvous.tpu_base_port + r);
           // Hosts are in worker-id order and hold all their chips, so this
-          // is also the global rank.
+          // is the rank within the slice (the global rank in one slice).
           set[kCloudTpuTaskId] =
-              absl::StrCat(static_cast<int>(h) * local_world_size + r);
+              absl::StrCat(spec.hosts[h].tpu_worker_id * local_world_size + r);
           set[kPjrtLocalProcessRank] = absl::StrCat(r);
           set[kPjrtLocalProcessCount] = absl::StrCat(local_world_size);
           set[kTpuSkipMdsQuery] = "1";
           set[accel::kTpuAcceleratorTypeEnv] = gang.tpu->name;
           set[accel::kTpuWorkerIdEnv] =
               absl::StrCat(spec.hosts[h].tpu_worker_id);
-          set[accel::kTpuWorkerHostnamesEnv] = tpu_worker_hostnames;
+          set[accel::kTpuWorkerHostnamesEnv] = SliceHostnames(spec, gang, h);
           // The per-process bounds replace the per-host ones, which would
           // contradict the one chip the process holds.
           unset = {accel::kTpuHostBoundsEnv, accel::kTpuChipsPerHostBoundsEnv};
+          SetSlices(spec, gang, h, unset, env);
           break;
         case DeviceKind::kGpu:
           set["CUDA_VISIBLE_DEVICES"] = device;
@@ -361,9 +440,6 @@ std::vector<ProcessEnvironment> PerHost(const LaunchSpec& spec,
                    ? spec.hosts[0].address
                    : spec.rendezvous.coordinator_host,
                spec.rendezvous.coordinator_port);
-  std::vector<std::string> hostnames;
-  for (const GangHost& host : spec.hosts) hostnames.push_back(host.address);
-  const std::string worker_hostnames = absl::StrJoin(hostnames, ",");
 
   std::vector<ProcessEnvironment> result;
   result.reserve(num_processes);
@@ -400,10 +476,11 @@ std::vector<ProcessEnvironment> PerHost(const LaunchSpec& spec,
         set[accel::kTpuVisibleChipsEnv] = ids;
         set[kTpuSkipMdsQuery] = "1";
         set[accel::kTpuAcceleratorTypeEnv] = gang.tpu->name;
-        // Process order is worker-id order (validated), so JAX's cluster
-        // detection finds the same id and peers.
-        set[accel::kTpuWorkerIdEnv] = absl::StrCat(p);
-        set[accel::kTpuWorkerHostnamesEnv] = worker_hostnames;
+        // Process order is worker-id order within each slice (validated),
+        // so JAX's cluster detection finds the same id and peers: those of
+        // its own slice, never a concatenation of every slice's.
+        set[accel::kTpuWorkerIdEnv] = absl::StrCat(spec.hosts[p].tpu_worker_id);
+        set[accel::kTpuWorkerHostnamesEnv] = SliceHostnames(spec, gang, p);
         // The process holds its whole host: no bounds, and nothing of the
         // per-chip mode an agent's environment might carry.
         unset = {accel::kTpuHostBoundsEnv,  accel::kTpuChipsPerHostBoundsEnv,
@@ -411,6 +488,7 @@ std::vector<ProcessEnvironment> PerHost(const LaunchSpec& spec,
                  kTpuProcessAddresses,      kTpuProcessPort,
                  kCloudTpuTaskId,           kPjrtLocalProcessRank,
                  kPjrtLocalProcessCount};
+        SetSlices(spec, gang, p, unset, env);
         break;
       case DeviceKind::kGpu:
         set["CUDA_VISIBLE_DEVICES"] = ids;
@@ -457,6 +535,9 @@ bool HostRanksBefore(const GangHost& a, const GangHost& b) {
   const bool a_tpu = a.kind == DeviceKind::kTpu;
   const bool b_tpu = b.kind == DeviceKind::kTpu;
   if (a_tpu != b_tpu) return a_tpu;
+  if (a_tpu && a.tpu_slice_index != b.tpu_slice_index) {
+    return a.tpu_slice_index < b.tpu_slice_index;
+  }
   if (a_tpu && a.tpu_worker_id != b.tpu_worker_id) {
     return a.tpu_worker_id < b.tpu_worker_id;
   }

@@ -35,6 +35,7 @@ std::string LaunchModeName(LaunchMode mode);
 inline constexpr int kDefaultMasterPort = 29500;  // PyTorch's default
 inline constexpr int kTpuBasePort = 8476;         // TPU_PROCESS_PORT of r=0
 inline constexpr int kTpuCoordinatorPort = 8482;  // JAX's TPU convention
+inline constexpr int kMegascalePort = 8081;       // Ray's MEGASCALE_PORT
 
 // Shoal's own variables, for the programs (and Shoal helpers such as
 // CurrentDevice() or spmd::Initialize()) that read them.
@@ -75,6 +76,9 @@ struct GangHost {
   std::string tpu_accelerator_type;
   std::string tpu_topology;
   int tpu_worker_id = 0;
+  // TPU only: which slice of a multi-slice gang the host is in (0..N-1).
+  // The hosts of a slice are consecutive in rank order.
+  int tpu_slice_index = 0;
 };
 
 // Where the processes of a gang meet.
@@ -85,6 +89,10 @@ struct Rendezvous {
   std::string coordinator_host;
   int coordinator_port = kTpuCoordinatorPort;
   int tpu_base_port = kTpuBasePort;  // per-device TPU_PROCESS_PORT base
+  // Multi-slice TPU gangs: where the slices meet (MEGASCALE_*); empty host:
+  // worker 0 of slice 0.
+  std::string megascale_coordinator_host;
+  int megascale_port = kMegascalePort;
 };
 
 struct LaunchSpec {
@@ -110,16 +118,22 @@ struct ProcessEnvironment {
 };
 
 // The processes of `spec` in global rank order, with their environments.
+// A TPU gang of several slices (hosts with tpu_slice_index 0..N-1) gives
+// each process its own slice's TPU variables (TPU_WORKER_ID,
+// TPU_WORKER_HOSTNAMES, process bounds and addresses), the MEGASCALE_*
+// variables that join the slices, and ranks and JAX process ids numbered
+// across all slices.
 // InvalidArgument, saying what to change, when the gang is empty, mixes
 // device kinds, a host holds no devices or ids out of range or twice, TPU
 // hosts differ in chip count or type, are not in worker-id order or do not
-// make up the slice their type names, or a port is out of range.
+// make up the slices their type names, or a port is out of range.
 absl::StatusOr<std::vector<ProcessEnvironment>> ComputeLaunchEnvironments(
     const LaunchSpec& spec);
 
 // The documented, restart-stable rank order of hosts: TPU hosts first, by
-// worker id; then the others by address (IPv4 addresses numerically, before
-// any other address, which compare as strings). Ties keep input order.
+// slice index, then worker id; then the others by address (IPv4 addresses
+// numerically, before any other address, which compare as strings). Ties keep
+// input order.
 bool HostRanksBefore(const GangHost& a, const GangHost& b);
 // Indices into `hosts` in that order.
 std::vector<size_t> StableHostOrder(const std::vector<GangHost>& hosts);

@@ -120,8 +120,87 @@ TEST(FrameworkEnvTest, LaunchContractsExampleRowExactly) {
       {"SHOAL_RESTART_COUNT", "0"},
   };
   EXPECT_EQ(p.set, want);
-  EXPECT_THAT(p.unset,
-              ElementsAre("TPU_CHIPS_PER_HOST_BOUNDS", "TPU_HOST_BOUNDS"));
+  // A one-slice gang's processes lose any MEGASCALE_* they inherit.
+  EXPECT_THAT(
+      p.unset,
+      ElementsAre("MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES",
+                  "MEGASCALE_PORT", "MEGASCALE_SLICE_ID",
+                  "TPU_CHIPS_PER_HOST_BOUNDS", "TPU_HOST_BOUNDS"));
+}
+
+// Two v5p-16 slices: hosts A, B (slice 0) and C, D (slice 1).
+LaunchSpec TwoV5p16(LaunchMode mode) {
+  std::vector<GangHost> hosts = {Tpu("A", 0), Tpu("B", 1), Tpu("C", 0),
+                                 Tpu("D", 1)};
+  hosts[2].tpu_slice_index = hosts[3].tpu_slice_index = 1;
+  return Spec(std::move(hosts), mode);
+}
+
+TEST(FrameworkEnvTest, MultiSliceHostCentricIsSliceScopedWithMegascale) {
+  absl::StatusOr<std::vector<ProcessEnvironment>> procs =
+      ComputeLaunchEnvironments(TwoV5p16(LaunchMode::kPerHost));
+  ASSERT_TRUE(procs.ok()) << procs.status();
+  ASSERT_EQ(procs->size(), 4u);
+  const std::vector<std::string> hostnames = {"A,B", "A,B", "C,D", "C,D"};
+  for (int p = 0; p < 4; ++p) {
+    SCOPED_TRACE(p);
+    const auto& set = (*procs)[p].set;
+    EXPECT_EQ(set.at("TPU_WORKER_ID"), absl::StrCat(p % 2));
+    EXPECT_EQ(set.at("TPU_WORKER_HOSTNAMES"), hostnames[p]);
+    EXPECT_EQ(set.at("JAX_PROCESS_ID"), absl::StrCat(p));
+    EXPECT_EQ(set.at("JAX_NUM_PROCESSES"), "4");
+    EXPECT_EQ(set.at("JAX_COORDINATOR_ADDRESS"), "A:8482");
+    EXPECT_EQ(set.at("SHOAL_GLOBAL_DEVICE_COUNT"), "16");
+    EXPECT_EQ(set.at("MEGASCALE_COORDINATOR_ADDRESS"), "A");
+    EXPECT_EQ(set.at("MEGASCALE_PORT"), "8081");
+    EXPECT_EQ(set.at("MEGASCALE_NUM_SLICES"), "2");
+    EXPECT_EQ(set.at("MEGASCALE_SLICE_ID"), absl::StrCat(p / 2));
+    EXPECT_THAT((*procs)[p].unset, Not(Contains("MEGASCALE_SLICE_ID")));
+  }
+}
+
+TEST(FrameworkEnvTest, MultiSliceDeviceCentricRanksSpanTheSlices) {
+  LaunchSpec spec = TwoV5p16(LaunchMode::kPerDevice);
+  spec.rendezvous.megascale_coordinator_host = "coord";
+  spec.rendezvous.megascale_port = 9000;
+  absl::StatusOr<std::vector<ProcessEnvironment>> procs =
+      ComputeLaunchEnvironments(spec);
+  ASSERT_TRUE(procs.ok()) << procs.status();
+  ASSERT_EQ(procs->size(), 16u);
+  const ProcessEnvironment& p = (*procs)[13];  // slice 1, host D, chip 1
+  EXPECT_EQ(p.set.at("RANK"), "13");
+  EXPECT_EQ(p.set.at("WORLD_SIZE"), "16");
+  EXPECT_EQ(p.set.at("CLOUD_TPU_TASK_ID"), "5");
+  EXPECT_EQ(p.set.at("TPU_WORKER_ID"), "1");
+  EXPECT_EQ(p.set.at("TPU_WORKER_HOSTNAMES"), "C,D");
+  EXPECT_EQ(p.set.at("TPU_PROCESS_BOUNDS"), "2,2,2");
+  EXPECT_EQ(p.set.at("TPU_PROCESS_ADDRESSES"),
+            "C:8476,C:8477,C:8478,C:8479,D:8476,D:8477,D:8478,D:8479");
+  EXPECT_EQ(p.set.at("MEGASCALE_COORDINATOR_ADDRESS"), "coord");
+  EXPECT_EQ(p.set.at("MEGASCALE_PORT"), "9000");
+  EXPECT_EQ(p.set.at("MEGASCALE_SLICE_ID"), "1");
+  EXPECT_EQ((*procs)[3].set.at("MEGASCALE_SLICE_ID"), "0");
+}
+
+TEST(FrameworkEnvTest, MultiSliceGangsMustBeWholeSlicesInOrder) {
+  LaunchSpec spec = TwoV5p16(LaunchMode::kPerHost);
+  spec.hosts.pop_back();  // slice 1 lacks worker 1
+  EXPECT_THAT(ComputeLaunchEnvironments(spec).status().message(),
+              HasSubstr("include every host of each slice"));
+  spec = TwoV5p16(LaunchMode::kPerHost);
+  std::swap(spec.hosts[1], spec.hosts[2]);  // slices interleaved
+  EXPECT_THAT(ComputeLaunchEnvironments(spec).status().message(),
+              HasSubstr("must be in slice 0"));
+  spec = TwoV5p16(LaunchMode::kPerHost);
+  spec.rendezvous.megascale_port = 0;
+  EXPECT_THAT(ComputeLaunchEnvironments(spec).status().message(),
+              HasSubstr("MEGASCALE_PORT 0 is not a TCP port"));
+  // Stable order puts slice 0 first, then each slice by worker id.
+  std::vector<GangHost> shuffled = TwoV5p16(LaunchMode::kPerHost).hosts;
+  std::swap(shuffled[0], shuffled[3]);
+  std::vector<GangHost> ordered = OrderHostsStably(shuffled);
+  EXPECT_EQ(ordered[0].address, "A");
+  EXPECT_EQ(ordered[3].address, "D");
 }
 
 // Every process of a launch: ranks dense and in order, ids and ports follow.

@@ -28,10 +28,15 @@ GangChoice ChooseGang(const LaunchOptions& options,
   }
   GangChoice choice;
   choice.nproc = std::max(1, options.nproc_per_node);
-  choice.slice_gang = !options.slice.empty() ||
+  choice.slice_gang = !options.slice.empty() || options.num_slices > 0 ||
+                      !options.subslice.empty() ||
                       (has_slice && options.nodes == 0 && !options.local);
   if (choice.slice_gang) {
     choice.slice = options.slice;
+    choice.num_slices = options.num_slices;
+    choice.slice_type = options.slice_type;
+    choice.subslice = options.subslice;
+    choice.subslice_index = options.subslice_index;
   } else {
     choice.num_nodes =
         options.local ? 1 : (options.nodes > 0 ? options.nodes : alive);
@@ -50,8 +55,10 @@ proto::LaunchHost DescribeHost(const NodeInfo& n, int nproc_per_node) {
   if (total("TPU") > 0) {
     h.set_kind("TPU");
     h.set_num_devices(total("TPU"));
-    auto type = n.labels.find("shoal.io/accelerator-type");
+    auto type = n.labels.find("shoal.io/tpu-pod-type");
     if (type != n.labels.end()) h.set_tpu_type(type->second);
+    auto topology = n.labels.find("shoal.io/tpu-topology");
+    if (topology != n.labels.end()) h.set_tpu_topology(topology->second);
     auto w = n.labels.find("shoal.io/tpu-worker-id");
     int worker = 0;
     if (w != n.labels.end()) (void)absl::SimpleAtoi(w->second, &worker);
@@ -107,11 +114,16 @@ absl::StatusOr<PlacementGroupOptions> NodesGroupOptions(
 
 std::vector<proto::LaunchHost> HostsOf(const std::vector<std::string>& host_ids,
                                        const std::vector<NodeInfo>& nodes,
-                                       int nproc_per_node) {
+                                       int nproc_per_node,
+                                       const std::vector<int>& slice_of_host) {
   std::vector<proto::LaunchHost> hosts;
-  for (const std::string& id : host_ids) {
+  for (size_t i = 0; i < host_ids.size(); ++i) {
     for (const NodeInfo& n : nodes) {
-      if (n.node_id == id) hosts.push_back(DescribeHost(n, nproc_per_node));
+      if (n.node_id != host_ids[i]) continue;
+      hosts.push_back(DescribeHost(n, nproc_per_node));
+      if (i < slice_of_host.size()) {
+        hosts.back().set_tpu_slice_index(slice_of_host[i]);
+      }
     }
   }
   return hosts;
@@ -127,7 +139,9 @@ LaunchSpec GangOf(const proto::LaunchHostSpec& spec) {
     host.kind = KindOf(h.kind());
     host.num_devices = h.num_devices();
     host.tpu_accelerator_type = h.tpu_type();
+    host.tpu_topology = h.tpu_topology();
     host.tpu_worker_id = h.tpu_worker_id();
+    host.tpu_slice_index = h.tpu_slice_index();
     gang.hosts.push_back(host);
   }
   return gang;

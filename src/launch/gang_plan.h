@@ -31,6 +31,14 @@ struct GangChoice {
   // `num_nodes` nodes.
   bool slice_gang = false;
   std::string slice;
+  // A multi-slice gang: this many slices of type `slice_type` (empty: the
+  // cluster's only type); 0: one slice.
+  int num_slices = 0;
+  std::string slice_type;
+  // A sub-slice of this chip grid ("2x2x2"), tile `subslice_index` (-1:
+  // the first idle one).
+  std::string subslice;
+  int subslice_index = -1;
   int num_nodes = 0;
   int nproc = 1;  // processes per CPU-only host (--nproc-per-node, at least 1)
 };
@@ -59,10 +67,12 @@ absl::StatusOr<PlacementGroupOptions> NodesGroupOptions(
     const std::vector<NodeInfo>& nodes, int n, int nproc_per_node,
     const std::set<std::string>& excluded);
 
-// The hosts of the reserved nodes `host_ids`, in bundle order.
-std::vector<proto::LaunchHost> HostsOf(const std::vector<std::string>& host_ids,
-                                       const std::vector<NodeInfo>& nodes,
-                                       int nproc_per_node);
+// The hosts of the reserved nodes `host_ids`, in bundle order; host i is in
+// slice slice_of_host[i] of a multi-slice gang (empty: all in slice 0).
+std::vector<proto::LaunchHost> HostsOf(
+    const std::vector<std::string>& host_ids,
+    const std::vector<NodeInfo>& nodes, int nproc_per_node,
+    const std::vector<int>& slice_of_host = {});
 
 // The gang a runner (or the launcher, to check it) computes the processes
 // of.

@@ -28,7 +28,7 @@ NodeInfo TpuNode(const std::string& id, const std::string& address,
                  int worker) {
   return Node(id, address, {{"CPU", 8}, {"TPU", 4}},
               {{"shoal.io/tpu-slice-name", "s1"},
-               {"shoal.io/accelerator-type", "v5p-16"},
+               {"shoal.io/tpu-pod-type", "v5p-16"},
                {"shoal.io/tpu-worker-id", std::to_string(worker)}});
 }
 

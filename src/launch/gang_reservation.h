@@ -18,8 +18,18 @@ namespace shoal::launch {
 struct Reservation {
   PlacementGroup group;
   std::vector<std::string> host_ids;     // the bundles' nodes, in order
+  std::vector<int> slice_of_host;        // multi-slice: each host's slice
   std::map<std::string, double> bundle;  // of an N-node gang's hosts
+  // A sub-slice: its type and grid as a slice of its own ("v5p-16",
+  // "2x2x2"); its hosts are its workers 0..n-1 in host order.
+  std::string subslice_type;
+  std::string subslice_topology;
 };
+
+// The gang's hosts as the reservation holds them (a sub-slice's as a slice
+// of its own), in rank order.
+std::vector<proto::LaunchHost> HostsOfReservation(const Reservation& r,
+                                                  int nproc_per_node);
 
 // Reserves the gang `choice` names, waiting up to `timeout_s` for its hosts
 // to be free; an N-node gang avoids the nodes in `excluded`. Fails with

@@ -63,6 +63,24 @@ int CheckOptions(const LaunchOptions& options) {
               << options.nproc_per_node << ")\n";
     return 2;
   }
+  const int chosen = !options.slice.empty() + (options.num_slices > 0) +
+                     !options.subslice.empty() + (options.nodes > 0) +
+                     options.local;
+  if (chosen > 1) {
+    std::cerr << "shoal launch: say one of --slice, --num-slices, "
+                 "--subslice, --nodes and --local\n";
+    return 2;
+  }
+  if (!options.slice_type.empty() && options.num_slices == 0 &&
+      options.subslice.empty()) {
+    std::cerr << "shoal launch: --slice-type goes with --num-slices N or "
+                 "--subslice GRID\n";
+    return 2;
+  }
+  if (options.subslice_index >= 0 && options.subslice.empty()) {
+    std::cerr << "shoal launch: --subslice-index goes with --subslice GRID\n";
+    return 2;
+  }
   return 0;
 }
 
@@ -115,8 +133,7 @@ int ReserveAndCheck(const LaunchOptions& options, ReservedGang* gang) {
     return 1;
   }
   gang->reservation = std::move(*reserved);
-  gang->hosts =
-      HostsOf(gang->reservation.host_ids, Nodes(), gang->choice.nproc);
+  gang->hosts = HostsOfReservation(gang->reservation, gang->choice.nproc);
   auto shape = CheckGang(options, gang->hosts, gang->choice.slice_gang);
   if (!shape.ok()) {
     std::cerr << "shoal launch: " << shape.status().message() << "\n";

@@ -27,7 +27,17 @@ struct LaunchOptions {
   std::string address;  // head; empty: SHOAL_ADDRESS or this host's
   std::string token;
   bool per_host = false;
-  std::string slice;   // TPU slice to run on; empty: the only one, if any
+  std::string slice;  // TPU slice to run on; empty: the only one, if any
+  // Multi-slice: this many whole slices (0: one slice, as above), of type
+  // `slice_type` ("v5p-16"; empty: the cluster's only type). Each slice's
+  // processes get their own slice's TPU variables and MEGASCALE_*.
+  int num_slices = 0;
+  std::string slice_type;
+  // A sub-slice: this chip grid ("2x2x2") of a whole slice (of the
+  // cluster's only generation, or `slice_type`'s), tile `subslice_index`
+  // or the first idle one (-1). Its processes see it as a slice of its own.
+  std::string subslice;
+  int subslice_index = -1;
   int nodes = 0;       // without a slice: this many nodes (0: all alive)
   bool local = false;  // only the node on this host
   // Hosts without accelerators: processes per host in --per-device mode

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
+#include "shoal/shoal.pb.h"
 
 namespace shoal {
 
@@ -16,7 +18,12 @@ enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
 struct PlacementNode {
   std::string node_id;
   ResourceSet available;
+  // Its record, for its labels; null: a node without labels.
+  const proto::NodeInfo* info = nullptr;
 };
+
+// True when `node` may hold a bundle of `selector` (an empty one: any).
+bool NodeMatches(const LabelSelector& selector, const PlacementNode& node);
 
 // The node of each bundle (same order as `bundles`), or nullopt when the
 // nodes cannot hold them now. Nodes are tried in the order given (callers
@@ -25,9 +32,12 @@ struct PlacementNode {
 //   PACK          as few nodes as possible, filling one before the next;
 //   STRICT_SPREAD every bundle on a different node;
 //   SPREAD        different nodes while there are any, then reuse.
+// `selectors` (empty, or one per bundle) limit each bundle to the nodes
+// whose labels match its selector (Ray's bundle_label_selector).
 std::optional<std::vector<std::string>> PlaceBundles(
     const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
-    const std::vector<PlacementNode>& nodes);
+    const std::vector<PlacementNode>& nodes,
+    const std::vector<LabelSelector>& selectors = {});
 
 std::string StrategyName(PlacementStrategy strategy);
 

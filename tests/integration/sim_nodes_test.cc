@@ -162,10 +162,10 @@ TEST_F(SimNodesTest, AV5p2048SliceRegistersAsRealHostsAndIsReservedWhole) {
   int heads = 0;
   for (const auto& n : hosts) {
     const json& labels = n["labels"];
-    EXPECT_EQ(labels.value("shoal.io/accelerator-type", ""), "v5p-2048");
+    EXPECT_EQ(labels.value("shoal.io/tpu-pod-type", ""), "v5p-2048");
     EXPECT_EQ(labels.value("shoal.io/tpu-slice-name", ""), "tpu-v5p-2048-0");
     EXPECT_EQ(labels.value("shoal.io/tpu-num-workers", ""), "256");
-    EXPECT_EQ(labels.value("shoal.io/tpu-generation", ""), "TPU-V5P");
+    EXPECT_EQ(labels.value("shoal.io/accelerator-type", ""), "TPU-V5P");
     worker_ids.insert(labels.value("shoal.io/tpu-worker-id", ""));
     EXPECT_EQ(n["total"].value("TPU", 0.0), 4.0);
     EXPECT_EQ(n["total"].value("tpu-v5p-2048-0", 0.0), 1.0);

@@ -257,22 +257,61 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   return owned;
 }
 
+namespace {
+
+// A node on a fake TPU host made under `host_root`.
+absl::StatusOr<NodeSpec> FakeTpuHostNode(
+    const std::string& host_root, const accel::FakeTpuHostOptions& options,
+    const std::string& node_id, const std::string& lockfile,
+    double cpus_per_host) {
+  std::map<std::string, std::string> env;
+  absl::Status st = accel::MakeFakeTpuHost(host_root, options, &env);
+  if (!st.ok()) return st;
+  NodeSpec node{node_id, cpus_per_host, ""};
+  node.env.push_back("SHOAL_DEVICE_ROOT=" + host_root);
+  node.env.push_back("SHOAL_LIBTPU_LOCKFILE=" + lockfile);
+  for (const auto& [name, value] : env) node.env.push_back(name + "=" + value);
+  return node;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
     const std::string& root, const std::string& accelerator_type, int hosts,
     double cpus_per_host) {
   std::vector<NodeSpec> nodes;
   for (int worker = 0; worker < hosts; ++worker) {
-    std::string host_root = absl::StrCat(root, "/host", worker);
-    std::map<std::string, std::string> env;
-    absl::Status st =
-        accel::MakeFakeTpuHost(host_root, accelerator_type, worker, &env);
-    if (!st.ok()) return st;
-    NodeSpec node{absl::StrCat("tpu-", worker), cpus_per_host, ""};
-    node.env.push_back("SHOAL_DEVICE_ROOT=" + host_root);
-    node.env.push_back(absl::StrCat("SHOAL_LIBTPU_LOCKFILE=", root,
-                                    "/libtpu_lockfile-", worker));
-    for (const auto& [k, v] : env) node.env.push_back(k + "=" + v);
-    nodes.push_back(node);
+    accel::FakeTpuHostOptions options;
+    options.accelerator_type = accelerator_type;
+    options.worker_id = worker;
+    auto node = FakeTpuHostNode(absl::StrCat(root, "/host", worker), options,
+                                absl::StrCat("tpu-", worker),
+                                absl::StrCat(root, "/libtpu_lockfile-", worker),
+                                cpus_per_host);
+    if (!node.ok()) return node.status();
+    nodes.push_back(*std::move(node));
+  }
+  return nodes;
+}
+
+absl::StatusOr<std::vector<NodeSpec>> FakeTpuSlicesNodes(
+    const std::string& root, const std::string& accelerator_type, int slices,
+    int hosts, double cpus_per_host) {
+  std::vector<NodeSpec> nodes;
+  for (int k = 0; k < slices; ++k) {
+    for (int worker = 0; worker < hosts; ++worker) {
+      const std::string host_root =
+          absl::StrCat(root, "/slice-", k, "/host", worker);
+      accel::FakeTpuHostOptions options;
+      options.accelerator_type = accelerator_type;
+      options.worker_id = worker;
+      options.slice_name = absl::StrCat("slice-", k);
+      auto node = FakeTpuHostNode(
+          host_root, options, absl::StrCat("tpu-", k, "-", worker),
+          host_root + "/libtpu_lockfile", cpus_per_host);
+      if (!node.ok()) return node.status();
+      nodes.push_back(*std::move(node));
+    }
   }
   return nodes;
 }

@@ -56,6 +56,11 @@ struct ClusterSpec {
 absl::StatusOr<std::vector<NodeSpec>> FakeTpuSliceNodes(
     const std::string& root, const std::string& accelerator_type, int hosts,
     double cpus_per_host);
+// `slices` such slices, named "slice-<k>": host i of slice k under
+// root/slice-<k>/host<i>, node id "tpu-<k>-<i>".
+absl::StatusOr<std::vector<NodeSpec>> FakeTpuSlicesNodes(
+    const std::string& root, const std::string& accelerator_type, int slices,
+    int hosts, double cpus_per_host);
 
 // Runs the CLI (this executable with SHOAL_ROLE=cli) and returns its exit
 // code; stdout and stderr are captured into *output. A non-empty `netns`

@@ -18,10 +18,13 @@ def _wait_placed(group_id, bundle_count):
 
 
 class PlacementGroup:
-    def __init__(self, group_id, bundle_specs, name=""):
+    def __init__(self, group_id, bundle_specs, name="",
+                 bundle_label_selector=None):
         self.id = group_id
         self.bundle_specs = [dict(b) for b in bundle_specs]
         self.name = name
+        self.bundle_label_selector = [
+            dict(s) for s in bundle_label_selector or []]
 
     @property
     def bundle_count(self):
@@ -49,7 +52,8 @@ class PlacementGroup:
         return _shoal.placement_group_nodes(self.id, self.bundle_count)
 
     def __reduce__(self):
-        return PlacementGroup, (self.id, self.bundle_specs, self.name)
+        return PlacementGroup, (self.id, self.bundle_specs, self.name,
+                                self.bundle_label_selector)
 
     def __repr__(self):
         return f"PlacementGroup({self.id}, {self.bundle_count} bundles)"
@@ -77,6 +81,26 @@ def _check_bundles(bundles):
                                  f"0 or more, not {value!r}")
 
 
+def _check_selectors(selectors, bundle_count):
+    if not selectors:
+        return []
+    if not isinstance(selectors, (list, tuple)) or len(
+            selectors) != bundle_count:
+        raise ValueError(
+            f"bundle_label_selector must be a list of {bundle_count} dicts, "
+            f"one per bundle (an empty dict for any node), not {selectors!r}")
+    out = []
+    for i, selector in enumerate(selectors):
+        selector = selector or {}
+        if not isinstance(selector, dict) or not all(
+                isinstance(k, str) and isinstance(v, str)
+                for k, v in selector.items()):
+            raise ValueError(f"bundle_label_selector[{i}] must be a dict of "
+                             f"str to str, not {selector!r}")
+        out.append(dict(selector))
+    return out
+
+
 def check_request_fits(group, index, request, what):
     """Raises ValueError when ``request`` (a resource dict) fits no bundle
     of ``group`` it may use (bundle ``index``, or any with -1): it could
@@ -95,19 +119,23 @@ def check_request_fits(group, index, request, what):
         f"placement group, {candidates}.")
 
 
-def placement_group(bundles, strategy="PACK", name="", lifetime=None):
+def placement_group(bundles, strategy="PACK", name="", lifetime=None,
+                    bundle_label_selector=None):
     """Reserves ``bundles`` (a list of resource dicts) with ``strategy``
     (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD). It is removed with its job
-    unless ``lifetime="detached"``."""
+    unless ``lifetime="detached"``. ``bundle_label_selector`` (one dict per
+    bundle, Ray's syntax: "v", "!v", "in(a,b)", "!in(a,b)") limits each
+    bundle to the nodes with those labels."""
     from shoal import _require_init
     _require_init()
     _check_bundles(bundles)
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError('lifetime must be "detached" or "non_detached"')
+    selectors = _check_selectors(bundle_label_selector, len(bundles))
     group_id, group_name, _ = _shoal.create_placement_group(
         [{k: float(v) for k, v in b.items()} for b in bundles], strategy,
-        name or "", lifetime == "detached")
-    return PlacementGroup(group_id, bundles, group_name)
+        name or "", lifetime == "detached", selectors)
+    return PlacementGroup(group_id, bundles, group_name, selectors)
 
 
 def remove_placement_group(group):
