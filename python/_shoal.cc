@@ -429,6 +429,7 @@ py::dict NodeDict(const shoal::NodeInfo& n) {
   py::dict d;
   d["NodeID"] = n.node_id;
   d["Address"] = n.address;
+  d["NodeManagerAddress"] = n.address.substr(0, n.address.rfind(':'));
   d["NodeManagerHostname"] = n.hostname;
   d["Alive"] = n.alive;
   d["IsHeadNode"] = n.is_head_node;

@@ -78,6 +78,16 @@ struct SliceGroup {
 // them to be placed.
 SliceGroup ReserveSlices(const SliceRequest& request);
 
+// The variables that join the slices of a multi-slice JAX program (Ray's
+// get_tpu_coordinator_env_vars): MEGASCALE_COORDINATOR_ADDRESS,
+// MEGASCALE_PORT, MEGASCALE_NUM_SLICES and MEGASCALE_SLICE_ID, for a process
+// of slice `slice_id` of `num_slices` whose coordinator (worker 0 of slice
+// 0) is at `coordinator_address`. `shoal launch --num-slices` sets them.
+inline constexpr int kMegascalePort = 8081;
+std::map<std::string, std::string> CoordinatorEnvVars(
+    const std::string& coordinator_address, int num_slices, int slice_id,
+    int port = kMegascalePort);
+
 // How many slices of this topology and generation are intact and idle now
 // (Ray's get_num_ready_tpu_slices).
 int CountReadySlices(const std::string& topology,

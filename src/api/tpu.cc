@@ -143,6 +143,15 @@ SliceGroup ReserveSlices(const SliceRequest& request) {
   return out;
 }
 
+std::map<std::string, std::string> CoordinatorEnvVars(
+    const std::string& coordinator_address, int num_slices, int slice_id,
+    int port) {
+  return {{"MEGASCALE_COORDINATOR_ADDRESS", coordinator_address},
+          {"MEGASCALE_PORT", absl::StrCat(port)},
+          {"MEGASCALE_NUM_SLICES", absl::StrCat(num_slices)},
+          {"MEGASCALE_SLICE_ID", absl::StrCat(slice_id)}};
+}
+
 int CountReadySlices(const std::string& topology,
                      const std::string& accelerator_version) {
   accel::TpuAcceleratorType type = TypeOf(accelerator_version, topology);

@@ -9,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "cli/cli_fakes.h"
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -102,6 +103,28 @@ TEST_F(AgentOptionsTest, FakeTpuMakesAHostAndPrintsItsVariables) {
   Ran bad = shoal.Run({"dev", "fake-tpu", "--type", "v9z-8", "--root", root});
   EXPECT_EQ(bad.code, 1);
   EXPECT_THAT(bad.err, HasSubstr("shoal: "));
+
+  // Whole slices of several types, an env file per host.
+  Ran slices = shoal.Run(
+      {"dev", "fake-tpu", "--slices", "v5p-16:2,v6e-8", "--root", root});
+  ASSERT_EQ(slices.code, 0) << slices.err;
+  EXPECT_EQ(slices.out, root + "/v5p-16-0-0.env\n" + root +
+                            "/v5p-16-0-1.env\n" + root + "/v5p-16-1-0.env\n" +
+                            root + "/v5p-16-1-1.env\n" + root +
+                            "/v6e-8-0-0.env\n");
+  EXPECT_THAT(slices.err, HasSubstr("Made slice v6e-8-0 (v6e-8, 1 host(s) of "
+                                    "8 chips)"));
+  auto env = ReadFile(root + "/v5p-16-1-1.env");
+  ASSERT_TRUE(env.ok());
+  EXPECT_THAT(*env, HasSubstr("export TPU_NAME=v5p-16-1\n"));
+  EXPECT_THAT(*env, HasSubstr("export TPU_WORKER_ID=1\n"));
+  EXPECT_THAT(*env, HasSubstr("export SHOAL_DEVICE_ROOT=" + root +
+                              "/v5p-16-1/host1\n"));
+  EXPECT_EQ(shoal.Run({"dev", "fake-tpu", "--slices", "v5p-16:x", "--root",
+                       root})
+                .code,
+            2);
+  EXPECT_EQ(shoal.Run({"dev", "fake-tpu", "--root", root}).code, 2);
 }
 
 }  // namespace

@@ -6,15 +6,19 @@
 #include <map>
 #include <ostream>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "accel/fake_host.h"
+#include "accel/tpu.h"
 #include "cli/connection.h"
 #include "cli/context.h"
 #include "cli/exit_status.h"
 #include "cli/flag_checks.h"
 #include "common/clock.h"
 #include "common/environment.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "scheduling/resource_set.h"
 
@@ -31,8 +35,10 @@ namespace fake_tpu {
 CLI::App* Register(CLI::App& dev, Flags& f) {
   CLI::App* cmd = dev.add_subcommand(
       "fake-tpu", "Make a fake TPU host tree; prints the variables to export");
-  cmd->add_option("--type", f.type, "Accelerator type, e.g. v5p-16")
-      ->required();
+  cmd->add_option("--type", f.type, "Accelerator type, e.g. v5p-16");
+  cmd->add_option("--slices", f.slices,
+                  "Every host of several slices instead of one host: "
+                  "TYPE[:COUNT],..., e.g. v5p-16:2,v6e-8");
   cmd->add_option("--worker", f.worker, "TPU worker id of this host")
       ->check(AtLeast(0));
   cmd->add_option("--root", f.root, "Directory to create it in")->required();
@@ -43,7 +49,69 @@ CLI::App* Register(CLI::App& dev, Flags& f) {
   return cmd;
 }
 
+namespace {
+
+// --slices: every host of each slice, with an env file per host.
+absl::StatusOr<int> MakeSlices(const Flags& f, Context& ctx) {
+  for (absl::string_view part :
+       absl::StrSplit(f.slices, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> type_count =
+        absl::StrSplit(part, absl::MaxSplits(':', 1));
+    int count = 1;
+    if (!type_count.second.empty() &&
+        (!absl::SimpleAtoi(type_count.second, &count) || count < 1 ||
+         count > 1000)) {
+      return UsageError(absl::StrCat("--slices ", f.slices, ": \"",
+                                     type_count.second,
+                                     "\" is not a count of slices (1..1000)"));
+    }
+    auto type = accel::ParseTpuAcceleratorType(type_count.first);
+    if (!type.ok()) return UsageError(type.status().message());
+    for (int k = 0; k < count; ++k) {
+      const std::string name = absl::StrCat(type->name, "-", k);
+      for (int worker = 0; worker < type->hosts; ++worker) {
+        accel::FakeTpuHostOptions options;
+        options.accelerator_type = type->name;
+        options.worker_id = worker;
+        options.slice_name = name;
+        options.use_vfio = f.vfio;
+        const std::string host_root =
+            absl::StrCat(f.root, "/", name, "/host", worker);
+        std::map<std::string, std::string> env;
+        absl::Status st = accel::MakeFakeTpuHost(host_root, options, &env);
+        if (!st.ok()) return st;
+        std::string text = "export SHOAL_DEVICE_ROOT=" + host_root + "\n";
+        for (const auto& [k2, v] : env) {
+          absl::StrAppend(&text, "export ", k2, "=", v, "\n");
+        }
+        const std::string file =
+            absl::StrCat(f.root, "/", name, "-", worker, ".env");
+        st = WriteFile(file, text, 0600);
+        if (!st.ok()) return st;
+        *ctx.out << file << "\n";
+      }
+      *ctx.err << "Made slice " << name << " (" << type->name << ", "
+               << type->hosts << " host(s) of " << type->chips_per_host
+               << " chips)\n";
+    }
+  }
+  *ctx.err << "Start a node agent per host with its file's variables set, "
+              "e.g. (. FILE; shoal start --address=...)\n";
+  return 0;
+}
+
+}  // namespace
+
 absl::StatusOr<int> Run(const Flags& f, Context& ctx) {
+  if (!f.slices.empty()) {
+    if (!f.type.empty()) {
+      return UsageError("say --type (one host) or --slices (whole slices)");
+    }
+    return MakeSlices(f, ctx);
+  }
+  if (f.type.empty()) {
+    return UsageError("say --type TYPE (one host) or --slices TYPE[:N],...");
+  }
   accel::FakeTpuHostOptions options;
   options.accelerator_type = f.type;
   options.worker_id = f.worker;

@@ -30,9 +30,13 @@ struct Flags {
   std::string name = "my-tpu";
   std::string hostnames;  // comma separated
   bool vfio = false;
+  // Every host of several slices: "v5p-16:2,v6e-8" (type[:count]).
+  std::string slices;
 };
 CLI::App* Register(CLI::App& dev, Flags& flags);
-// Prints `export NAME=VALUE` lines for the host made.
+// Prints `export NAME=VALUE` lines for the host made; with --slices, makes
+// every host of each slice under root/<slice>/host<i>, writes each host's
+// variables to root/<slice>-<i>.env and prints those files' paths.
 absl::StatusOr<int> Run(const Flags& flags, Context& ctx);
 
 }  // namespace fake_tpu

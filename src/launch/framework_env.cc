@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "accel/tpu.h"
+#include "shoal/tpu.h"
 
 namespace shoal::launch {
 namespace {
@@ -32,12 +33,6 @@ constexpr char kCloudTpuTaskId[] = "CLOUD_TPU_TASK_ID";
 constexpr char kPjrtLocalProcessRank[] = "PJRT_LOCAL_PROCESS_RANK";
 constexpr char kPjrtLocalProcessCount[] = "PJRT_LOCAL_PROCESS_COUNT";
 constexpr char kTpuSkipMdsQuery[] = "TPU_SKIP_MDS_QUERY";
-// What joins the slices of a multi-slice gang (Ray's
-// get_tpu_coordinator_env_vars; JAX's megascale runtime reads them).
-constexpr char kMegascaleCoordinatorAddress[] = "MEGASCALE_COORDINATOR_ADDRESS";
-constexpr char kMegascalePortEnv[] = "MEGASCALE_PORT";
-constexpr char kMegascaleNumSlices[] = "MEGASCALE_NUM_SLICES";
-constexpr char kMegascaleSliceId[] = "MEGASCALE_SLICE_ID";
 
 // What validation learned about the gang.
 struct Gang {
@@ -297,21 +292,20 @@ void SetCommon(const LaunchSpec& spec, const Gang& gang,
 // might inherit them).
 void SetSlices(const LaunchSpec& spec, const Gang& gang, size_t h,
                std::set<std::string>& unset, ProcessEnvironment& env) {
-  const std::vector<std::string> names = {
-      kMegascaleCoordinatorAddress, kMegascalePortEnv, kMegascaleNumSlices,
-      kMegascaleSliceId};
-  if (gang.num_slices <= 1) {
-    unset.insert(names.begin(), names.end());
-    return;
+  // Ray's get_tpu_coordinator_env_vars (shoal/tpu.h).
+  std::map<std::string, std::string> vars =
+      tpu::CoordinatorEnvVars(spec.rendezvous.megascale_coordinator_host.empty()
+                                  ? spec.hosts[0].address
+                                  : spec.rendezvous.megascale_coordinator_host,
+                              gang.num_slices, spec.hosts[h].tpu_slice_index,
+                              spec.rendezvous.megascale_port);
+  for (auto& [name, value] : vars) {
+    if (gang.num_slices > 1) {
+      env.set[name] = std::move(value);
+    } else {
+      unset.insert(name);
+    }
   }
-  auto& set = env.set;
-  set[kMegascaleCoordinatorAddress] =
-      spec.rendezvous.megascale_coordinator_host.empty()
-          ? spec.hosts[0].address
-          : spec.rendezvous.megascale_coordinator_host;
-  set[kMegascalePortEnv] = absl::StrCat(spec.rendezvous.megascale_port);
-  set[kMegascaleNumSlices] = absl::StrCat(gang.num_slices);
-  set[kMegascaleSliceId] = absl::StrCat(spec.hosts[h].tpu_slice_index);
 }
 
 // The hosts of the slice host `h` is in: [first, first + count).

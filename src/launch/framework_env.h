@@ -35,7 +35,6 @@ std::string LaunchModeName(LaunchMode mode);
 inline constexpr int kDefaultMasterPort = 29500;  // PyTorch's default
 inline constexpr int kTpuBasePort = 8476;         // TPU_PROCESS_PORT of r=0
 inline constexpr int kTpuCoordinatorPort = 8482;  // JAX's TPU convention
-inline constexpr int kMegascalePort = 8081;       // Ray's MEGASCALE_PORT
 
 // Shoal's own variables, for the programs (and Shoal helpers such as
 // CurrentDevice() or spmd::Initialize()) that read them.
@@ -92,7 +91,7 @@ struct Rendezvous {
   // Multi-slice TPU gangs: where the slices meet (MEGASCALE_*); empty host:
   // worker 0 of slice 0.
   std::string megascale_coordinator_host;
-  int megascale_port = kMegascalePort;
+  int megascale_port = 8081;  // Ray's MEGASCALE_PORT (tpu::kMegascalePort)
 };
 
 struct LaunchSpec {

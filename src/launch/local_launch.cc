@@ -258,7 +258,9 @@ namespace spmd {
 
 ProcessInfo Initialize() {
   ProcessInfo info;
-  if (!env::Get(env::Var::kProcessId).empty()) {
+  // Under `shoal launch --per-host` (SHOAL_PROCESS_ID is set; its default
+  // in the table is 0, so ask whether it is there, not for its value).
+  if (env::Find(env::Var::kProcessId).has_value()) {
     info.process_id = static_cast<int>(env::GetInt(env::Var::kProcessId));
     info.process_count = static_cast<int>(env::GetInt(env::Var::kNumProcesses));
     info.local_device_count =
