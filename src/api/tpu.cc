@@ -11,20 +11,25 @@
 #include "api/core_runtime.h"
 #include "api/tpu_slices.h"
 #include "common/random.h"
+#include "head_client/head_client.h"
 #include "shoal/cluster.h"
 #include "shoal/errors.h"
 
 namespace shoal {
 namespace {
 
-// The cluster's TPU slices, from one reading of its status. Not copyable:
-// the slices point into the nodes.
+// The cluster's TPU slices whose hosts have label `key` = `value` (every
+// node when `key` is empty), from one reading of its nodes and placement
+// groups. Not copyable: the slices point into the nodes.
 struct SliceView {
   std::vector<NodeInfo> nodes;
   std::vector<internal::ClusterSlice> slices;
 
-  SliceView() {
-    auto status = internal::RequireRuntime()->ClusterStatus();
+  SliceView(const std::string& key, const std::string& value) {
+    proto::ClusterStatusRequest request;
+    request.set_nodes_and_groups(true);
+    if (!key.empty()) (*request.mutable_nodes()->mutable_labels())[key] = value;
+    auto status = internal::RequireRuntime()->head().ClusterStatus(request);
     if (!status.ok()) {
       throw Error(
           absl::StrCat("cannot reach the head: ", status.status().message()));
@@ -107,9 +112,15 @@ SliceShape ShapeOf(const std::string& topology,
 SliceGroup ReserveSlices(const SliceRequest& request) {
   auto layout = internal::LayoutSlices(request);
   if (!layout.ok()) throw Error(std::string(layout.status().message()));
-  const SliceView view;
+  const SliceView view(accel::kLabelTpuPodType, layout->type.name);
   auto chosen =
       internal::ChooseSlices(view.slices, layout->type, request.num_slices);
+  if (!chosen.ok() && view.slices.empty()) {
+    // None of that type: the error lists the types there are.
+    const SliceView all("", "");
+    chosen =
+        internal::ChooseSlices(all.slices, layout->type, request.num_slices);
+  }
   if (!chosen.ok()) {
     throw InfeasibleError(std::string(chosen.status().message()));
   }
@@ -155,7 +166,7 @@ std::map<std::string, std::string> CoordinatorEnvVars(
 int CountReadySlices(const std::string& topology,
                      const std::string& accelerator_version) {
   accel::TpuAcceleratorType type = TypeOf(accelerator_version, topology);
-  const SliceView view;
+  const SliceView view(accel::kLabelTpuPodType, type.name);
   int ready = 0;
   for (const internal::ClusterSlice& s : view.slices) {
     ready +=
@@ -196,7 +207,7 @@ void SliceGroup::Release() const { RemoveAll(groups); }
 Subslice ReserveSubslice(const SubsliceRequest& request) {
   const accel::TpuAcceleratorType sub =
       TypeOf(request.accelerator_version, request.topology);
-  const SliceView view;
+  const SliceView view(accel::kLabelAcceleratorType, sub.GenerationLabel());
   auto chosen =
       internal::ChooseSubslice(view.slices, sub, request.subslice_index);
   if (!chosen.ok()) {
@@ -239,7 +250,8 @@ void Subslice::Release() const { RemoveAll({group}); }
 
 SliceReservation ReserveTpuSlice(const std::string& slice_name,
                                  int64_t timeout_ms) {
-  const SliceView view;
+  const SliceView view(slice_name.empty() ? "" : accel::kLabelTpuSliceName,
+                       slice_name);
   const std::vector<internal::ClusterSlice>& slices = view.slices;
   if (slices.empty()) throw Error("the cluster has no TPU slice hosts");
   const internal::ClusterSlice* slice = nullptr;

@@ -23,6 +23,7 @@
 #include "head/table_storage.h"
 #include "head/task_event_store.h"
 #include "rpc/rpc.h"
+#include "scheduling/label_selector.h"
 #include "scheduling/resource_set.h"
 #include "shoal/shoal.pb.h"
 
@@ -233,9 +234,13 @@ class HeadImpl : public Head {
           nodes_->MarkDead(r.node_id(), r.reason());
           resp.Reply(proto::Empty());
         });
-    rpc::RegisterProto<proto::Empty>(
+    rpc::RegisterProto<proto::ClusterStatusRequest>(
         s, proto::GET_CLUSTER_STATUS,
-        [this](const auto&, rpc::Responder resp) { resp.Reply(Status()); });
+        [this](const auto& r, rpc::Responder resp) {
+          auto selector = LabelSelector::FromProto(r.nodes());
+          if (!selector.ok()) return resp.Error(selector.status());
+          resp.Reply(Status(*selector, !r.nodes_and_groups()));
+        });
     rpc::RegisterProto<proto::Empty>(
         s, proto::SHUTDOWN_HEAD, [this](const auto&, rpc::Responder resp) {
           SHOAL_LOG(INFO) << "shutdown requested by " << resp.peer();
@@ -390,14 +395,18 @@ class HeadImpl : public Head {
     return out;
   }
 
-  proto::ClusterStatus Status() const {
+  // The cluster's state; `nodes` picks the nodes, and without `details`
+  // only nodes and placement groups are told.
+  proto::ClusterStatus Status(const LabelSelector& nodes = LabelSelector(),
+                              bool details = true) const {
     proto::ClusterStatus status;
-    nodes_->table().AddToStatus(&status);
+    nodes_->table().AddToStatus(&status, nodes.empty() ? nullptr : &nodes,
+                                details);
     status.set_head_address(Address());
     status.set_session_dir(options_.session_dir);
     status.set_num_jobs(driver_jobs_->num_jobs());
     pgs_->AddToStatus(&status);
-    if (actors_) actors_->AddToStatus(&status);
+    if (actors_ && details) actors_->AddToStatus(&status);
     return status;
   }
 

@@ -205,14 +205,17 @@ std::vector<PlacementNode> NodeTable::PlacementNodes(bool use_totals) const {
   return out;
 }
 
-void NodeTable::AddToStatus(proto::ClusterStatus* status) const {
+void NodeTable::AddToStatus(proto::ClusterStatus* status,
+                            const LabelSelector* selector, bool details) const {
   std::map<std::string, proto::ResourceDemand> demands;
   const int64_t now_us = clock_();
   for (const auto& [id, n] : nodes_) {
+    if (selector != nullptr && !selector->Matches(n.info)) continue;
     proto::NodeInfo* info = status->add_nodes();
     *info = n.info;
     if (!n.info.alive()) continue;
     info->set_heartbeat_age_ms((now_us - n.last_heartbeat_us) / 1000);
+    if (!details) continue;
     for (const auto& l : n.leases) *status->add_leases() = l;
     for (const auto& d : n.demands) {
       std::string key = absl::StrCat(

@@ -93,7 +93,11 @@ class NodeTable {
   std::vector<PlacementNode> PlacementNodes(bool use_totals) const;
   // Every node (alive ones with their heartbeat age), the alive nodes'
   // leases, and their demands summed by shape.
-  void AddToStatus(proto::ClusterStatus* status) const;
+  // `selector` (null: every node) picks the nodes; without `details`, their
+  // leases and the demands are left out.
+  void AddToStatus(proto::ClusterStatus* status,
+                   const LabelSelector* selector = nullptr,
+                   bool details = true) const;
   const std::map<std::string, Entry>& entries() const { return nodes_; }
 
   static bool SameAmounts(const proto::ResourceMap& a,

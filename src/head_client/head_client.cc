@@ -105,8 +105,13 @@ void HeadClient::ClusterStatus(Callback<proto::ClusterStatus> done,
 
 absl::StatusOr<proto::ClusterStatus> HeadClient::ClusterStatus(
     int64_t timeout_ms) {
-  return CallAndWait<proto::ClusterStatus>(proto::GET_CLUSTER_STATUS,
-                                           proto::Empty(), timeout_ms);
+  return ClusterStatus(proto::ClusterStatusRequest(), timeout_ms);
+}
+
+absl::StatusOr<proto::ClusterStatus> HeadClient::ClusterStatus(
+    const proto::ClusterStatusRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::ClusterStatus>(proto::GET_CLUSTER_STATUS, request,
+                                           timeout_ms);
 }
 
 void HeadClient::RegisterJob(const proto::RegisterJobRequest& request,

@@ -85,6 +85,10 @@ class HeadClient {
                      int64_t timeout_ms = kDefaultTimeoutMs);
   absl::StatusOr<proto::ClusterStatus> ClusterStatus(
       int64_t timeout_ms = kDefaultTimeoutMs);
+  // Part of it: some nodes, or only nodes and groups.
+  absl::StatusOr<proto::ClusterStatus> ClusterStatus(
+      const proto::ClusterStatusRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
   void RegisterJob(const proto::RegisterJobRequest& request,
                    Callback<proto::RegisterJobReply> done,
                    int64_t timeout_ms = kDefaultTimeoutMs);
