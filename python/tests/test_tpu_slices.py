@@ -195,15 +195,35 @@ def test_two_subslices_of_one_slice(on_slices):
         tpu.subslice_placement_group("2x2x4", "v5p")
 
 
-# Ray's docstring examples for ray.util.tpu (SlicePlacementGroup, dispatch),
-# with only the import changed and the topology one this cluster has.
+@pytest.fixture(scope="module")
+def v6e_slices():
+    """Two simulated v6e-16 slices (4x4: four hosts of 4 chips each), the
+    topology of Ray's docstring examples. Two, as the examples need: the
+    one-shot dispatch keeps its slice until the driver exits, as Ray's
+    does, and the next example reserves another."""
+    with tempfile.TemporaryDirectory(prefix="shoal-v6e-") as root:
+        hosts = [(["--num-cpus", "1", "--node-id", f"{s}-w{w}"],
+                  fake_tpu_host(root, w, "v6e-16", s))
+                 for s in ("t1", "t2") for w in range(4)]
+        (head, head_vars), (node, node_vars), *more = hosts
+        cluster = Cluster(root, head, node, head_vars, node_vars,
+                          more_nodes=more)
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+# Ray's docstring examples for ray.util.tpu (SlicePlacementGroup, dispatch,
+# subslice_placement_group) as Ray's documentation has them, with only the
+# import changed and a line to print what each returns.
 DOCSTRING_EXAMPLES = """\
 import shoal as ray
 from shoal.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from shoal.util.tpu import SlicePlacementGroup
 ray.init()
 
-slice_handle = SlicePlacementGroup(topology="2x2x2", accelerator_version="v5p")
+slice_handle = SlicePlacementGroup(topology="4x4", accelerator_version="v6e")
 slice_pg = slice_handle.slice_placement_group
 ray.get(slice_pg.ready(), timeout=10)
 
@@ -229,24 +249,52 @@ def my_tpu_task():
     import jax
     return jax.device_count()
 
+# One-shot: reserve a v6e 4x4 slice, run on every host, then
+# release automatically when the driver exits.
 results = ray.get(
-    dispatch(my_tpu_task, topology="2x2x2", accelerator_version="v5p")
+    dispatch(my_tpu_task, topology="4x4", accelerator_version="v6e")
 )
 print(results)
-slice_handle = slice_placement_group(topology="2x2x2", accelerator_version="v5p")
+
+# Reuse an existing slice across multiple calls.
+slice_handle = slice_placement_group(topology="4x4", accelerator_version="v6e")
 ray.get(slice_handle.slice_placement_group.ready())
 
 results1 = ray.get(dispatch(my_tpu_task, tpu_slice=slice_handle))
 results2 = ray.get(dispatch(my_tpu_task, tpu_slice=slice_handle))
 slice_handle.shutdown()
 print(results1, results2)
+
+from shoal.util.tpu import subslice_placement_group
+
+sg = subslice_placement_group(
+    subslice_topology="2x4",
+    accelerator_version="v6e",
+)
+
+@ray.remote(num_cpus=0, resources={"TPU": 4})
+def train(world, rank):
+    return (world, rank)
+
+tasks = [
+    train.options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=sg.placement_group,
+        )
+    ).remote(world=sg.num_hosts, rank=i)
+    for i in range(sg.num_hosts)
+]
+print(ray.get(tasks), sg.worker_ids)
+sg.shutdown()
 """
 
 
-def test_rays_docstring_examples_run(two_slices):
-    out = two_slices.run_driver(["-c", DOCSTRING_EXAMPLES],
+def test_rays_docstring_examples_run(v6e_slices):
+    out = v6e_slices.run_driver(["-c", DOCSTRING_EXAMPLES],
                                 [PACKAGE_DIR, FAKE_JAX])
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert "[8, 8]" in lines, out.stdout
-    assert "[8, 8] [8, 8]" in lines, out.stdout
+    assert "[16, 16, 16, 16]" in lines, out.stdout
+    assert "[16, 16, 16, 16] [16, 16, 16, 16]" in lines, out.stdout
+    # A 2x4 of the 4x4 is a column of its 2x2 hosts: workers 0 and 2.
+    assert "[(2, 0), (2, 1)] [0, 2]" in lines, out.stdout

@@ -253,9 +253,9 @@ SliceReservation ReserveTpuSlice(const std::string& slice_name,
   const SliceView view(slice_name.empty() ? "" : accel::kLabelTpuSliceName,
                        slice_name);
   const std::vector<internal::ClusterSlice>& slices = view.slices;
-  if (slices.empty()) throw Error("the cluster has no TPU slice hosts");
   const internal::ClusterSlice* slice = nullptr;
   if (slice_name.empty()) {
+    if (slices.empty()) throw Error("the cluster has no TPU slice hosts");
     if (slices.size() > 1) {
       throw Error(
           "the cluster has several TPU slices; name the one to reserve");

@@ -39,6 +39,7 @@ void Judge(ClusterSlice& slice, const std::vector<const NodeInfo*>& dead,
            const ClaimedWorkers& claimed) {
   std::vector<std::string> why;
   slice.busy.assign(slice.hosts.size(), false);
+  slice.claimed.assign(slice.hosts.size(), false);
   for (size_t w = 0; w < slice.hosts.size(); ++w) {
     const NodeInfo* host = slice.hosts[w];
     if (host == nullptr) {
@@ -55,8 +56,8 @@ void Judge(ClusterSlice& slice, const std::vector<const NodeInfo*>& dead,
                                  ") has ", chips, " of ",
                                  slice.type.chips_per_host, " chips"));
     }
-    slice.busy[w] = Amount(host->available, "TPU") < chips ||
-                    claimed.count({slice.name, absl::StrCat(w)}) > 0;
+    slice.claimed[w] = claimed.count({slice.name, absl::StrCat(w)}) > 0;
+    slice.busy[w] = Amount(host->available, "TPU") < chips || slice.claimed[w];
   }
   slice.missing = absl::StrJoin(why, "; ");
   slice.idle = slice.missing.empty() &&
@@ -199,9 +200,16 @@ absl::StatusOr<std::vector<const ClusterSlice*>> ChooseSlices(
       broken.push_back(absl::StrCat("slice ", s.name, ": ", s.missing));
     }
   }
-  // Idle first; within each, by name (ClusterSlices' order).
-  std::stable_partition(intact.begin(), intact.end(),
-                        [](const ClusterSlice* s) { return s->idle; });
+  // Idle first, then unclaimed; within each, by name (ClusterSlices' order).
+  auto rank = [](const ClusterSlice* s) {
+    const bool claimed = std::any_of(s->claimed.begin(), s->claimed.end(),
+                                     [](bool c) { return c; });
+    return s->idle ? 0 : (claimed ? 2 : 1);
+  };
+  std::stable_sort(intact.begin(), intact.end(),
+                   [&](const ClusterSlice* a, const ClusterSlice* b) {
+                     return rank(a) < rank(b);
+                   });
   if (static_cast<int>(intact.size()) >= count) {
     intact.resize(count);
     return intact;
@@ -281,27 +289,27 @@ absl::StatusOr<SubsliceChoice> ChooseSubslice(
     const accel::TpuAcceleratorType& sub, int index) {
   std::vector<std::string> seen;
   std::string last_error;
-  for (const ClusterSlice& s : slices) {
-    if (s.type.generation != sub.generation || !s.intact()) continue;
-    auto cuts = SubsliceWorkers(s.type, sub.topology);
-    if (!cuts.ok()) {
-      last_error = std::string(cuts.status().message());
-      continue;
-    }
-    if (s.type.chips_per_host != sub.chips_per_host) {
-      last_error = absl::StrCat(
-          sub.name, " hosts have ", sub.chips_per_host, " chips, but ",
-          s.type.name, " hosts have ", s.type.chips_per_host,
-          "; Shoal cuts slices only into sub-slices of hosts alike");
-      continue;
-    }
-    seen.push_back(absl::StrCat(s.name, " (", s.type.name, ")"));
-    for (size_t i = 0; i < cuts->size(); ++i) {
-      if (index >= 0 && static_cast<int>(i) != index) continue;
-      const std::vector<int>& workers = (*cuts)[i];
-      if (std::none_of(workers.begin(), workers.end(),
-                       [&](int w) { return s.busy[w]; })) {
-        return SubsliceChoice{&s, static_cast<int>(i), workers};
+  // Pass 0: an idle tile; pass 1: one no live group claims.
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto taken = [&](const ClusterSlice& s, int w) {
+      return pass == 0 ? s.busy[w] : s.claimed[w];
+    };
+    for (const ClusterSlice& s : slices) {
+      if (s.type.generation != sub.generation || !s.intact()) continue;
+      auto cuts = SubsliceWorkers(s.type, sub.topology);
+      if (!cuts.ok()) {
+        last_error = std::string(cuts.status().message());
+        continue;
+      }
+      if (pass == 0)
+        seen.push_back(absl::StrCat(s.name, " (", s.type.name, ")"));
+      for (size_t i = 0; i < cuts->size(); ++i) {
+        if (index >= 0 && static_cast<int>(i) != index) continue;
+        const std::vector<int>& workers = (*cuts)[i];
+        if (std::none_of(workers.begin(), workers.end(),
+                         [&](int w) { return taken(s, w); })) {
+          return SubsliceChoice{&s, static_cast<int>(i), workers};
+        }
       }
     }
   }
@@ -315,7 +323,8 @@ absl::StatusOr<SubsliceChoice> ChooseSubslice(
   }
   return absl::FailedPreconditionError(
       absl::StrCat("every ", what, " of ", absl::StrJoin(seen, ", "),
-                   " is busy; wait for one, or ask for another topology"));
+                   " is held by a placement group; wait for one to be "
+                   "removed, or ask for another topology"));
 }
 
 std::vector<PlacementGroupOptions> SliceGroupOptions(

@@ -35,6 +35,10 @@ struct ClusterSlice {
   // Per worker: some of its chips are held, or a live placement group has
   // a bundle pinned to it (being placed, or placed).
   std::vector<bool> busy;
+  // Per worker: a live placement group has a bundle pinned to it. A worker
+  // busy but not claimed is held by work that ends, or by a group that was
+  // just removed.
+  std::vector<bool> claimed;
   // Intact, and no worker busy.
   bool idle = false;
 
@@ -72,7 +76,8 @@ absl::StatusOr<SliceLayout> LayoutSlices(const tpu::SliceRequest& request);
 SliceLayout WholeHostLayout(const accel::TpuAcceleratorType& type);
 
 // The `count` slices of `type` a reservation takes: intact ones, idle
-// before busy, each in name order. FailedPrecondition when the cluster has
+// first, then those no live group claims, then the rest, each in name
+// order (a busy slice is waited for). FailedPrecondition when the cluster has
 // fewer intact slices of that type, naming each slice that is not intact
 // and why, or the types it has.
 absl::StatusOr<std::vector<const ClusterSlice*>> ChooseSlices(
@@ -93,10 +98,12 @@ struct SubsliceChoice {
   std::vector<int> workers;
 };
 
-// The first idle sub-slice of `sub`'s type and grid (index `index`, or any
-// when -1) among the intact slices of `sub`'s generation that it tiles, by
-// slice name then index. FailedPrecondition, saying what the cluster has,
-// when none is idle or none of the slices can be cut so.
+// The first idle sub-slice of `sub`'s grid (index `index`, or any when -1)
+// among the intact slices of `sub`'s generation that it tiles, by slice
+// name then index; else the first that no live group claims (to be waited
+// for: its hosts are being given back, or run work that ends).
+// FailedPrecondition, saying what the cluster has, when live groups claim
+// every such sub-slice or none of the slices can be cut so.
 absl::StatusOr<SubsliceChoice> ChooseSubslice(
     const std::vector<ClusterSlice>& slices,
     const accel::TpuAcceleratorType& sub, int index);

@@ -269,10 +269,10 @@ TEST(ChooseSubsliceTest, TakesTheFirstIdleTile) {
   EXPECT_EQ(chosen->slice->name, "big");
   EXPECT_EQ(chosen->index, 1);
   EXPECT_THAT(chosen->workers, ElementsAre(2, 3));
-  // Asked for tile 0, which is busy.
-  EXPECT_THAT(
-      ChooseSubslice(slices, Type("v5p", "2x2x2"), 0).status().message(),
-      HasSubstr("every 2x2x2 sub-slice 0 of big (v5p-32) is busy"));
+  // Asked for tile 0, busy with work no group holds: it is waited for.
+  chosen = ChooseSubslice(slices, Type("v5p", "2x2x2"), 0);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->index, 0);
 }
 
 TEST(ChooseSubsliceTest, AWorkerAGroupClaimsIsBusy) {
@@ -291,6 +291,17 @@ TEST(ChooseSubsliceTest, AWorkerAGroupClaimsIsBusy) {
   auto chosen = ChooseSubslice(slices, Type("v5p", "2x2x2"), -1);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   EXPECT_EQ(chosen->index, 0);
+  // Every tile claimed: refused, not waited for.
+  for (const char* w : {"0", "1", "2"}) {
+    auto* more = pg->mutable_spec()->add_bundle_label_selector();
+    (*more->mutable_labels())["shoal.io/tpu-slice-name"] = "big";
+    (*more->mutable_labels())["shoal.io/tpu-worker-id"] = w;
+  }
+  slices = ClusterSlices(nodes, ClaimedBy(status));
+  EXPECT_THAT(
+      ChooseSubslice(slices, Type("v5p", "2x2x2"), -1).status().message(),
+      HasSubstr("every 2x2x2 sub-slice of big (v5p-32) is held by a "
+                "placement group"));
   // A removed group claims nothing.
   pg->set_state(proto::PlacementGroupInfo::REMOVED);
   EXPECT_TRUE(ClaimedBy(status).empty());

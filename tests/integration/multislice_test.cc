@@ -5,13 +5,16 @@
 // "Several slices"), and a rank's failure restarts both slices.
 #include <sys/stat.h>
 
+#include <chrono>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shoal/api.h"
 #include "tests/testing/cluster_fixture.h"
 #include "tests/testing/test_cluster.h"
 
@@ -170,6 +173,38 @@ TEST_F(MultiSliceTest, ASubsliceThatDoesNotTileSaysWhy) {
                    &out),
             2);
   EXPECT_THAT(out, HasSubstr("say one of --slice, --num-slices"));
+}
+
+// Slices held by one group: a host lost for good fails the group after the
+// grace period, naming the bundle's slice and worker and the lost host; the
+// rest is given back.
+TEST_F(MultiSliceTest, ALostHostFailsTheSlicesNamingIt) {
+  cluster_->Connect();
+  shoal::tpu::SliceGroup slices = shoal::tpu::ReserveSlices(
+      {.topology = "2x2x2", .accelerator_version = "v5p", .num_slices = 2});
+  ASSERT_TRUE(slices.Wait(30000));
+  EXPECT_EQ(slices.slice_names,
+            (std::vector<std::string>{"slice-0", "slice-1"}));
+  EXPECT_EQ(slices.Hosts(1), (std::vector<std::string>{"tpu-1-0", "tpu-1-1"}));
+  cluster_->KillAgent(3);  // tpu-1-1: worker 1 of slice-1
+  // Held until the head finds the host dead; then placed again it cannot
+  // be (no other host is that worker), and after the grace period it fails.
+  std::string error;
+  for (int i = 0; i < 300 && error.empty(); ++i) {
+    try {
+      slices.Wait(100);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } catch (const shoal::InfeasibleError& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_THAT(error, HasSubstr("bundle 3 lost with node tpu-1-1"));
+  EXPECT_THAT(error, HasSubstr("bundle 3's label_selector "
+                               "{shoal.io/tpu-slice-name=slice-1, "
+                               "shoal.io/tpu-worker-id=1} matches no live "
+                               "node"));
+  slices.Release();
+  shoal::Shutdown();
 }
 
 }  // namespace
