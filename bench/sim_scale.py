@@ -139,17 +139,23 @@ def run(shoal, count, window, heartbeat_ms, register_timeout,
         except (ValueError, KeyError):
             result["alive_in_status"] = None
     finally:
-        for s in sims:
-            s.send_signal(signal.SIGTERM)
-        for s in sims:
-            try:
-                s.wait(60)
-            except subprocess.TimeoutExpired:
-                s.kill()
-                s.wait()
-        subprocess.run([shoal, "stop", "--temp-dir", tmp, "--force"],
-                       capture_output=True)
+        stop(shoal, sims, tmp)
     return result
+
+
+def stop(shoal, sims, temp_dir):
+    """Ends the simulators (SIGTERM, then SIGKILL after 60 s) and the
+    cluster of `temp_dir`."""
+    for s in sims:
+        s.send_signal(signal.SIGTERM)
+    for s in sims:
+        try:
+            s.wait(60)
+        except subprocess.TimeoutExpired:
+            s.kill()
+            s.wait()
+    subprocess.run([shoal, "stop", "--temp-dir", temp_dir, "--force"],
+                   capture_output=True)
 
 
 def main():

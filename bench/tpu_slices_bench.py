@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+import sim_scale  # bench/sim_scale.py: its stop() ends simulators
+
 TOKEN = "tpu-slices-bench-token"
 
 
@@ -165,15 +167,7 @@ def scale(shoal, rounds):
                  "nodes": nodes, "ready_slices": ready,
                  "register_s": register_s, **r}]
     finally:
-        for s in sims:
-            s.send_signal(signal.SIGTERM)
-        for s in sims:
-            try:
-                s.wait(60)
-            except subprocess.TimeoutExpired:
-                s.kill()
-        subprocess.run([shoal, "stop", "--temp-dir", head, "--force"],
-                       capture_output=True)
+        sim_scale.stop(shoal, sims, head)
 
 
 def main():

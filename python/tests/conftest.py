@@ -135,6 +135,22 @@ class Cluster:
 
 
 @contextlib.contextmanager
+def running_cluster(prefix, hosts):
+    """A Cluster of `hosts` ((args, variables) each, the head's first) in a
+    temp dir of its own, stopped and removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as root:
+        (head, head_vars), (node, node_vars), *more = [
+            (args, variables(root) if callable(variables) else variables)
+            for args, variables in hosts]
+        cluster = Cluster(root, head, node, head_vars, node_vars,
+                          more_nodes=more)
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+@contextlib.contextmanager
 def driver_of(cluster, monkeypatch):
     """This process as a driver of `cluster` while the block runs."""
     monkeypatch.setenv("SHOAL_TEMP_DIR", cluster.head_dir)

@@ -1,27 +1,23 @@
 """Where tasks and actors run: NodeAffinitySchedulingStrategy and
 label_selector, on a real two-node cluster whose second node has labels."""
 
-import tempfile
 
 import pytest
 
 import shoal
 from shoal.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from conftest import Cluster, driver_of
+from conftest import driver_of, running_cluster
 
 
 @pytest.fixture(scope="module")
 def labelled():
     """A head (zone a) and a node (zone b, disk ssd) of 2 CPUs each."""
-    with tempfile.TemporaryDirectory(prefix="shoal-py-") as root:
-        cluster = Cluster(
-            root, ["--num-cpus", "2", "--labels", '{"zone": "a"}'],
-            ["--num-cpus", "2", "--labels", '{"zone": "b", "disk": "ssd"}'])
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
+    with running_cluster("shoal-py-", [
+            (["--num-cpus", "2", "--labels", '{"zone": "a"}'], None),
+            (["--num-cpus", "2", "--labels", '{"zone": "b", "disk": "ssd"}'],
+             None)]) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -4,11 +4,10 @@ ray.util.tpu names, label selectors on Ray's keys, and Ray's docstring
 examples run with only the import changed."""
 
 import os
-import tempfile
 import time
 
 import pytest
-from conftest import Cluster, driver_of, fake_tpu_host
+from conftest import driver_of, fake_tpu_host, running_cluster
 
 import shoal
 from shoal.util import tpu
@@ -21,20 +20,21 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(
     shoal.__file__)))
 
 
+def _slice_hosts(accelerator_type, names, workers, cpus):
+    """(args, variables) of every host of slices `names`, each host's
+    variables made under the cluster's root."""
+    def host(name, worker):
+        return (["--num-cpus", str(cpus), "--node-id", f"{name}-w{worker}"],
+                lambda root: fake_tpu_host(root, worker, accelerator_type,
+                                           name))
+    return [host(n, w) for n in names for w in range(workers)]
+
+
 @pytest.fixture(scope="module")
 def two_slices():
-    with tempfile.TemporaryDirectory(prefix="shoal-slices-") as root:
-        def host(name, worker):
-            return (["--num-cpus", "2", "--node-id", f"{name}-w{worker}"],
-                    fake_tpu_host(root, worker, "v5p-16", name))
-        head, node, *more = [host(n, w) for n in ("s1", "s2")
-                             for w in (0, 1)]
-        cluster = Cluster(root, head[0], node[0], head[1], node[1],
-                          more_nodes=more)
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
+    with running_cluster("shoal-slices-",
+                         _slice_hosts("v5p-16", ("s1", "s2"), 2, 2)) as c:
+        yield c
 
 
 @pytest.fixture
@@ -201,17 +201,9 @@ def v6e_slices():
     topology of Ray's docstring examples. Two, as the examples need: the
     one-shot dispatch keeps its slice until the driver exits, as Ray's
     does, and the next example reserves another."""
-    with tempfile.TemporaryDirectory(prefix="shoal-v6e-") as root:
-        hosts = [(["--num-cpus", "1", "--node-id", f"{s}-w{w}"],
-                  fake_tpu_host(root, w, "v6e-16", s))
-                 for s in ("t1", "t2") for w in range(4)]
-        (head, head_vars), (node, node_vars), *more = hosts
-        cluster = Cluster(root, head, node, head_vars, node_vars,
-                          more_nodes=more)
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
+    with running_cluster("shoal-v6e-",
+                         _slice_hosts("v6e-16", ("t1", "t2"), 4, 1)) as c:
+        yield c
 
 
 # Ray's docstring examples for ray.util.tpu (SlicePlacementGroup, dispatch,

@@ -12,6 +12,7 @@
 #include "api/tpu_slices.h"
 #include "common/random.h"
 #include "head_client/head_client.h"
+#include "scheduling/label_selector.h"
 #include "shoal/cluster.h"
 #include "shoal/errors.h"
 
@@ -99,9 +100,36 @@ bool WaitAll(const std::vector<PlacementGroup>& groups, int64_t timeout_ms) {
   return true;
 }
 
+// How many times a reservation chooses again when one made at the same
+// moment took the same slice; then it keeps what it has, and waits.
+constexpr int kChoices = 4;
+
+// Whether a reservation made just before contests any of `groups`
+// (internal::Contested); if so they are removed, to choose again.
+bool GaveWay(const std::vector<PlacementGroup>& groups) {
+  proto::ClusterStatusRequest request;
+  request.set_nodes_and_groups(true);
+  // No node id starts with '.': the groups alone.
+  (*request.mutable_nodes()->mutable_labels())[kLabelNodeId].assign(1, '.');
+  auto status = internal::RequireRuntime()->head().ClusterStatus(request);
+  if (!status.ok()) return false;  // the wait says what is wrong
+  for (const PlacementGroup& g : groups) {
+    if (internal::Contested(*status, g.id())) {
+      RemoveAll(groups);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 namespace tpu {
+
+// One choice and its groups (ReserveSlices and ReserveSubslice choose again
+// when a reservation made at the same moment took the same hosts).
+SliceGroup ReserveSlicesOnce(const SliceRequest& request);
+Subslice ReserveSubsliceOnce(const SubsliceRequest& request);
 
 SliceShape ShapeOf(const std::string& topology,
                    const std::string& accelerator_version) {
@@ -110,6 +138,13 @@ SliceShape ShapeOf(const std::string& topology,
 }
 
 SliceGroup ReserveSlices(const SliceRequest& request) {
+  for (int choice = 1;; ++choice) {
+    SliceGroup out = ReserveSlicesOnce(request);
+    if (choice == kChoices || !GaveWay(out.groups)) return out;
+  }
+}
+
+SliceGroup ReserveSlicesOnce(const SliceRequest& request) {
   auto layout = internal::LayoutSlices(request);
   if (!layout.ok()) throw Error(std::string(layout.status().message()));
   const SliceView view(accel::kLabelTpuPodType, layout->type.name);
@@ -205,6 +240,13 @@ std::vector<std::string> SliceGroup::Hosts(int slice) const {
 void SliceGroup::Release() const { RemoveAll(groups); }
 
 Subslice ReserveSubslice(const SubsliceRequest& request) {
+  for (int choice = 1;; ++choice) {
+    Subslice out = ReserveSubsliceOnce(request);
+    if (choice == kChoices || !GaveWay({out.group})) return out;
+  }
+}
+
+Subslice ReserveSubsliceOnce(const SubsliceRequest& request) {
   const accel::TpuAcceleratorType sub =
       TypeOf(request.accelerator_version, request.topology);
   const SliceView view(accel::kLabelAcceleratorType, sub.GenerationLabel());

@@ -89,26 +89,57 @@ std::vector<NodeInfo> NodesOf(const proto::ClusterStatus& status) {
   return out;
 }
 
+namespace {
+
+bool Live(const proto::PlacementGroupInfo& pg) {
+  return pg.state() == proto::PlacementGroupInfo::PENDING ||
+         pg.state() == proto::PlacementGroupInfo::CREATED;
+}
+
+// The (slice, worker) pairs `pg`'s bundles are pinned to.
+ClaimedWorkers ClaimsOf(const proto::PlacementGroupInfo& pg) {
+  ClaimedWorkers claimed;
+  for (const proto::LabelSelector& s : pg.spec().bundle_label_selector()) {
+    auto get = [&](const char* key) -> std::string {
+      for (const auto& [k, v] : s.labels()) {
+        if (Canonical(k) == key) return v;
+      }
+      return "";
+    };
+    std::string name = get(accel::kLabelTpuSliceName);
+    std::string worker = get(accel::kLabelTpuWorkerId);
+    if (!name.empty() && !worker.empty()) claimed.insert({name, worker});
+  }
+  return claimed;
+}
+
+}  // namespace
+
 ClaimedWorkers ClaimedBy(const proto::ClusterStatus& status) {
   ClaimedWorkers claimed;
   for (const proto::PlacementGroupInfo& pg : status.placement_groups()) {
-    if (pg.state() != proto::PlacementGroupInfo::PENDING &&
-        pg.state() != proto::PlacementGroupInfo::CREATED) {
-      continue;
-    }
-    for (const proto::LabelSelector& s : pg.spec().bundle_label_selector()) {
-      auto get = [&](const char* key) -> std::string {
-        for (const auto& [k, v] : s.labels()) {
-          if (Canonical(k) == key) return v;
-        }
-        return "";
-      };
-      std::string name = get(accel::kLabelTpuSliceName);
-      std::string worker = get(accel::kLabelTpuWorkerId);
-      if (!name.empty() && !worker.empty()) claimed.insert({name, worker});
-    }
+    if (Live(pg)) claimed.merge(ClaimsOf(pg));
   }
   return claimed;
+}
+
+bool Contested(const proto::ClusterStatus& status, const std::string& mine) {
+  const proto::PlacementGroupInfo* me = nullptr;
+  for (const proto::PlacementGroupInfo& pg : status.placement_groups()) {
+    if (pg.pg_id() == mine) me = &pg;
+  }
+  if (me == nullptr || !Live(*me)) return false;
+  const ClaimedWorkers my_claims = ClaimsOf(*me);
+  for (const proto::PlacementGroupInfo& pg : status.placement_groups()) {
+    if (pg.pg_id() == mine || !Live(pg)) continue;
+    const bool before = pg.age_ms() > me->age_ms() ||
+                        (pg.age_ms() == me->age_ms() && pg.pg_id() < mine);
+    if (!before) continue;
+    for (const auto& claim : ClaimsOf(pg)) {
+      if (my_claims.count(claim) > 0) return true;
+    }
+  }
+  return false;
 }
 
 std::vector<ClusterSlice> ClusterSlices(const std::vector<NodeInfo>& nodes,

@@ -307,6 +307,36 @@ TEST(ChooseSubsliceTest, AWorkerAGroupClaimsIsBusy) {
   EXPECT_TRUE(ClaimedBy(status).empty());
 }
 
+TEST(ContestedTest, TheLaterOfTwoGroupsOnOneWorkerGivesWay) {
+  proto::ClusterStatus status;
+  auto group = [&](const std::string& id, int64_t age, const char* worker) {
+    proto::PlacementGroupInfo* pg = status.add_placement_groups();
+    pg->set_pg_id(id);
+    pg->set_age_ms(age);
+    pg->set_state(proto::PlacementGroupInfo::PENDING);
+    auto* s = pg->mutable_spec()->add_bundle_label_selector();
+    (*s->mutable_labels())["shoal.io/tpu-slice-name"] = "big";
+    (*s->mutable_labels())["shoal.io/tpu-worker-id"] = worker;
+    return pg;
+  };
+  group("a", 10, "0");
+  group("b", 3, "0");
+  group("c", 3, "1");
+  EXPECT_FALSE(Contested(status, "a"));  // made first
+  EXPECT_TRUE(Contested(status, "b"));
+  EXPECT_FALSE(Contested(status, "c"));  // another worker
+  // As old: the smaller id goes first.
+  proto::PlacementGroupInfo* d = group("d", 3, "1");
+  EXPECT_TRUE(Contested(status, "d"));
+  EXPECT_FALSE(Contested(status, "c"));
+  // A removed group contests nothing.
+  status.mutable_placement_groups(0)->set_state(
+      proto::PlacementGroupInfo::REMOVED);
+  EXPECT_FALSE(Contested(status, "b"));
+  EXPECT_FALSE(Contested(status, "unknown"));
+  (void)d;
+}
+
 TEST(ChooseSubsliceTest, NoSliceThatCanBeCutSaysWhy) {
   std::vector<NodeInfo> nodes = {V5pHost("a", 0), V5pHost("a", 1)};
   std::vector<ClusterSlice> slices = ClusterSlices(nodes);
