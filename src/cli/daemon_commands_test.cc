@@ -120,10 +120,10 @@ TEST_F(AgentOptionsTest, FakeTpuMakesAHostAndPrintsItsVariables) {
   EXPECT_THAT(*env, HasSubstr("export TPU_WORKER_ID=1\n"));
   EXPECT_THAT(*env, HasSubstr("export SHOAL_DEVICE_ROOT=" + root +
                               "/v5p-16-1/host1\n"));
-  EXPECT_EQ(shoal.Run({"dev", "fake-tpu", "--slices", "v5p-16:x", "--root",
-                       root})
-                .code,
-            2);
+  EXPECT_EQ(
+      shoal.Run({"dev", "fake-tpu", "--slices", "v5p-16:x", "--root", root})
+          .code,
+      2);
   EXPECT_EQ(shoal.Run({"dev", "fake-tpu", "--root", root}).code, 2);
 }
 
