@@ -26,7 +26,7 @@ import warnings
 import zipfile
 
 from shoal import _errors, _options, _shoal
-from shoal._serialization import (ResolvedRef, as_inline,
+from shoal._serialization import (ResolvedRef, as_inline, lift_bytes,
                                   dumps_capturing_refs, loads_with_refs,
                                   pickle_by_value)
 from shoal._shoal import ObjectRef
@@ -53,12 +53,13 @@ def encode_call(args, kwargs, settings=None):
     its value, as in Ray; a ref inside a value (a list of refs) reads back
     as a ResolvedRef that shoal.get() takes. ``settings`` (a dict, see
     _call_settings) say how the worker runs the call."""
-    frame = (list(args), dict(kwargs))
+    # Large bytes go out of band; only the arguments can hold them.
+    frame = lift_bytes((list(args), dict(kwargs)), depth=2)
     ref_types = (ObjectRef, ResolvedRef)
     positions = ([i for i, a in enumerate(args) if isinstance(a, ref_types)],
                  [k for k, v in kwargs.items() if isinstance(v, ref_types)])
     call = (frame, positions, settings) if settings else (frame, positions)
-    pieces, size, refs = dumps_capturing_refs(call)
+    pieces, size, refs = dumps_capturing_refs(call, lift=False)
     inline = as_inline(pieces, size)
     first = inline if inline is not None else _shoal.put_pieces(pieces, size)
     return [first] + refs
@@ -466,6 +467,7 @@ class RemoteFunction(_Remote):
         self._function = function
         self._shipped = _Shipped(function, "pyfn")
         self._signature = _signature(function)
+        self._prepared = None  # (options, what _prepare made of them)
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -473,10 +475,11 @@ class RemoteFunction(_Remote):
         raise TypeError(f"remote functions cannot be called directly: "
                         f"instead of {name}(), use {name}.remote()")
 
-    def _run(self, options, args, kwargs):
-        _check_call(self._signature, args, kwargs,
-                    f"{self._function.__qualname__}.remote()")
-        _require_init()
+    def _prepare(self, options):
+        """What every call with ``options`` submits but its arguments:
+        made once per options (the function's own, or one .options())."""
+        if self._prepared is not None and self._prepared[0] is options:
+            return self._prepared[1]
         resources = _resources(options, default_cpus=1)
         group, index = _placement(options, resources,
                                   self._function.__qualname__)
@@ -484,11 +487,22 @@ class RemoteFunction(_Remote):
         retries = options.get("max_retries")
         settings = _call_settings(options, resources.get("CPU", 0))
         settings["resources"] = _shoal.shape_of(resources, group, index)
+        prepared = (settings, resources, 3 if retries is None else
+                    int(retries), group, index, selector, soft,
+                    bool(options.get("max_calls")))
+        self._prepared = (options, prepared)
+        return prepared
+
+    def _run(self, options, args, kwargs):
+        _check_call(self._signature, args, kwargs,
+                    f"{self._function.__qualname__}.remote()")
+        _require_init()
+        (settings, resources, retries, group, index, selector, soft,
+         may_end) = self._prepare(options)
         ref = _errors.track(_shoal.submit(
             self._shipped.key(), encode_call(args, kwargs, settings),
-            resources, 3 if retries is None else int(retries), group, index,
-            label_selector=selector, label_selector_soft=soft,
-            worker_may_end=bool(options.get("max_calls"))))
+            resources, retries, group, index, label_selector=selector,
+            label_selector_soft=soft, worker_may_end=may_end))
         num_returns = options.get("num_returns")
         return _split_returns(ref, 1 if num_returns is None else num_returns)
 

@@ -223,11 +223,11 @@ def _capturing(field, value):
         setattr(_capture, field, None)
 
 
-def dumps_capturing_refs(value):
+def dumps_capturing_refs(value, lift=True):
     """dumps(value), with the refs inside it captured: (pieces, size,
     refs)."""
     with _capturing("refs", []) as refs:
-        pieces, size = dumps(value)
+        pieces, size = dumps(value, lift)
     return pieces, size, refs
 
 
@@ -282,7 +282,7 @@ def _bytes_of(buffer):
 _MAX_LIFTED_ITEMS = 64  # longer containers are left as they are
 
 
-def _lift_bytes(value, depth=3):
+def lift_bytes(value, depth=3):
     """``value`` with each large ``bytes`` in it (itself, or inside the
     tuples, lists and dicts of its first levels) marked to go out of band;
     the value itself when there is none."""
@@ -293,10 +293,10 @@ def _lift_bytes(value, depth=3):
             len(value) > _MAX_LIFTED_ITEMS:
         return value
     if kind is dict:
-        lifted = {k: _lift_bytes(v, depth - 1) for k, v in value.items()}
+        lifted = {k: lift_bytes(v, depth - 1) for k, v in value.items()}
         changed = any(lifted[k] is not v for k, v in value.items())
     else:
-        lifted = [_lift_bytes(v, depth - 1) for v in value]
+        lifted = [lift_bytes(v, depth - 1) for v in value]
         changed = any(a is not b for a, b in zip(lifted, value))
         lifted = kind(lifted)
     return lifted if changed else value
@@ -330,7 +330,7 @@ def pickle_by_value(value):
     return _pickle(value, None, by_value=True)
 
 
-def dumps(value):
+def dumps(value, lift=True):
     """The stored form of ``value``: (pieces, size), where pieces are
     (offset, buffer) pairs that together make ``size`` bytes (gaps are
     zero). Large buffers are the value's own memory: nothing is copied
@@ -344,7 +344,8 @@ def dumps(value):
         buffers.append(view)
         return False
 
-    value = _lift_bytes(value)
+    if lift:  # else the caller lifted what may hold large bytes
+        value = lift_bytes(value)
     try:
         stream = _pickle(value, out_of_band, by_value=False)
         # Something of __main__ (a class, a function) is named by reference,
