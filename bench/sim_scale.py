@@ -73,15 +73,7 @@ def run(shoal, count, window, heartbeat_ms, register_timeout,
         i += 1
     result = {"nodes": count, "sim_processes": len(sims)}
     try:
-        deadline = time.monotonic() + register_timeout
-        while time.monotonic() < deadline:
-            done = 0
-            for out in outs:
-                out.seek(0)
-                done += "simulated nodes registered" in out.read()
-            if done == len(outs):
-                break
-            time.sleep(0.2)
+        done = wait_registered(outs, register_timeout)
         result["register_s"] = round(time.monotonic() - t0, 2)
         result["all_registered"] = done == len(outs)
         time.sleep(12)  # past the first beats (full views) of the last nodes
@@ -141,6 +133,20 @@ def run(shoal, count, window, heartbeat_ms, register_timeout,
     finally:
         stop(shoal, sims, tmp)
     return result
+
+
+def wait_registered(outs, timeout):
+    """Waits until every simulator's output (a file each) says its nodes
+    registered, or `timeout` s pass; how many did."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = 0
+        for out in outs:
+            out.seek(0)
+            done += "simulated nodes registered" in out.read()
+        if done == len(outs) or time.monotonic() >= deadline:
+            return done
+        time.sleep(0.2)
 
 
 def stop(shoal, sims, temp_dir):

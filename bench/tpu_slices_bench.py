@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-import sim_scale  # bench/sim_scale.py: its stop() ends simulators
+import sim_scale  # bench/sim_scale.py: waiting for and ending simulators
 
 TOKEN = "tpu-slices-bench-token"
 
@@ -143,17 +143,10 @@ def scale(shoal, rounds):
                  *extra], env=env, stdout=out, stderr=subprocess.DEVNULL))
             outs.append(out)
         t0 = time.monotonic()
-        while True:
-            done = 0
-            for out in outs:
-                out.seek(0)
-                done += "simulated nodes registered" in out.read()
-            if done == len(outs):
-                break
-            if time.monotonic() - t0 > 180:
-                raise RuntimeError(f"{done} of {len(outs)} simulators had "
-                                   "registered their nodes after 180 s")
-            time.sleep(0.2)
+        done = sim_scale.wait_registered(outs, 180)
+        if done != len(outs):
+            raise RuntimeError(f"{done} of {len(outs)} simulators had "
+                               "registered their nodes after 180 s")
         register_s = round(time.monotonic() - t0, 1)
         time.sleep(12)  # past the first beats (full views) of the last nodes
         os.environ.update(SHOAL_ADDRESS=address, SHOAL_TOKEN=TOKEN)

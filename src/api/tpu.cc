@@ -228,10 +228,12 @@ bool SliceGroup::Wait(int64_t timeout_ms) const {
 }
 
 std::vector<std::string> SliceGroup::Hosts(int slice) const {
+  // One question to the head: the slice's bundles are all in one group.
+  const PlacementGroup group = Bundle(slice, 0).first;
+  const std::vector<std::string> nodes = group.BundleNodes();
   std::vector<std::string> hosts;
   for (int h = 0; h < hosts_per_slice; ++h) {
-    auto [group, index] = Bundle(slice, h * bundles_per_host);
-    std::vector<std::string> nodes = group.BundleNodes();
+    const int index = Bundle(slice, h * bundles_per_host).second;
     hosts.push_back(index < static_cast<int>(nodes.size()) ? nodes[index] : "");
   }
   return hosts;

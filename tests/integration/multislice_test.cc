@@ -20,26 +20,12 @@
 
 namespace {
 
-using ::shoal::testing::ClusterSpec;
-using ::shoal::testing::FakeTpuSlicesNodes;
-using ::shoal::testing::TestCluster;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 class MultiSliceTest : public shoal::testing::FakeTpuSliceTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shoal-tpu-slices-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    roots_ = tmpl;
-    auto nodes = FakeTpuSlicesNodes(roots_, "v5p-16", 2, 2, 2);
-    ASSERT_TRUE(nodes.ok()) << nodes.status();
-    ClusterSpec spec;
-    spec.nodes = *nodes;
-    auto cluster = TestCluster::Start(spec);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
-  }
+  void SetUp() override { StartSlices("v5p-16", 2, 2, 2); }
 };
 
 // Hosts are all 127.0.0.1 here: a slice's TPU_WORKER_HOSTNAMES lists its

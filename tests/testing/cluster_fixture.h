@@ -92,11 +92,23 @@ class TwoCpuHostsTest : public ClusterTest {
 class FakeTpuSliceTest : public ClusterTest {
  protected:
   void StartSlice(const std::string& type, int hosts, double cpus_per_host) {
+    StartSlices(type, 0, hosts, cpus_per_host);
+  }
+  // `slices` > 0: that many slices named "slice-<k>" (FakeTpuSlicesNodes);
+  // 0: one slice of FakeTpuSliceNodes ("my-tpu").
+  void StartSlices(const std::string& type, int slices, int hosts,
+                   double cpus_per_host) {
     char tmpl[] = "/tmp/shoal-tpu-slice-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     roots_ = tmpl;
-    auto cluster =
-        TestCluster::StartFakeTpuSlice(roots_, type, hosts, cpus_per_host);
+    auto nodes =
+        slices > 0
+            ? FakeTpuSlicesNodes(roots_, type, slices, hosts, cpus_per_host)
+            : FakeTpuSliceNodes(roots_, type, hosts, cpus_per_host);
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
+    ClusterSpec spec;
+    spec.nodes = *nodes;
+    auto cluster = TestCluster::Start(spec);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
   }
