@@ -2,9 +2,12 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "accel/fake_host.h"
 #include "accel/test_util.h"
 #include "gmock/gmock.h"
@@ -222,6 +225,112 @@ TEST(ParseTpuSliceFactsTest, WorkerIdDefaultsOnlyOnOneHostSlices) {
   ASSERT_TRUE(multi.ok());
   EXPECT_FALSE((*multi)->worker_id.has_value());
 }
+
+// The environment of a TPU pod on GKE: what GKE sets on every TPU container
+// (type, topology, bounds, TPU_SKIP_MDS_QUERY...) with what the StatefulSets
+// of deploy/kubernetes (or KubeRay's webhook, or a JobSet) add: the worker
+// id, the slice's pods by their DNS names through its headless Service, and
+// the slice's name.
+struct GkePodCase {
+  std::string name;
+  std::map<std::string, std::string> env;
+  std::string type;
+  int hosts;
+  int chips_per_host;
+  std::string topology;
+  int worker_id;
+  std::string slice_name;
+  std::vector<std::string> hostnames;
+};
+
+class GkePodTest : public ::testing::TestWithParam<GkePodCase> {};
+
+// "<slice>-0.<slice>.default.svc.cluster.local,..." for `hosts` pods.
+std::vector<std::string> SlicePodNames(const std::string& slice, int hosts) {
+  std::vector<std::string> names;
+  for (int i = 0; i < hosts; ++i) {
+    names.push_back(
+        absl::StrCat(slice, "-", i, ".", slice, ".default.svc.cluster.local"));
+  }
+  return names;
+}
+
+std::map<std::string, std::string> GkePodEnv(const std::string& type,
+                                             const std::string& topology,
+                                             const std::string& host_bounds,
+                                             int worker,
+                                             const std::string& slice,
+                                             int hosts) {
+  return {
+      {"TPU_ACCELERATOR_TYPE", type},
+      {"TPU_TOPOLOGY", topology},
+      {"TPU_TOPOLOGY_WRAP", "false,false,false"},
+      {"TPU_TOPOLOGY_ALT", "false"},
+      {"TPU_CHIPS_PER_HOST_BOUNDS", "2,2,1"},
+      {"TPU_HOST_BOUNDS", host_bounds},
+      {"TPU_SKIP_MDS_QUERY", "true"},
+      {"TPU_RUNTIME_METRICS_PORTS", "8431,8432,8433,8434"},
+      {"TPU_WORKER_ID", absl::StrCat(worker)},
+      {"TPU_WORKER_HOSTNAMES", absl::StrJoin(SlicePodNames(slice, hosts), ",")},
+      {"TPU_NAME", slice}};
+}
+
+TEST_P(GkePodTest, ReadsWhatGkeGivesATpuPod) {
+  const GkePodCase& c = GetParam();
+  absl::StatusOr<std::optional<TpuSliceFacts>> facts =
+      ParseTpuSliceFacts(c.env);
+  ASSERT_TRUE(facts.ok()) << facts.status();
+  ASSERT_TRUE(facts->has_value());
+  const TpuSliceFacts& slice = **facts;
+  EXPECT_EQ(slice.type.name, c.type);
+  EXPECT_EQ(slice.type.hosts, c.hosts);
+  EXPECT_EQ(slice.type.chips_per_host, c.chips_per_host);
+  EXPECT_EQ(slice.type.TopologyString(), c.topology);
+  EXPECT_EQ(slice.type.ChipsPerHostBoundsString(),
+            c.env.at("TPU_CHIPS_PER_HOST_BOUNDS"));
+  EXPECT_EQ(slice.type.HostBoundsString(), c.env.at("TPU_HOST_BOUNDS"));
+  EXPECT_EQ(slice.worker_id, c.worker_id);
+  EXPECT_EQ(slice.slice_name, c.slice_name);
+  EXPECT_EQ(slice.worker_hostnames, c.hostnames);
+
+  // And a node agent on such a pod, with its chips, labels itself so.
+  testing::ScopedTempDir root;
+  for (int i = 0; i < c.chips_per_host; ++i) {
+    root.Write(absl::StrCat("dev/accel", i), "");
+  }
+  auto manager = TpuAcceleratorManager::Create(root.path(), c.env,
+                                               /*num_tpus=*/std::nullopt);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  EXPECT_EQ((*manager)->NumDevices(), c.chips_per_host);
+  std::map<std::string, std::string> labels = (*manager)->Labels();
+  EXPECT_EQ(labels["shoal.io/tpu-slice-name"], c.slice_name);
+  EXPECT_EQ(labels["shoal.io/tpu-worker-id"], absl::StrCat(c.worker_id));
+  EXPECT_EQ(labels["shoal.io/tpu-pod-type"], c.type);
+  EXPECT_EQ(labels["shoal.io/tpu-num-workers"], absl::StrCat(c.hosts));
+  EXPECT_EQ(labels["shoal.io/tpu-topology"], c.topology);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GkePods, GkePodTest,
+    ::testing::Values(
+        // A v5p-16 (tpu-v5p-slice, 2x2x2): 2 hosts of 4 chips.
+        GkePodCase{"V5p16Worker1",
+                   GkePodEnv("v5p-16", "2x2x2", "1,1,2", 1, "slice-a", 2),
+                   "v5p-16", 2, 4, "2x2x2", 1, "slice-a",
+                   SlicePodNames("slice-a", 2)},
+        // A v6e-16 (tpu-v6e-slice, 4x4): 4 hosts of 4 chips.
+        GkePodCase{"V6e16Worker3",
+                   GkePodEnv("v6e-16", "4x4", "2,2,1", 3, "slice-b", 4),
+                   "v6e-16", 4, 4, "4x4", 3, "slice-b",
+                   SlicePodNames("slice-b", 4)},
+        // A v5e-16 (tpu-v5-lite-podslice, 4x4), written v5litepod-16.
+        GkePodCase{"V5litepod16Worker0",
+                   GkePodEnv("v5litepod-16", "4x4", "2,2,1", 0, "slice-c", 4),
+                   "v5litepod-16", 4, 4, "4x4", 0, "slice-c",
+                   SlicePodNames("slice-c", 4)}),
+    [](const ::testing::TestParamInfo<GkePodCase>& info) {
+      return info.param.name;
+    });
 
 struct BadFactsCase {
   std::string name;

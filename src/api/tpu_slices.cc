@@ -132,8 +132,11 @@ bool Contested(const proto::ClusterStatus& status, const std::string& mine) {
   const ClaimedWorkers my_claims = ClaimsOf(*me);
   for (const proto::PlacementGroupInfo& pg : status.placement_groups()) {
     if (pg.pg_id() == mine || !Live(pg)) continue;
-    const bool before = pg.age_ms() > me->age_ms() ||
-                        (pg.age_ms() == me->age_ms() && pg.pg_id() < mine);
+    // By creation time, not age: an age is rounded at each reading, so
+    // two readings could each put the other group second.
+    const bool before =
+        pg.created_ms() < me->created_ms() ||
+        (pg.created_ms() == me->created_ms() && pg.pg_id() < mine);
     if (!before) continue;
     for (const auto& claim : ClaimsOf(pg)) {
       if (my_claims.count(claim) > 0) return true;

@@ -54,9 +54,9 @@ using ClaimedWorkers = std::set<std::pair<std::string, std::string>>;
 ClaimedWorkers ClaimedBy(const proto::ClusterStatus& status);
 
 // Whether group `mine` (in `status`) pins a bundle to a worker that a live
-// group made before it (older; as old, a smaller id) pins too. Two drivers
-// that chose the same slice at once both see it, and exactly one of them,
-// the later, is contested: it chooses again.
+// group made before it (by created_ms; made in the same ms, a smaller id)
+// pins too. Two drivers that chose the same slice at once both see it, and
+// exactly one of them, the later, is contested: it chooses again.
 bool Contested(const proto::ClusterStatus& status, const std::string& mine);
 
 // Every TPU slice that has a host in `nodes` (alive or dead), by name; the

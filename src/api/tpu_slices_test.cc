@@ -309,24 +309,24 @@ TEST(ChooseSubsliceTest, AWorkerAGroupClaimsIsBusy) {
 
 TEST(ContestedTest, TheLaterOfTwoGroupsOnOneWorkerGivesWay) {
   proto::ClusterStatus status;
-  auto group = [&](const std::string& id, int64_t age, const char* worker) {
+  auto group = [&](const std::string& id, int64_t made, const char* worker) {
     proto::PlacementGroupInfo* pg = status.add_placement_groups();
     pg->set_pg_id(id);
-    pg->set_age_ms(age);
+    pg->set_created_ms(made);
     pg->set_state(proto::PlacementGroupInfo::PENDING);
     auto* s = pg->mutable_spec()->add_bundle_label_selector();
     (*s->mutable_labels())["shoal.io/tpu-slice-name"] = "big";
     (*s->mutable_labels())["shoal.io/tpu-worker-id"] = worker;
     return pg;
   };
-  group("a", 10, "0");
-  group("b", 3, "0");
-  group("c", 3, "1");
+  group("a", 3, "0");
+  group("b", 10, "0");
+  group("c", 10, "1");
   EXPECT_FALSE(Contested(status, "a"));  // made first
   EXPECT_TRUE(Contested(status, "b"));
   EXPECT_FALSE(Contested(status, "c"));  // another worker
-  // As old: the smaller id goes first.
-  proto::PlacementGroupInfo* d = group("d", 3, "1");
+  // Made in the same millisecond: the smaller id goes first.
+  proto::PlacementGroupInfo* d = group("d", 10, "1");
   EXPECT_TRUE(Contested(status, "d"));
   EXPECT_FALSE(Contested(status, "c"));
   // A removed group contests nothing.

@@ -22,6 +22,7 @@
 #include "cli/state_commands.h"
 #include "cli/status_command.h"
 #include "cli/stop_command.h"
+#include "cli/symmetric_run_command.h"
 #include "common/process.h"
 
 namespace shoal::cli {
@@ -44,6 +45,7 @@ struct AllFlags {
   head_daemon::Flags head;
   agent_daemon::Flags agent;
   launch_command::Flags launch;
+  symmetric_run::Flags symmetric_run;
   fake_tpu::Flags fake_tpu;
   sim_nodes::Flags sim_nodes;
   config::Flags config;
@@ -102,6 +104,12 @@ std::vector<Command> RegisterAll(CLI::App& app, AllFlags& f,
                  return launch_command::Run(f.launch);
                },
                Program::kTaken, &f.launch.tls});
+  c.push_back({symmetric_run::Register(app, f.symmetric_run),
+               [&](Context& ctx) {
+                 f.symmetric_run.argv = program;
+                 return symmetric_run::Run(f.symmetric_run, ctx);
+               },
+               Program::kTaken});
   c.push_back({config::Register(app, f.config),
                [&](Context& ctx) { return config::Run(f.config, ctx); },
                Program::kRefused, nullptr, /*uses_tls=*/false});
@@ -127,7 +135,8 @@ absl::StatusOr<int> RunParsed(const Command& command,
   }
   if (command.program == Program::kRefused && !program.empty()) {
     return UsageError(
-        "a command after -- is for shoal launch and shoal job submit only");
+        "a command after -- is for shoal launch, shoal job submit and shoal "
+        "symmetric-run only");
   }
   return command.run(ctx);
 }

@@ -20,6 +20,7 @@ std::vector<std::string> AgentArgs(const start::Flags& f,
   if (f.object_store_memory) {
     add("--object-store-memory", std::to_string(*f.object_store_memory));
   }
+  if (f.memory) add("--memory", std::to_string(*f.memory));
   if (!a.resources_json.empty()) add("--resources", a.resources_json);
   if (!a.labels_json.empty()) add("--labels", a.labels_json);
   if (!f.node_id.empty()) add("--node-id", f.node_id);

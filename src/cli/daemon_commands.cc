@@ -200,6 +200,7 @@ CLI::App* Register(CLI::App& parent, Flags& f) {
       ->check(NonNegativeNumber());
   cmd->add_option("--object-store-memory", f.object_store_memory)
       ->check(StoreBytes());
+  cmd->add_option("--memory", f.memory)->check(AtLeast(0));
   cmd->add_option("--resources", f.advertised.resources_json);
   cmd->add_option("--labels", f.advertised.labels_json);
   cmd->add_flag("--head-node", f.head_node);
@@ -235,6 +236,7 @@ absl::StatusOr<AgentOptions> BuildOptions(const Flags& f) {
   detect.num_gpus = f.advertised.num_gpus;
   detect.num_tpus = f.advertised.num_tpus;
   detect.object_store_memory_bytes = f.object_store_memory;
+  detect.memory_bytes = f.memory;
   ASSIGN_OR_RETURN(auto managers, accel::DetectAccelerators(detect));
   ASSIGN_OR_RETURN(auto cpu, accel::DetectCpu(detect));
   accel::NodeAccelerators node = accel::DescribeNode(cpu, managers);

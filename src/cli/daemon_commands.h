@@ -56,6 +56,7 @@ struct Flags {
   std::string session_dir;
   AdvertisedFlags advertised;
   std::optional<int64_t> object_store_memory;
+  std::optional<int64_t> memory;  // bytes for tasks (`memory`)
   bool head_node = false;
   std::string node_id;
   int64_t infeasible_grace_ms = 5000;

@@ -9,6 +9,7 @@
 #include "cli/exit_status.h"
 #include "cli/flag_checks.h"
 #include "common/status_macros.h"
+#include "launch/slurm_allocation.h"
 
 namespace shoal::cli::launch_command {
 
@@ -79,6 +80,10 @@ absl::StatusOr<launch::LaunchOptions> Options(const Flags& f) {
   if (absl::Status st = CheckAddressEnvironment(options.address); !st.ok()) {
     return UsageError(st.message());
   }
+  // In a Slurm allocation, the gang runs on its hosts.
+  auto allocation = launch::SlurmAllocationOfThisProcess();
+  if (!allocation.ok()) return UsageError(allocation.status().message());
+  if (*allocation) options.hosts = (*allocation)->hosts;
   return options;
 }
 

@@ -38,6 +38,7 @@ struct Flags {
   rpc::TlsConfig tls;
   AdvertisedFlags advertised;
   std::optional<int64_t> object_store_memory;
+  std::optional<int64_t> memory;  // bytes for tasks; default: detected
   bool block = false;
   int64_t health_timeout_ms = 5000;
   int64_t heartbeat_ms = 500;  // head: the interval agents heartbeat at

@@ -67,6 +67,11 @@ void AddNodeOptions(CLI::App* cmd, Flags& f) {
                   "1 MiB, or 0 for none (default 30% of RAM, within "
                   "/dev/shm's free space)")
       ->check(StoreBytes());
+  cmd->add_option("--memory", f.memory,
+                  "Bytes of memory tasks and actors may reserve (the "
+                  "`memory` resource; default: the host's, less the "
+                  "object store)")
+      ->check(AtLeast(0));
   cmd->add_option("--resources", f.advertised.resources_json,
                   "Extra resources as JSON, e.g. '{\"accel_x\": 4}'");
   cmd->add_option("--labels", f.advertised.labels_json,

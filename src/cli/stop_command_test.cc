@@ -96,8 +96,8 @@ TEST_F(StopTest, RefusesAProgram) {
   Ran ran = shoal_.Run({"stop", "--", "echo"});
   EXPECT_EQ(ran.code, 2);
   EXPECT_EQ(ran.err,
-            "shoal: a command after -- is for shoal launch and shoal job "
-            "submit only\n");
+            "shoal: a command after -- is for shoal launch, shoal job "
+            "submit and shoal symmetric-run only\n");
 }
 
 }  // namespace

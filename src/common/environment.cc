@@ -196,6 +196,34 @@ constexpr Variable kTable[] = {
      false, "The slice's accelerator type, e.g. v5p-16."},
     {Var::kTpuTopology, "TPU_TOPOLOGY", kText, kOther, "", 0, false,
      "The slice's chip topology, e.g. 2x2x2."},
+    {Var::kSlurmJobId, "SLURM_JOB_ID", kText, kOther, "", 0, false,
+     "Slurm: the allocation this process runs in; symmetric-run and launch "
+     "then take their hosts from it."},
+    {Var::kSlurmStepId, "SLURM_STEP_ID", kText, kOther, "", 0, false,
+     "Slurm: the job step (srun) this process is a task of."},
+    {Var::kSlurmNodeId, "SLURM_NODEID", kInteger, kOther, "", 0, false,
+     "Slurm: this node's index in the step; symmetric-run's node 0 runs "
+     "the head."},
+    {Var::kSlurmJobNodelist, "SLURM_JOB_NODELIST", kText, kOther, "", 0, false,
+     "Slurm: the allocation's hosts as a hostlist, e.g. node[1-3]."},
+    {Var::kSlurmStepNodelist, "SLURM_STEP_NODELIST", kText, kOther, "", 0,
+     false,
+     "Slurm: the step's hosts; symmetric-run's cluster is made of them."},
+    {Var::kSlurmCpusOnNode, "SLURM_CPUS_ON_NODE", kInteger, kOther, "", 0,
+     false,
+     "Slurm: the CPUs the job has on this node, which its node agent "
+     "advertises."},
+    {Var::kSlurmMemPerNode, "SLURM_MEM_PER_NODE", kInteger, kOther, "", 0,
+     false, "Slurm: MB of memory the job has on this node (--mem)."},
+    {Var::kSlurmMemPerCpu, "SLURM_MEM_PER_CPU", kInteger, kOther, "", 0, false,
+     "Slurm: MB of memory per CPU (--mem-per-cpu)."},
+    {Var::kSlurmGpusOnNode, "SLURM_GPUS_ON_NODE", kInteger, kOther, "", 0,
+     false,
+     "Slurm: GPUs the job has on this node (--gres=gpu:N); they are "
+     "CUDA_VISIBLE_DEVICES's."},
+    {Var::kSlurmSubmitDir, "SLURM_SUBMIT_DIR", kPath, kOther, "", 0, false,
+     "Slurm: where the job was submitted from, on storage every node sees; "
+     "symmetric-run keeps the job's folder there."},
 };
 
 constexpr bool InVarOrder() {
@@ -205,7 +233,8 @@ constexpr bool InVarOrder() {
   return true;
 }
 static_assert(InVarOrder(), "kTable must list every Var, in Var's order");
-static_assert(static_cast<size_t>(Var::kTpuTopology) + 1 == std::size(kTable),
+static_assert(static_cast<size_t>(Var::kSlurmSubmitDir) + 1 ==
+                  std::size(kTable),
               "kTable must list every Var");
 
 }  // namespace

@@ -88,6 +88,16 @@ enum class Var : uint8_t {
   kTpuWorkerHostnames,
   kTpuAcceleratorType,
   kTpuTopology,
+  kSlurmJobId,
+  kSlurmStepId,
+  kSlurmNodeId,
+  kSlurmJobNodelist,
+  kSlurmStepNodelist,
+  kSlurmCpusOnNode,
+  kSlurmMemPerNode,
+  kSlurmMemPerCpu,
+  kSlurmGpusOnNode,
+  kSlurmSubmitDir,
 };
 
 enum class Type : uint8_t {

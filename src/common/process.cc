@@ -123,7 +123,7 @@ absl::StatusOr<std::string> FindProgram(
                             const std::string& exec_path, char** argv,
                             char** envp) {
   if (options.die_with_parent) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
     if (getppid() != parent) _exit(127);
   }
   if (options.new_session) setsid();

@@ -20,8 +20,10 @@ struct SpawnOptions {
   std::vector<std::string> unset_env;
   std::string log_path;         // stdout and stderr, appended; empty: inherit
   int output_fd = -1;           // else stdout and stderr go here (e.g. a pipe)
-  bool die_with_parent = true;  // PR_SET_PDEATHSIG(SIGKILL)
-  bool new_session = false;     // setsid(): survives the caller's terminal
+  bool die_with_parent = true;  // PR_SET_PDEATHSIG(parent_death_signal)
+  // SIGKILL (9) by default; SIGTERM (15) lets the child clean up first.
+  int parent_death_signal = 9;
+  bool new_session = false;  // setsid(): survives the caller's terminal
 };
 
 // fork + exec. The child only makes async-signal-safe calls before exec.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/random.h"
 #include "head/table_storage.h"
@@ -138,6 +139,7 @@ absl::StatusOr<proto::PlacementGroupInfo> PlacementGroupTable::Create(
   *entry.info.mutable_spec() = spec;
   entry.info.set_job_id(job_id);
   entry.info.set_state(proto::PlacementGroupInfo::PENDING);
+  entry.info.set_created_ms(NowMs());
   entry.created_us = now_us;
   const std::string id = entry.info.pg_id();
   // Kept before it is acknowledged.

@@ -4,10 +4,22 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "launch/launcher.h"
+#include "scheduling/label_selector.h"
 
 namespace shoal::launch {
 namespace {
+
+// Whether `hostname` is one of `hosts`, by full or short name (Slurm names
+// node1 the host that calls itself node1.cluster.local).
+bool OneOf(const std::string& hostname, const std::vector<std::string>& hosts) {
+  const std::string short_name = hostname.substr(0, hostname.find('.'));
+  for (const std::string& h : hosts) {
+    if (h == hostname || h == short_name) return true;
+  }
+  return false;
+}
 
 DeviceKind KindOf(const std::string& kind) {
   if (kind == "TPU") return DeviceKind::kTpu;
@@ -21,12 +33,16 @@ GangChoice ChooseGang(const LaunchOptions& options,
                       const std::vector<NodeInfo>& nodes) {
   int alive = 0;
   bool has_slice = false;
+  GangChoice choice;
   for (const NodeInfo& n : nodes) {
     if (!n.alive) continue;
+    if (!options.hosts.empty() && !OneOf(n.hostname, options.hosts)) {
+      choice.outside.insert(n.node_id);
+      continue;
+    }
     ++alive;
     has_slice |= n.labels.count("shoal.io/tpu-slice-name") > 0;
   }
-  GangChoice choice;
   choice.nproc = std::max(1, options.nproc_per_node);
   choice.slice_gang = !options.slice.empty() || options.num_slices > 0 ||
                       !options.subslice.empty() ||
@@ -104,11 +120,24 @@ absl::StatusOr<PlacementGroupOptions> NodesGroupOptions(
   }
   if (n > static_cast<int>(alive.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "asked for ", n, " nodes; the cluster has ", alive.size(), " alive"));
+        "asked for ", n, " nodes; the cluster has ", alive.size(), " alive",
+        excluded.empty() ? "" : " that the gang may use"));
+  }
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        "no node the gang may use is alive (in a Slurm allocation, a launch "
+        "runs only on the allocation's hosts, by hostname)");
   }
   PlacementGroupOptions pg;
   pg.strategy = PlacementStrategy::kStrictSpread;
   pg.bundles.assign(n, GangBundle(alive, n, nproc_per_node));
+  if (!excluded.empty()) {
+    // Only on the nodes counted here.
+    std::vector<std::string> ids;
+    for (const NodeInfo& node : alive) ids.push_back(node.node_id);
+    pg.bundle_label_selector.assign(
+        n, {{kLabelNodeId, absl::StrCat("in(", absl::StrJoin(ids, ","), ")")}});
+  }
   return pg;
 }
 

@@ -40,6 +40,8 @@ struct GangChoice {
   std::string subslice;
   int subslice_index = -1;
   int num_nodes = 0;
+  // Alive nodes the gang may not use (not on LaunchOptions::hosts).
+  std::set<std::string> outside;
   int nproc = 1;  // processes per CPU-only host (--nproc-per-node, at least 1)
 };
 

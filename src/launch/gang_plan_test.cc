@@ -120,10 +120,38 @@ TEST(GangPlanTest, ANodesGroupSpreadsOverAliveNodesButTheExcluded) {
   EXPECT_EQ(pg->strategy, PlacementStrategy::kStrictSpread);
   ASSERT_EQ(pg->bundles.size(), 2u);
   EXPECT_THAT(pg->bundles[0], ElementsAre(Pair("CPU", 1), Pair("GPU", 2)));
+  // Pinned to the nodes counted, which the head may think alive still.
+  ASSERT_EQ(pg->bundle_label_selector.size(), 2u);
+  EXPECT_THAT(pg->bundle_label_selector[1],
+              ElementsAre(Pair("shoal.io/node-id", "in(g1,g2)")));
   auto too_many = NodesGroupOptions(MixedCluster(), 4, 1, {"g1"});
   ASSERT_FALSE(too_many.ok());
   EXPECT_EQ(too_many.status().message(),
-            "asked for 4 nodes; the cluster has 3 alive");
+            "asked for 4 nodes; the cluster has 3 alive that the gang may use");
+  EXPECT_TRUE(NodesGroupOptions(MixedCluster(), 4, 1, {})
+                  ->bundle_label_selector.empty());
+  EXPECT_THAT(NodesGroupOptions(MixedCluster(), 0, 1, {"c1", "c2", "g1", "g2"})
+                  .status()
+                  .message(),
+              HasSubstr("no node the gang may use is alive"));
+}
+
+// In a Slurm allocation: only the allocation's hosts, by full or short name.
+TEST(GangPlanTest, HostsNarrowTheGangToTheAllocation) {
+  std::vector<NodeInfo> nodes = MixedCluster();
+  nodes[0].hostname = "node1.cluster.local";
+  nodes[1].hostname = "node2";
+  nodes[3].hostname = "gpu1";
+  nodes[4].hostname = "gpu2";
+  LaunchOptions options;
+  options.hosts = {"node1", "node2", "node3"};
+  GangChoice c = ChooseGang(options, nodes);
+  EXPECT_EQ(c.num_nodes, 2);
+  EXPECT_THAT(c.outside, ElementsAre("g1", "g2"));
+  auto pg = NodesGroupOptions(nodes, c.num_nodes, 1, c.outside);
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  EXPECT_THAT(pg->bundle_label_selector[0],
+              ElementsAre(Pair("shoal.io/node-id", "in(c1,c2)")));
 }
 
 TEST(GangPlanTest, HostsFollowTheBundlesOrder) {

@@ -166,7 +166,11 @@ std::vector<proto::LaunchHost> HostsOfReservation(const Reservation& r,
 absl::StatusOr<Reservation> ReserveGang(const GangChoice& choice, int timeout_s,
                                         const std::set<std::string>& excluded) {
   try {
-    if (!choice.slice_gang) return ReserveNodes(choice, timeout_s, excluded);
+    if (!choice.slice_gang) {
+      std::set<std::string> unusable = excluded;
+      unusable.insert(choice.outside.begin(), choice.outside.end());
+      return ReserveNodes(choice, timeout_s, unusable);
+    }
     if (choice.num_slices > 0) return ReserveSlicesGang(choice, timeout_s);
     if (!choice.subslice.empty()) return ReserveSubsliceGang(choice, timeout_s);
     SliceReservation slice =

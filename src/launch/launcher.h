@@ -38,7 +38,10 @@ struct LaunchOptions {
   // or the first idle one (-1). Its processes see it as a slice of its own.
   std::string subslice;
   int subslice_index = -1;
-  int nodes = 0;       // without a slice: this many nodes (0: all alive)
+  int nodes = 0;  // without a slice: this many nodes (0: all alive)
+  // Without a slice: only nodes on these hosts (by hostname); empty: any.
+  // RunLaunch sets it to the Slurm allocation's hosts when it runs in one.
+  std::vector<std::string> hosts;
   bool local = false;  // only the node on this host
   // Hosts without accelerators: processes per host in --per-device mode
   // (stand-in CPU "devices"); 0: one. Hosts with devices run one process per
