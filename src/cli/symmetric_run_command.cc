@@ -177,7 +177,7 @@ class NodeRun {
         absl::StrCat(plan_.job_dir, "/", kAddressFile);
     Woken w =
         WaitUntil([&] { return PathExists(address_file) || ExitFileExists(); },
-                  int64_t{plan_.wait_s} * 1000, 50, &signal_);
+                  int64_t{plan_.wait_s} * 1000, 10, &signal_);
     if (w == Woken::kSignal) return 128 + signal_;
     if (w == Woken::kTimeout) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -236,7 +236,7 @@ class NodeRun {
           if (report.find(" started") != std::string::npos) return true;
           return (died = Ended(start_pid_)).has_value();
         },
-        int64_t{plan_.wait_s} * 1000, 20, &signal_);
+        int64_t{plan_.wait_s} * 1000, 10, &signal_);
     if (died) {
       start_pid_ = 0;
       return absl::UnavailableError(
@@ -270,7 +270,7 @@ class NodeRun {
           joined = absl::StrJoin(names, ", ");
           return alive >= plan_.min_nodes;
         },
-        int64_t{plan_.wait_s} * 1000, 100, &signal_);
+        int64_t{plan_.wait_s} * 1000, 20, &signal_);
     if (w == Woken::kTimeout) {
       return absl::DeadlineExceededError(absl::StrCat(
           alive, " of --min-nodes=", plan_.min_nodes, " nodes joined within ",
