@@ -38,7 +38,8 @@ TEST_F(CommandLineTest, NoCommandListsThem) {
   EXPECT_EQ(ran.code, 2);
   EXPECT_EQ(ran.err,
             "shoal: say a command: start, stop, status, job, list, summary, "
-            "logs, launch, config, dev (`shoal --help` says what each does)\n");
+            "logs, launch, symmetric-run, config, dev (`shoal --help` says "
+            "what each does)\n");
 }
 
 TEST_F(CommandLineTest, AMisspelledCommandNamesTheNearest) {

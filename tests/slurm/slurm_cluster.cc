@@ -262,13 +262,4 @@ std::string SlurmCluster::Logs() const {
   return logs;
 }
 
-std::set<std::string> ShmEntries() {
-  std::set<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    names.insert(e.path().filename().string());
-  }
-  return names;
-}
-
 }  // namespace shoal::testing

@@ -14,12 +14,12 @@
 #include <sys/types.h>
 
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "tests/system/netns.h"
+#include "tests/testing/shm_entries.h"
 
 namespace shoal::testing {
 
@@ -68,9 +68,6 @@ class SlurmCluster {
   std::string root_;
   std::vector<RunningCommand> daemons_;  // munged, slurmctld, slurmd...
 };
-
-// The /dev/shm entries now.
-std::set<std::string> ShmEntries();
 
 }  // namespace shoal::testing
 

@@ -36,15 +36,6 @@ std::string FormatAmounts(const std::map<std::string, double>& available,
 
 }  // namespace
 
-std::set<std::string> ShmEntries() {
-  std::set<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    names.insert(e.path().filename().string());
-  }
-  return names;
-}
-
 // What the cluster still holds, as a list of findings ("" when idle).
 std::string WhatIsHeld(const TestCluster& cluster, const HeldCheck& check) {
   std::string held;

@@ -7,12 +7,10 @@
 #include <set>
 #include <string>
 
+#include "tests/testing/shm_entries.h"
 #include "tests/testing/test_cluster.h"
 
 namespace shoal::testing {
-
-// The names in /dev/shm (object store arenas, shared-memory segments).
-std::set<std::string> ShmEntries();
 
 struct HeldCheck {
   // /dev/shm as the idle cluster left it; empty: /dev/shm is not checked.
