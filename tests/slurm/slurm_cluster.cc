@@ -164,8 +164,11 @@ absl::Status SlurmCluster::StartDaemons() {
     daemons_.push_back(*d);
     return absl::OkStatus();
   };
+  // In host 0, so that a test killed before its destructor leaves nothing
+  // behind: the next run's HostNetwork::Create kills what the namespaces
+  // of dead runs hold.
   absl::Status st =
-      start("", "",
+      start(net_->netns(0), "",
             absl::StrCat("munged -F --force --socket=", r,
                          "/munge/sock --key-file=", r,
                          "/munge/munge.key --pid-file=", r,
