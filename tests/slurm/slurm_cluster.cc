@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -127,16 +128,33 @@ absl::Status SlurmCluster::WriteConfig() {
       "SlurmdParameters=config_overrides\n",
       // scancel: SIGTERM, then SIGKILL 10 s later.
       "KillWait=10\nMinJobAge=5\nSlurmctldTimeout=30\nSlurmdTimeout=30\n",
-      "InactiveLimit=0\n");
+      "InactiveLimit=0\n",
+      // Two GPUs per node for --gres: stand-in device nodes (no cgroup
+      // constrains devices here); Slurm numbers them from their names.
+      "GresTypes=gpu\n");
   for (int i = 0; i < size(); ++i) {
     absl::StrAppend(&conf, "NodeName=", node_name(i),
                     " NodeAddr=", net_->address(i),
-                    " CPUs=2 RealMemory=2000 State=UNKNOWN\n");
+                    " CPUs=2 RealMemory=2000 Gres=gpu:2 State=UNKNOWN\n");
   }
   absl::StrAppend(&conf,
                   "PartitionName=debug Nodes=ALL Default=YES "
                   "MaxTime=INFINITE State=UP\n");
   if (absl::Status st = WriteFile(r + "/slurm.conf", conf, 0644); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = MakeDirs(r + "/dev", 0755); !st.ok()) return st;
+  for (int g = 0; g < 2; ++g) {
+    // Character devices, as slurmd wants: copies of /dev/null's numbers.
+    const std::string path = absl::StrCat(r, "/dev/nvidia", g);
+    if (mknod(path.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+      return absl::InternalError("mknod " + path + " failed");
+    }
+  }
+  if (absl::Status st = WriteFile(
+          r + "/gres.conf",
+          absl::StrCat("Name=gpu File=", r, "/dev/nvidia[0-1]\n"), 0644);
+      !st.ok()) {
     return st;
   }
   // This machine mounts cgroup v1 under a tmpfs, which autodetection

@@ -138,14 +138,15 @@ class SlurmTest : public ::testing::Test {
 };
 
 // srun -N3 runs symmetric-run on every node: one cluster of the three
-// nodes, each advertising the one CPU the step has there; the program runs
-// once, on node 0, and its exit code is srun's.
+// nodes, each advertising the one CPU and the one GPU the step has there;
+// the program runs once, on node 0, and its exit code is srun's.
 TEST_F(SlurmTest, SrunSymmetricRunMakesOneClusterAndRunsTheProgramOnce) {
   std::string out;
   const int rc =
-      Run(absl::StrCat("srun -N3 --ntasks-per-node=1 -c1 ", Shoal(),
-                       " symmetric-run -- /bin/sh -c '", Shoal(),
-                       " status; echo program ran on $(hostname); exit 7'"),
+      Run(absl::StrCat("srun -N3 --ntasks-per-node=1 -c1 --gres=gpu:1 ",
+                       Shoal(), " symmetric-run -- /bin/sh -c '", Shoal(),
+                       " status; echo program ran on $(hostname) with GPU "
+                       "$CUDA_VISIBLE_DEVICES; exit 7'"),
           &out);
   EXPECT_EQ(rc, 7) << out;
   EXPECT_EQ(Count(out, "program ran on node"), 1) << out;
@@ -154,6 +155,9 @@ TEST_F(SlurmTest, SrunSymmetricRunMakesOneClusterAndRunsTheProgramOnce) {
   // Three nodes, one CPU each: what Slurm gave the step, not the host's 2.
   EXPECT_EQ(Count(out, " ALIVE"), 3) << out;
   EXPECT_THAT(out, HasSubstr(" 0.0/3.0 CPU\n")) << out;
+  // --gres=gpu:1: one of each host's two GPUs, the one Slurm chose.
+  EXPECT_THAT(out, HasSubstr(" 0.0/3.0 GPU\n")) << out;
+  EXPECT_THAT(out, HasSubstr("program ran on node1 with GPU 0\n")) << out;
   ExpectClean();
 }
 
