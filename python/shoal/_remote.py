@@ -27,8 +27,8 @@ import zipfile
 
 from shoal import _errors, _options, _shoal
 from shoal._serialization import (ResolvedRef, as_inline, lift_bytes,
-                                  dumps_capturing_refs, loads_with_refs,
-                                  pickle_by_value)
+                                  dumps_capturing_refs, dumps_plain,
+                                  is_scalar, loads_with_refs, pickle_by_value)
 from shoal._shoal import ObjectRef
 
 _TASK_OPTIONS = {
@@ -53,6 +53,15 @@ def encode_call(args, kwargs, settings=None):
     its value, as in Ray; a ref inside a value (a list of refs) reads back
     as a ResolvedRef that shoal.get() takes. ``settings`` (a dict, see
     _call_settings) say how the worker runs the call."""
+    if not kwargs and all(map(is_scalar, args)):
+        # Nothing to lift or capture: the common small call.
+        call = (((list(args), {}), ([], []), settings) if settings else
+                ((list(args), {}), ([], [])))
+        plain = dumps_plain(call)
+        if plain is not None:
+            inline = as_inline(*plain)
+            return [inline if inline is not None else
+                    _shoal.put_pieces(*plain)]
     # Large bytes go out of band; only the arguments can hold them.
     frame = lift_bytes((list(args), dict(kwargs)), depth=2)
     ref_types = (ObjectRef, ResolvedRef)
@@ -93,10 +102,31 @@ def _signature(target, skip_self=False):
     return sig
 
 
+_PLAIN_KINDS = (inspect.Parameter.POSITIONAL_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_arity = {}  # id(signature) -> (signature, its arity or None)
+
+
+def _plain_arity(sig):
+    """How many arguments ``sig`` takes when it is only positional
+    parameters without defaults (then a call by position needs no bind());
+    else None."""
+    known = _arity.get(id(sig))
+    if known is None or known[0] is not sig:
+        params = sig.parameters.values()
+        n = len(params) if all(
+            p.kind in _PLAIN_KINDS and p.default is p.empty
+            for p in params) else None
+        known = _arity[id(sig)] = (sig, n)
+    return known[1]
+
+
 def _check_call(sig, args, kwargs, what):
     """A TypeError now, in the caller, for arguments ``what`` cannot
     take, instead of a failed task later."""
     if sig is None:
+        return
+    if not kwargs and _plain_arity(sig) == len(args):
         return
     try:
         sig.bind(*args, **kwargs)

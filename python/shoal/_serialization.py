@@ -236,9 +236,42 @@ def _dumps_embedding(value, embed):
         return dumps(value)
 
 
+# Values that hold no ref, no large buffer and nothing of __main__: the C
+# pickler's stream of one is its whole stored form (the fast path of the
+# calls that pass and return only these).
+_SCALARS = frozenset((int, float, bool, type(None), str, bytes))
+_MAX_SCALAR_LEN = 4096
+
+
+def is_scalar(value):
+    """Whether ``value`` is one of _SCALARS, small."""
+    kind = type(value)
+    return kind in _SCALARS and (kind not in (str, bytes) or
+                                 len(value) <= _MAX_SCALAR_LEN)
+
+
+def dumps_plain(value):
+    """dumps() of a value of scalars (is_scalar) in tuples, lists and
+    dicts, which holds no ref and no large buffer: nothing to lift or
+    capture. None when the C pickler's stream would not do (something that
+    names __main__, which dumps() sends by value)."""
+    try:
+        stream = pickle.dumps(value, protocol=5)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return None
+    if b"__main__" in stream:
+        return None
+    head = _HEAD.pack(_MAGIC, 0, len(stream))
+    return [(0, head), (len(head), stream)], len(head) + len(stream)
+
+
 def dumps_result(value):
     """dumps() of a task's result: the refs inside it carry their values
     (waited for)."""
+    if is_scalar(value):
+        plain = dumps_plain(value)
+        if plain is not None:
+            return plain
     return _dumps_embedding(value, _EMBED_WAITING)
 
 
@@ -251,6 +284,8 @@ def dumps_put(value):
 def loads_with_refs(data, values):
     """loads(data) of a value dumped by dumps_capturing_refs, whose refs
     were resolved to ``values`` (their stored bytes, in order)."""
+    if not values:
+        return loads(data)  # it captured no ref
     with _capturing("values", values):
         return loads(data)
 

@@ -11,7 +11,6 @@ key-value store once per worker.
 import asyncio
 import atexit
 import inspect
-import contextlib
 import io
 import os
 import pickle
@@ -105,9 +104,12 @@ class Runtime:
             fn = self._load(key)
             call_args, kwargs, settings = decode_call(args, True)
             _call.resources = settings.get("resources")
-            with _environment(settings):
+            undo = _apply(settings)
+            try:
                 result = _run_retrying(fn, call_args, kwargs,
                                        settings.get("retry"))
+            finally:
+                undo()
             pieces, size = dumps_result(result)
             return ("ok", pieces, size, self._last_call(key, settings))
         except BaseException as e:  # noqa: BLE001 - reported to the caller
@@ -344,8 +346,11 @@ def _apply(settings):
     py_modules (importable); OMP_NUM_THREADS is the task's CPUs unless the
     call's env_vars or this node's environment set it. Returns what undoes
     it."""
-    env = dict(settings.get("env") or {})
     omp = settings.get("omp")
+    if not ("env" in settings or "working_dir" in settings or
+            "py_modules" in settings):
+        return _apply_omp(omp)
+    env = dict(settings.get("env") or {})
     if omp and "OMP_NUM_THREADS" not in env and (
             "OMP_NUM_THREADS" not in os.environ):
         env["OMP_NUM_THREADS"] = omp
@@ -383,14 +388,20 @@ def _apply(settings):
     return undo
 
 
-@contextlib.contextmanager
-def _environment(settings):
-    """Runs a task's call with its runtime_env (_apply), put back after."""
-    undo = _apply(settings)
-    try:
-        yield
-    finally:
-        undo()
+def _apply_omp(omp):
+    """_apply of a call without a runtime_env: OMP_NUM_THREADS alone."""
+    saved_inherited = _remote.inherited_env
+    _remote.inherited_env = {}
+    set_omp = bool(omp) and "OMP_NUM_THREADS" not in os.environ
+    if set_omp:
+        os.environ["OMP_NUM_THREADS"] = omp
+
+    def undo():
+        _remote.inherited_env = saved_inherited
+        if set_omp:
+            os.environ.pop("OMP_NUM_THREADS", None)
+
+    return undo
 
 
 def _failure(exc):
