@@ -26,7 +26,10 @@ std::string CrashedHeadSession(const std::string& temp_dir, Host& host) {
   auto exists = [&](const std::string& name) {
     return std::filesystem::exists(dir + "/" + name, ec);
   };
+  // A program's embedded cluster (MarkSessionEmbedded) ended with it: it is
+  // not a cluster to take up.
   if ((!exists("head.db") && !exists(kStorageFile)) || exists(kStoppedMarker) ||
+      exists("embedded") ||
       (!exists("cluster_address") &&
        !exists(std::string("cluster_address") + kResumingSuffix)) ||
       host.LivePid(dir, "head") != 0) {

@@ -218,6 +218,20 @@ TEST_F(StartTest, AStoppedClusterIsNotTakenUp) {
   EXPECT_NE(shoal_.host.started[2].session_dir, session);
 }
 
+// A program's shoal.init() cluster that died with the program (killed)
+// left its state: `shoal start --head` starts a cluster of its own instead
+// of taking that one up, which `shoal status` would not find.
+TEST_F(StartTest, AProgramsEmbeddedClusterIsNotTakenUp) {
+  ASSERT_EQ(StartHead().code, 0);
+  const std::string session = shoal_.host.started[0].session_dir;
+  WriteFile(session + "/head.db", "").IgnoreError();
+  MarkSessionEmbedded(session);
+  Ran ran = StartHead();
+  ASSERT_EQ(ran.code, 0);
+  EXPECT_NE(shoal_.host.started[2].session_dir, session);
+  EXPECT_THAT(ran.out, Not(HasSubstr("Taking up session")));
+}
+
 TEST_F(StartTest, AHeadThatFailsLeavesTheTempDirAsItWas) {
   shoal_.host.fail_start = [](const DaemonSpec&) {
     return absl::UnavailableError("bind: address already in use");
