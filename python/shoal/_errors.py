@@ -113,6 +113,8 @@ class ErrorStream:
         self._subscribers = weakref.WeakSet()
         # Refs handed out by submit, by id: (read by get?) until dropped.
         self._tracked = {}
+        # id(weak reference) -> (it, the ref's id): the refs tracked.
+        self._watched = {}
         self._dropped_unread = collections.OrderedDict()
         self._failed_unread = collections.OrderedDict()
         self._stop = threading.Event()
@@ -137,10 +139,19 @@ class ErrorStream:
         """Watches ``ref`` (a task's result): when it is dropped unread and
         its task failed, the driver prints the unhandled error."""
         key = ref.hex()
+        # A weak reference with one bound callback, not weakref.finalize:
+        # this runs for every task a driver submits.
+        watch = weakref.ref(ref, self._gone)
         with self._lock:
             self._tracked[key] = False
-        weakref.finalize(ref, self._dropped, key)
+            self._watched[id(watch)] = (watch, key)
         return ref
+
+    def _gone(self, watch):
+        with self._lock:
+            entry = self._watched.pop(id(watch), None)
+        if entry is not None:
+            self._dropped(entry[1])
 
     def mark_read(self, refs):
         """get() was called on ``refs``: their errors are handled."""

@@ -27,7 +27,7 @@ import zipfile
 
 from shoal import _errors, _options, _shoal
 from shoal._serialization import (ResolvedRef, as_inline, lift_bytes,
-                                  dumps_capturing_refs, dumps_plain,
+                                  dumps_capturing_refs, inline_plain,
                                   is_scalar, loads_with_refs, pickle_by_value)
 from shoal._shoal import ObjectRef
 
@@ -57,11 +57,9 @@ def encode_call(args, kwargs, settings=None):
         # Nothing to lift or capture: the common small call.
         call = (((list(args), {}), ([], []), settings) if settings else
                 ((list(args), {}), ([], [])))
-        plain = dumps_plain(call)
-        if plain is not None:
-            inline = as_inline(*plain)
-            return [inline if inline is not None else
-                    _shoal.put_pieces(*plain)]
+        inline = inline_plain(call)
+        if inline is not None:
+            return [inline]
     # Large bytes go out of band; only the arguments can hold them.
     frame = lift_bytes((list(args), dict(kwargs)), depth=2)
     ref_types = (ObjectRef, ResolvedRef)
@@ -439,9 +437,15 @@ def _check_size(obj, prefix, size):
     _errors.publish("pickling_large_object", "Warning: " + message)
 
 
+_require = None
+
+
 def _require_init():
-    from shoal import _require_init as require
-    require()
+    global _require
+    if _require is None:
+        from shoal import _require_init as require
+        _require = require
+    _require()
 
 
 class _Remote:

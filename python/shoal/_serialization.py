@@ -265,6 +265,18 @@ def dumps_plain(value):
     return [(0, head), (len(head), stream)], len(head) + len(stream)
 
 
+def inline_plain(value):
+    """as_inline(*dumps_plain(value)) in one step: the stored form as one
+    bytes object, or None when dumps_plain would not do or it is large."""
+    try:
+        stream = pickle.dumps(value, protocol=5)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return None
+    if len(stream) >= INLINE_THRESHOLD - _HEAD.size or b"__main__" in stream:
+        return None
+    return _HEAD.pack(_MAGIC, 0, len(stream)) + stream
+
+
 def dumps_result(value):
     """dumps() of a task's result: the refs inside it carry their values
     (waited for)."""

@@ -346,14 +346,11 @@ def _apply(settings):
     py_modules (importable); OMP_NUM_THREADS is the task's CPUs unless the
     call's env_vars or this node's environment set it. Returns what undoes
     it."""
-    omp = settings.get("omp")
+    _follow_omp(settings.get("omp"))
     if not ("env" in settings or "working_dir" in settings or
             "py_modules" in settings):
-        return _apply_omp(omp)
+        return _keep_inherited()
     env = dict(settings.get("env") or {})
-    if omp and "OMP_NUM_THREADS" not in env and (
-            "OMP_NUM_THREADS" not in os.environ):
-        env["OMP_NUM_THREADS"] = omp
     saved_env = {k: os.environ.get(k) for k in env}
     saved_cwd = os.getcwd()
     saved_path = list(sys.path)
@@ -388,19 +385,40 @@ def _apply(settings):
     return undo
 
 
-def _apply_omp(omp):
-    """_apply of a call without a runtime_env: OMP_NUM_THREADS alone."""
+_omp_ours = None  # the OMP_NUM_THREADS the last call set, if any
+
+
+def _nothing_to_undo():
+    pass
+
+
+def _follow_omp(omp):
+    """OMP_NUM_THREADS is the call's CPUs (``omp``), left set for the
+    next call that asks the same (a worker's calls usually do), never over
+    a value the node or the program set."""
+    global _omp_ours
+    current = os.environ.get("OMP_NUM_THREADS")
+    if current is None or current == _omp_ours:
+        want = omp or None
+        if want != current:
+            if want:
+                os.environ["OMP_NUM_THREADS"] = want
+            else:
+                os.environ.pop("OMP_NUM_THREADS", None)
+        _omp_ours = want
+
+
+def _keep_inherited():
+    """_apply of a call without a runtime_env: what the tasks it starts
+    inherit is nothing."""
     saved_inherited = _remote.inherited_env
-    _remote.inherited_env = {}
-    set_omp = bool(omp) and "OMP_NUM_THREADS" not in os.environ
-    if set_omp:
-        os.environ["OMP_NUM_THREADS"] = omp
+    if not saved_inherited:
+        return _nothing_to_undo
 
     def undo():
         _remote.inherited_env = saved_inherited
-        if set_omp:
-            os.environ.pop("OMP_NUM_THREADS", None)
 
+    _remote.inherited_env = {}
     return undo
 
 
