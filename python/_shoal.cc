@@ -471,26 +471,42 @@ py::list ArgList(const std::vector<ObjectValue>& args) {
 // the result's (offset, buffer) pieces, ("error", text, type, data), or
 // ("exit", text) when the actor ends after this call (exit_actor(),
 // __ray_terminate__): the worker answers the call with `text` and exits.
+bool IsOk(const py::tuple& outcome) {
+  py::handle kind = outcome[0];
+  return PyUnicode_Check(kind.ptr()) &&
+         PyUnicode_CompareWithASCIIString(kind.ptr(), "ok") == 0;
+}
+
 ObjectValue Outcome(const py::tuple& outcome) {
-  std::string kind = outcome[0].cast<std::string>();
-  if (kind == "exit") {
-    throw shoal::internal::ActorExitRequested{outcome[1].cast<std::string>()};
-  }
-  if (kind != "ok") {
+  if (!IsOk(outcome)) {
+    std::string kind = outcome[0].cast<std::string>();
+    if (kind == "exit") {
+      throw shoal::internal::ActorExitRequested{outcome[1].cast<std::string>()};
+    }
     throw shoal::internal::ForeignError(outcome[1].cast<std::string>(),
                                         outcome[2].cast<std::string>(),
                                         outcome[3].cast<std::string>());
   }
-  auto pieces = outcome[1].cast<std::vector<std::pair<size_t, py::buffer>>>();
+  py::list pieces = outcome[1];
   size_t size = outcome[2].cast<size_t>();
   auto bytes = std::make_shared<std::string>(size, '\0');
-  for (const auto& [offset, buffer] : pieces) {
-    py::buffer_info info = buffer.request();
-    size_t n = static_cast<size_t>(info.size * info.itemsize);
+  auto copy = [&](size_t offset, const void* data, size_t n) {
     if (offset > size || n > size - offset) {
       throw std::runtime_error("a result piece lies past the result's end");
     }
-    memcpy(bytes->data() + offset, info.ptr, n);
+    memcpy(bytes->data() + offset, data, n);
+  };
+  for (py::handle item : pieces) {
+    py::tuple piece = py::reinterpret_borrow<py::tuple>(item);
+    const size_t offset = piece[0].cast<size_t>();
+    py::handle data = piece[1];
+    if (PyBytes_Check(data.ptr())) {  // the pickle stream and its head
+      copy(offset, PyBytes_AS_STRING(data.ptr()),
+           static_cast<size_t>(PyBytes_GET_SIZE(data.ptr())));
+      continue;
+    }
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(data).request();
+    copy(offset, info.ptr, static_cast<size_t>(info.size * info.itemsize));
   }
   return ObjectValue{*bytes, true, bytes};
 }
@@ -523,8 +539,7 @@ class PythonRuntime : public shoal::internal::ForeignRuntime {
                    const std::vector<ObjectValue>& args) override {
     return WithGil([&] {
       py::tuple outcome = runtime_.attr("call")(function, ArgList(args));
-      if (outcome.size() > 3 && outcome[0].cast<std::string>() == "ok" &&
-          outcome[3].cast<bool>()) {
+      if (outcome.size() > 3 && IsOk(outcome) && outcome[3].cast<bool>()) {
         exit_after_call_ = true;
       }
       return Outcome(outcome);
