@@ -157,9 +157,17 @@ absl::Status SlurmCluster::WriteConfig() {
       !st.ok()) {
     return st;
   }
-  // This machine mounts cgroup v1 under a tmpfs, which autodetection
-  // misreads; slurmd opens the plugin even with proctrack/linuxproc.
-  return WriteFile(r + "/cgroup.conf", "CgroupPlugin=cgroup/v1\n", 0644);
+  // slurmd opens a cgroup plugin even with proctrack/linuxproc. A machine
+  // that mounts cgroup v1 controllers under a tmpfs (with v2 beside them
+  // in "unified") is one autodetection misreads: name the version.
+  const char* plugin = "autodetect";
+  if (PathExists("/sys/fs/cgroup/cgroup.controllers")) {
+    plugin = "cgroup/v2";
+  } else if (PathExists("/sys/fs/cgroup/memory")) {
+    plugin = "cgroup/v1";
+  }
+  return WriteFile(r + "/cgroup.conf",
+                   absl::StrCat("CgroupPlugin=", plugin, "\n"), 0644);
 }
 
 absl::Status SlurmCluster::StartDaemons() {
