@@ -9,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/cluster_status.h"
+#include "api/core_runtime.h"
 #include "common/session.h"
+#include "head_client/head_client.h"
 #include "launch/cluster_gang.h"
 #include "launch/gang_plan.h"
 #include "launch/gang_reservation.h"
@@ -177,6 +179,12 @@ int RunLaunch(const LaunchOptions& options) {
   }
   LaunchOutcome outcome =
       LaunchSupervisor(gang->get(), policy, expected_processes).Run();
+  if (g_interrupted) {
+    // Stopped by a signal (Ctrl-C, scancel): its head may be going too
+    // (Slurm signals every process of a step at once). What is left to
+    // tell the head waits 2 s for it, not the outage wait of a driver.
+    internal::RequireRuntime()->head().set_outage_wait_ms(2000);
+  }
   // Report: the summary line, the head's record; then the hosts go back.
   std::cout << outcome.summary << "\n";
   std::cout.flush();

@@ -30,6 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 constexpr int kHosts = 3;
 
@@ -223,6 +224,10 @@ TEST_F(SlurmTest, ScancelStopsEveryNodeAndLeavesNothing) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(gone) << out;
+  // Every task ended on SIGTERM (143), within KillWait: none was killed.
+  auto log = ReadFile(absl::StrCat(submit_dir_, "/slurm-", job, ".out"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_THAT(*log, Not(HasSubstr("Killed"))) << *log;
   ExpectClean();
 }
 
