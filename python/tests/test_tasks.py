@@ -30,11 +30,21 @@ def test_ten_thousand_tasks(connected):
 
 
 def test_tasks_run_in_python_workers_on_both_nodes(connected):
+    # Four tasks on two nodes of 2 CPUs: the first node's agent runs two and
+    # sends the others to the node its view of the cluster shows free. The
+    # previous test's workers may still look busy there for a heartbeat:
+    # then the two wait, and go when the view is refreshed (one heartbeat,
+    # 0.5 s), which tasks of 1 s leave time for.
     @shoal.remote
     def slow_where():
-        time.sleep(0.3)
+        time.sleep(1.0)
         return os.getpid(), shoal.get_runtime_context().get_node_id()
 
+    deadline = time.monotonic() + 10
+    while (shoal.available_resources().get("CPU") !=
+           shoal.cluster_resources().get("CPU") and
+           time.monotonic() < deadline):
+        time.sleep(0.05)
     seen = shoal.get([slow_where.remote() for _ in range(4)])
     assert os.getpid() not in {pid for pid, _ in seen}
     assert len({node for _, node in seen}) == 2, seen
