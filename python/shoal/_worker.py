@@ -181,7 +181,9 @@ class Runtime:
 
     def call_method(self, instance, method, args):
         # The method's name follows its class's ("Counter.incr").
-        name = method.rsplit(".", 1)[-1]
+        name = _method_names.get(method)
+        if name is None:
+            name = _method_names[method] = method.rsplit(".", 1)[-1]
         with self._idle:
             if self._exit_requested:  # queued behind exit_actor()
                 return ("exit", _EXITED)
@@ -210,7 +212,8 @@ class Runtime:
         finally:
             with self._idle:
                 self._in_flight -= 1
-                self._idle.notify_all()
+                if self._exit_requested:  # _exit_when_idle waits
+                    self._idle.notify_all()
 
     def _terminate(self):
         """``handle.__ray_terminate__``: the calls already running finish,
@@ -386,6 +389,7 @@ def _apply(settings):
 
 
 _omp_ours = None  # the OMP_NUM_THREADS the last call set, if any
+_method_names = {}  # "Class.method" -> "method"
 
 
 def _nothing_to_undo():
