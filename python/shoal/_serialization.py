@@ -250,16 +250,22 @@ def is_scalar(value):
                                  len(value) <= _MAX_SCALAR_LEN)
 
 
-def dumps_plain(value):
-    """dumps() of a value of scalars (is_scalar) in tuples, lists and
-    dicts, which holds no ref and no large buffer: nothing to lift or
-    capture. None when the C pickler's stream would not do (something that
-    names __main__, which dumps() sends by value)."""
+def _plain_stream(value):
+    """The C pickler's stream of a value of scalars (is_scalar) in tuples,
+    lists and dicts, which holds no ref and no large buffer: nothing to lift
+    or capture. None when it would not do (something that names __main__,
+    which dumps() sends by value)."""
     try:
         stream = pickle.dumps(value, protocol=5)
     except (pickle.PicklingError, AttributeError, TypeError):
         return None
-    if b"__main__" in stream:
+    return None if b"__main__" in stream else stream
+
+
+def dumps_plain(value):
+    """dumps() of such a value (_plain_stream), or None."""
+    stream = _plain_stream(value)
+    if stream is None:
         return None
     head = _HEAD.pack(_MAGIC, 0, len(stream))
     return [(0, head), (len(head), stream)], len(head) + len(stream)
@@ -268,11 +274,8 @@ def dumps_plain(value):
 def inline_plain(value):
     """as_inline(*dumps_plain(value)) in one step: the stored form as one
     bytes object, or None when dumps_plain would not do or it is large."""
-    try:
-        stream = pickle.dumps(value, protocol=5)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        return None
-    if len(stream) >= INLINE_THRESHOLD - _HEAD.size or b"__main__" in stream:
+    stream = _plain_stream(value)
+    if stream is None or len(stream) >= INLINE_THRESHOLD - _HEAD.size:
         return None
     return _HEAD.pack(_MAGIC, 0, len(stream)) + stream
 

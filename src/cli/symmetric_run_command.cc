@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <ostream>
@@ -15,16 +14,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/cluster_api.h"
 #include "cli/context.h"
 #include "cli/exit_status.h"
 #include "cli/flag_checks.h"
+#include "common/clock.h"
 #include "common/environment.h"
 #include "common/files.h"
 #include "common/process.h"
 #include "common/random.h"
+#include "common/session.h"
 #include "common/status_macros.h"
 
 namespace shoal::cli::symmetric_run {
@@ -39,12 +39,6 @@ std::string NodeFile(const std::string& dir, const char* what, int node) {
   return absl::StrCat(dir, "/", what, "-", node);
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // What a wait ended on.
 enum class Woken { kDone, kSignal, kTimeout };
 
@@ -57,10 +51,12 @@ Woken WaitUntil(const std::function<bool()>& done, int64_t timeout_ms,
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
-  const int64_t deadline = NowMs() + timeout_ms;
+  const int64_t deadline = MonotonicUs() / 1000 + timeout_ms;
   while (true) {
     if (done()) return Woken::kDone;
-    if (timeout_ms >= 0 && NowMs() >= deadline) return Woken::kTimeout;
+    if (timeout_ms >= 0 && MonotonicUs() / 1000 >= deadline) {
+      return Woken::kTimeout;
+    }
     timespec wait = {0, every_ms * 1000000L};
     const int got = sigtimedwait(&stop, nullptr, &wait);
     if (got > 0) {
@@ -98,17 +94,6 @@ int StopGroup(pid_t leader, int grace_ms) {
   }
   kill(-leader, SIGKILL);  // what the leader left in its group
   return ExitCodeOf(*status);
-}
-
-// The Head address: line of `shoal start --head`'s report.
-std::string HeadAddressIn(const std::string& report) {
-  for (absl::string_view line : absl::StrSplit(report, '\n')) {
-    line = absl::StripLeadingAsciiWhitespace(line);
-    if (absl::ConsumePrefix(&line, "Head address:")) {
-      return std::string(absl::StripAsciiWhitespace(line));
-    }
-  }
-  return "";
 }
 
 // One node's part of the run.
@@ -155,11 +140,14 @@ class NodeRun {
     RETURN_IF_ERROR(
         WriteFile(absl::StrCat(plan_.job_dir, "/", kTokenFile), token_, 0600));
     std::vector<std::string> args = plan_.start_args;
-    ASSIGN_OR_RETURN(std::string report, StartNode(args));
+    RETURN_IF_ERROR(StartNode(args).status());
     if (signal_) return 128 + signal_;
-    address_ = HeadAddressIn(report);
+    // Where every command finds a cluster started here: its session.
+    address_ = FindLocalCluster(plan_.temp_dir).head_address;
     if (address_.empty()) {
-      return absl::InternalError("shoal start --head did not say its address");
+      return absl::InternalError(
+          absl::StrCat("the head started but its session in ", plan_.temp_dir,
+                       " names no address"));
     }
     RETURN_IF_ERROR(WriteFile(absl::StrCat(plan_.job_dir, "/", kAddressFile),
                               address_, 0600));

@@ -99,7 +99,7 @@ TEST(PlanNodeTest, AddressPicksTheHeadAmongTheStepsHosts) {
               HasSubstr("the step's hosts are n1, n2, n3; name one of them"));
 }
 
-TEST(PlanNodeTest, WrongUseSaysWhatToDo) {
+TEST(PlanNodeTest, WrongUseIsRefusedSayingHowToRunIt) {
   EXPECT_THAT(PlanNode(Flags{}, Step(0), "/bin/shoal").status().message(),
               HasSubstr("give the program to run after --"));
   launch::SlurmAllocation batch = Step(0);
