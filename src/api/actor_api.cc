@@ -49,10 +49,7 @@ std::string FindActor(const std::string& name, const std::string& class_type) {
 
 void KillActor(const std::string& actor_id, bool no_restart) {
   if (actor_id.empty()) throw Error("Kill: this actor handle is empty");
-  proto::KillActorRequest req;
-  req.set_actor_id(actor_id);
-  req.set_no_restart(no_restart);
-  absl::Status st = RequireRuntime()->head().KillActor(req);
+  absl::Status st = RequireRuntime()->KillActor(actor_id, no_restart);
   if (!st.ok()) {
     throw Error(
         absl::StrCat("cannot kill actor ", actor_id, ": ", st.message()));

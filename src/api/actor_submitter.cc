@@ -69,6 +69,15 @@ void ActorSubmitter::Drop(const std::string& actor_id,
   Pump(it->second);
 }
 
+void ActorSubmitter::Killed(const std::string& actor_id) {
+  auto [it, added] = actors_.try_emplace(actor_id);
+  Actor& a = it->second;
+  if (added) a.id = actor_id;
+  if (a.dead) return;
+  Die(a, Failure::kActorDied,
+      absl::StrCat(Describe(a), " is dead: killed by shoal::Kill"));
+}
+
 void ActorSubmitter::Shutdown() {
   *alive_ = false;
   alive_ = std::make_shared<bool>(false);
@@ -124,6 +133,7 @@ void ActorSubmitter::OnInfo(const std::string& actor_id,
   if (it == actors_.end()) return;
   Actor& a = it->second;
   a.polling = false;
+  if (a.dead) return;  // killed here meanwhile
   if (!info.ok()) {
     if (absl::IsNotFound(info.status())) {
       a.known = true;

@@ -59,6 +59,9 @@ class ActorSubmitter {
   void Ready(const std::string& actor_id, const std::string& task_id);
   // It failed before leaving (an argument failed): forget it.
   void Drop(const std::string& actor_id, const std::string& task_id);
+  // The caller killed the actor for good: its calls queued, in flight and
+  // later fail at once (its worker may still answer until it is ended).
+  void Killed(const std::string& actor_id);
   // Closes every connection; calls still queued are forgotten.
   void Shutdown();
 

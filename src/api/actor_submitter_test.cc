@@ -269,6 +269,41 @@ TEST_F(ActorSubmitterTest, DeathFailsQueuedAndInFlightCalls) {
   Run([&] { EXPECT_EQ(submitter_->Outstanding("a1"), 0u); });
 }
 
+// Killed here without a restart: calls in flight, queued and later fail at
+// once, though the actor's worker is still there to answer them.
+TEST_F(ActorSubmitterTest, AKillFailsCallsWhileTheWorkerStillAnswers) {
+  runtime_->infos.push_back(
+      Info(proto::ActorInfo::ALIVE, actor_->address(), 1));
+  Submit("t1");
+  EXPECT_EQ(Outcome("t1"), "ok:t1");
+  Submit("hold-2");
+  Submit("t3", /*ready=*/false);
+  ASSERT_EQ(actor_->held.size(), 1u);
+  Run([&] { submitter_->Killed("a1"); });
+  EXPECT_THAT(Outcome("hold-2"), HasSubstr("died:actor counter"));
+  EXPECT_THAT(Outcome("t3"), HasSubstr("killed by shoal::Kill"));
+  Submit("t4");
+  EXPECT_THAT(Outcome("t4"), HasSubstr("killed by shoal::Kill"));
+  proto::TaskResult late;
+  late.set_ok(true);
+  late.set_value("late");
+  Run([&] { actor_->held[0].Reply(late); });
+  EXPECT_THAT(Outcome("hold-2"), HasSubstr("died:"));
+  EXPECT_EQ(actor_->seen.size(), 2u);
+  // The head's later word (dead) changes nothing.
+  Run([&] { runtime_->Publish(Info(proto::ActorInfo::DEAD, "", 2)); });
+  EXPECT_THAT(Outcome("t4"), HasSubstr("killed by shoal::Kill"));
+  Run([&] { EXPECT_EQ(submitter_->Outstanding("a1"), 0u); });
+}
+
+// A kill of an actor this process never called: its first call fails.
+TEST_F(ActorSubmitterTest, AKillBeforeAnyCallFailsTheFirst) {
+  Run([&] { submitter_->Killed("a1"); });
+  Submit("t1");
+  EXPECT_THAT(Outcome("t1"), HasSubstr("died:actor a1 is dead: killed"));
+  EXPECT_TRUE(runtime_->requests.empty());
+}
+
 // The head could not be asked: it is asked again 200 ms later.
 TEST_F(ActorSubmitterTest, AHeadThatCannotBeAskedIsAskedAgainShortly) {
   runtime_->infos.push_back(absl::UnavailableError("the head is restarting"));

@@ -256,6 +256,21 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   rpc::HeadClient& head() override { return *head_; }
 
+  absl::Status KillActor(const std::string& actor_id,
+                         bool no_restart) override {
+    proto::KillActorRequest req;
+    req.set_actor_id(actor_id);
+    req.set_no_restart(no_restart);
+    RETURN_IF_ERROR(head_->KillActor(req));
+    // Posted, so it reaches the submitter before any call made after this.
+    if (no_restart) {
+      loop_->Post([this, actor_id] {
+        if (path_ != nullptr) path_->ActorKilled(actor_id);
+      });
+    }
+    return absl::OkStatus();
+  }
+
   std::string JobId() const override { return lease_job_id(); }
 
   absl::StatusOr<proto::ClusterStatus> ClusterStatus() override {

@@ -88,6 +88,8 @@ class TaskPath : public TaskSubmitter::Delegate,
 
   // A new task or actor call (its result pending in the object table).
   void Submit(std::unique_ptr<TaskEntry> task);
+  // This process killed the actor without a restart.
+  void ActorKilled(const std::string& actor_id) { actors_.Killed(actor_id); }
   // Every copy of stored object `id` is gone: rebuilds it, or says why not.
   absl::Status Reconstruct(const std::string& id,
                            const proto::StoredObject& failed) {
