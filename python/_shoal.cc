@@ -13,10 +13,13 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +50,81 @@ using shoal::internal::ObjectValue;
 // object stays pinned.
 struct StoredBytes {
   shoal::Buffer buffer;
+};
+
+// The driver's account of task results nobody read (Ray's "Unhandled
+// error" line, shoal/_errors.py): a result's ref is watched from submit;
+// get() marks it read; when its last copy goes unread its id is queued for
+// the error stream, which prints the line if the task failed. Kept here,
+// not in Python, as it runs for every task: the flag lives in the deleter
+// of the ref's own control block, so watching costs no lookup. Any thread
+// may drop a ref (a task's argument is released on the runtime's loop);
+// the queue has a mutex.
+class UnreadResults {
+ public:
+  using Handle = std::shared_ptr<shoal::internal::RefHandle>;
+
+  static UnreadResults& Get() {
+    static auto* results = new UnreadResults;  // never destroyed
+    return *results;
+  }
+
+  void SetOn(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_.store(on, std::memory_order_relaxed);
+    dropped_.clear();
+  }
+
+  // `handle` as the ref to hand out: watched while any copy of it lives.
+  Handle Watch(Handle handle) {
+    if (!on_.load(std::memory_order_relaxed) || handle == nullptr) {
+      return handle;
+    }
+    shoal::internal::RefHandle* raw = handle.get();
+    std::shared_ptr<Handle> owner(new Handle(std::move(handle)), Watcher());
+    return Handle(owner, raw);  // shares the owner's control block
+  }
+
+  // Called with the GIL held. The flag needs no lock: the drop that reads
+  // it comes after every copy's release, which orders it after this.
+  static void MarkRead(const std::vector<BufferRef>& refs) {
+    for (const BufferRef& ref : refs) {
+      if (auto* watcher = std::get_deleter<Watcher>(ref.handle())) {
+        watcher->read = true;
+      }
+    }
+  }
+
+  // The ids dropped unread since the last call, oldest first.
+  std::vector<std::string> TakeDropped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out(dropped_.begin(), dropped_.end());
+    dropped_.clear();
+    return out;
+  }
+
+ private:
+  static constexpr size_t kMaxDropped = 10000;
+
+  // The deleter of a watched ref's owner: runs when its last copy goes.
+  struct Watcher {
+    bool read = false;
+    void operator()(Handle* last) const {
+      if (!read) Get().Dropped((*last)->id());
+      delete last;
+    }
+  };
+
+  void Dropped(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!on_.load(std::memory_order_relaxed)) return;
+    dropped_.push_back(id);
+    if (dropped_.size() > kMaxDropped) dropped_.pop_front();
+  }
+
+  std::mutex mu_;
+  std::atomic<bool> on_{false};
+  std::deque<std::string> dropped_;
 };
 
 // Python exception types raised for the C++ errors that carry more than a
@@ -104,11 +182,50 @@ BufferRef PutPieces(const std::vector<std::pair<size_t, py::buffer>>& pieces,
 // ("msgpack", bytes). `copy_inline`: an inline value is copied into bytes
 // (an argument lives in the task's message only while the call runs, and
 // the function may keep it).
+// The bytes of msgpack bin `data` (an inline Python value), or nullopt.
+std::optional<std::string_view> MsgpackBin(std::string_view data) {
+  if (data.empty()) return std::nullopt;
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  size_t head, size;
+  switch (p[0]) {
+    case 0xc4:
+      head = 2;
+      if (data.size() < head) return std::nullopt;
+      size = p[1];
+      break;
+    case 0xc5:
+      head = 3;
+      if (data.size() < head) return std::nullopt;
+      size = (size_t{p[1]} << 8) | p[2];
+      break;
+    case 0xc6:
+      head = 5;
+      if (data.size() < head) return std::nullopt;
+      size = (size_t{p[1]} << 24) | (size_t{p[2]} << 16) | (size_t{p[3]} << 8) |
+             p[4];
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (data.size() - head < size) return std::nullopt;
+  return data.substr(head, size);
+}
+
 py::object ValueObject(const ObjectValue& v, bool copy_inline) {
   auto first = static_cast<uint8_t>(v.data.empty() ? 0 : v.data[0]);
   bool binary = !v.raw && first >= 0xc4 && first <= 0xc6;  // msgpack bin
   if (!v.raw && !binary) {
     return py::make_tuple("msgpack", py::bytes(v.data.data(), v.data.size()));
+  }
+  if (!v.raw) {
+    // A small Python value with no out-of-band buffer (its stored form's
+    // buffer count, after the 4-byte magic, is 0): plain bytes, cheaper
+    // than a StoredBytes instance, and nothing can be a view of them.
+    std::optional<std::string_view> bin = MsgpackBin(v.data);
+    if (bin.has_value() && bin->size() >= 8 &&
+        bin->substr(4, 4) == std::string_view("\0\0\0\0", 4)) {
+      return py::bytes(bin->data(), bin->size());
+    }
   }
   shoal::Buffer buffer = shoal::internal::UnpackValue<shoal::Buffer>(v);
   if (copy_inline && v.keepalive == nullptr) {
@@ -159,7 +276,8 @@ bool WaitInSlices(int64_t timeout_ms, bool interruptible, WaitFn wait) {
 // msgpack value (a C++ function's result) as ("msgpack", bytes).
 // `interruptible`: signal handlers run while it blocks (WaitInSlices).
 py::list Get(const std::vector<BufferRef>& refs, int64_t timeout_ms,
-             bool interruptible) {
+             bool interruptible, bool read) {
+  if (read) UnreadResults::MarkRead(refs);
   std::vector<ObjectValue> values;
   values.reserve(refs.size());
   const int64_t deadline_ms =
@@ -256,8 +374,8 @@ BufferRef Submit(const std::string& function, const py::list& args,
   options.in_cpp_program = cpp;
   std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args, !cpp);
   py::gil_scoped_release release;
-  return BufferRef(
-      shoal::internal::SubmitTask(function, std::move(task_args), options));
+  return BufferRef(UnreadResults::Get().Watch(
+      shoal::internal::SubmitTask(function, std::move(task_args), options)));
 }
 
 std::string CreateActor(
@@ -289,8 +407,8 @@ BufferRef SubmitActorTask(const std::string& actor_id,
                           const std::string& method, const py::list& args) {
   std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args);
   py::gil_scoped_release release;
-  return BufferRef(
-      shoal::internal::SubmitActorTask(actor_id, method, std::move(task_args)));
+  return BufferRef(UnreadResults::Get().Watch(shoal::internal::SubmitActorTask(
+      actor_id, method, std::move(task_args))));
 }
 
 // The live actor named `name` as (actor id, factory key, class name, state),
@@ -859,9 +977,10 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
         "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),
-        py::arg("interruptible") = false,
+        py::arg("interruptible") = false, py::arg("read") = false,
         "The objects' stored bytes, mapped without a copy, or (\"msgpack\", "
-        "bytes) for a value of another language.");
+        "bytes) for a value of another language. With read, the user read "
+        "them (a failed result dropped unread is reported, one read is not).");
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),
         py::arg("timeout_ms"), py::arg("interruptible") = false,
         "The indices of the refs that are ready.");
@@ -887,6 +1006,14 @@ PYBIND11_MODULE(_shoal, m) {
         py::arg("label_selector_soft") = false);
   m.def("submit_actor_task", &SubmitActorTask, py::arg("actor_id"),
         py::arg("method"), py::arg("args"));
+  m.def(
+      "watch_unread_results", [](bool on) { UnreadResults::Get().SetOn(on); },
+      py::arg("on"),
+      "Whether the refs submit and submit_actor_task return from now on are "
+      "watched for being dropped before get() read them.");
+  m.def(
+      "take_unread_dropped", [] { return UnreadResults::Get().TakeDropped(); },
+      "The ids of watched results dropped unread since the last call.");
   m.def("get_actor", &GetActor, py::arg("name"));
   m.def(
       "kill_actor",

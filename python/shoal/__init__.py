@@ -43,6 +43,7 @@ from shoal._remote import (ActorClass, ActorHandle, CppFunction,
                            method, remote)
 from shoal._serialization import (ResolvedRef, dumps_put, register_ref_type,
                                   stored_value)
+from shoal._serialization import loads as _loads
 from shoal._shoal import ObjectRef
 from shoal.exceptions import (ActorDiedError, GetTimeoutError,
                               InfeasibleError, ObjectLostError, ShoalError,
@@ -364,11 +365,11 @@ def get(refs, *, timeout=None):
             UserWarning, stacklevel=2)
         timeout = None
     _require_init()
-    remote = [r for r in ref_list if isinstance(r, ObjectRef)]
-    _errors.mark_read(remote)
+    # Refs resolved in a task's arguments are rare: most lists hold none.
+    remote = [r for r in ref_list if not isinstance(r, ResolvedRef)]
     try:
         stored = iter(_shoal.get(remote, _timeout_ms(timeout),
-                                 _interruptible()))
+                                 _interruptible(), read=True))
     except _shoal.RemoteError as e:
         raise exceptions.task_error(*e.args) from None
     except ShoalError as e:
@@ -376,9 +377,13 @@ def get(refs, *, timeout=None):
         if error is e:
             raise
         raise error from None
-    values = [stored_value(next(stored)) if isinstance(r, ObjectRef)
-              else r.value()
-              for r in ref_list]
+    if len(remote) == len(ref_list):
+        values = [_loads(s) if type(s) is not tuple else stored_value(s)
+                  for s in stored]
+    else:
+        values = [stored_value(next(stored)) if isinstance(r, ObjectRef)
+                  else r.value()
+                  for r in ref_list]
     return values[0] if single else values
 
 

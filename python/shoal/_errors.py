@@ -19,9 +19,9 @@ for a function or class that pickles to more than 10 MB).
 Subscribers (``shoal.test_utils.init_error_pubsub``) read the messages
 published after they subscribed. The driver itself prints a line for each
 ``worker_died`` message, and the "Unhandled error" line for a failed task
-whose ObjectRef was dropped without get() ever being called on it
-(``track`` and ``mark_read`` keep that account; SHOAL_IGNORE_UNHANDLED_ERRORS=1
-turns the line off).
+whose ObjectRef was dropped without get() ever being called on it (the
+native module keeps that account for every task's result and hands over the
+ids dropped unread; SHOAL_IGNORE_UNHANDLED_ERRORS=1 turns the line off).
 
 Memory is bounded: the stream remembers the last ``_REMEMBER`` task ids it
 saw and the last ``_REMEMBER`` dropped or failed refs; a subscriber keeps
@@ -111,10 +111,8 @@ class ErrorStream:
         self._seen = collections.OrderedDict()  # task ids looked at
         self._reported = collections.OrderedDict()  # workers, actors
         self._subscribers = weakref.WeakSet()
-        # Refs handed out by submit, by id: (read by get?) until dropped.
-        self._tracked = {}
-        # id(weak reference) -> (it, the ref's id): the refs tracked.
-        self._watched = {}
+        # Results dropped unread whose task has not (yet) been seen failing,
+        # and failed results not (yet) seen dropped unread.
         self._dropped_unread = collections.OrderedDict()
         self._failed_unread = collections.OrderedDict()
         self._stop = threading.Event()
@@ -135,42 +133,19 @@ class ErrorStream:
 
     # ---- refs nobody reads ----
 
-    def track(self, ref):
-        """Watches ``ref`` (a task's result): when it is dropped unread and
-        its task failed, the driver prints the unhandled error."""
-        key = ref.hex()
-        # A weak reference with one bound callback, not weakref.finalize:
-        # this runs for every task a driver submits.
-        watch = weakref.ref(ref, self._gone)
+    def _take_dropped(self):
+        """Takes the results dropped unread since the last look; prints the
+        line for those whose task was already seen failing."""
+        unhandled = []
         with self._lock:
-            self._tracked[key] = False
-            self._watched[id(watch)] = (watch, key)
-        return ref
-
-    def _gone(self, watch):
-        with self._lock:
-            entry = self._watched.pop(id(watch), None)
-        if entry is not None:
-            self._dropped(entry[1])
-
-    def mark_read(self, refs):
-        """get() was called on ``refs``: their errors are handled."""
-        with self._lock:
-            for ref in refs:
-                key = ref.hex()
-                if key in self._tracked:
-                    self._tracked[key] = True
-
-    def _dropped(self, key):
-        with self._lock:
-            read = self._tracked.pop(key, True)
-            message = self._failed_unread.pop(key, None)
-            if read:
-                return
-            if message is None:
-                _remember(self._dropped_unread, key, True)
-                return
-        _print_unhandled(message)
+            for ref_id in _shoal.take_unread_dropped():
+                message = self._failed_unread.pop(ref_id, None)
+                if message is None:
+                    _remember(self._dropped_unread, ref_id, True)
+                else:
+                    unhandled.append(message)
+        for message in unhandled:
+            _print_unhandled(message)
 
     # ---- following the head ----
 
@@ -203,6 +178,7 @@ class ErrorStream:
                     [f"job_id={self._job_id}", "state=FAILED"], _LIST_LIMIT)
             except Exception:  # noqa: BLE001 - shut down, or head away
                 return
+            self._take_dropped()
             failed.sort(key=lambda t: t["time_ms"])
             for task in failed:
                 self._take(task)
@@ -219,12 +195,10 @@ class ErrorStream:
         unhandled = None
         with self._lock:
             ref_id = task["task_id"]
-            if ref_id in self._tracked or ref_id in self._dropped_unread:
-                text = task["error"]
-                if self._dropped_unread.pop(ref_id, None):
-                    unhandled = text
-                elif not self._tracked[ref_id]:
-                    _remember(self._failed_unread, ref_id, text)
+            if self._dropped_unread.pop(ref_id, None):
+                unhandled = task["error"]
+            else:  # read later, or dropped unread later
+                _remember(self._failed_unread, ref_id, task["error"])
             subscribers = list(self._subscribers)
         if unhandled is not None:
             _print_unhandled(unhandled)
@@ -313,6 +287,7 @@ def start(job_id):
     global _stream
     stop()
     _stream = ErrorStream(job_id)
+    _shoal.watch_unread_results(True)
     _stream.start()
 
 
@@ -321,6 +296,7 @@ def stop():
     global _stream
     if _stream is not None:
         _stream.stop()
+        _shoal.watch_unread_results(False)
         _stream = None
 
 
@@ -334,19 +310,9 @@ def stream():
     return _stream
 
 
-def track(ref):
-    if _stream is not None:
-        _stream.track(ref)
-    return ref
-
-
 def publish(error_type, text):
     """Publishes a message of the driver's own on its error stream (none in
     a worker)."""
     if _stream is not None:
         _stream.publish(error_type, text)
 
-
-def mark_read(refs):
-    if _stream is not None:
-        _stream.mark_read(refs)

@@ -533,10 +533,10 @@ class RemoteFunction(_Remote):
         _require_init()
         (settings, resources, retries, group, index, selector, soft,
          may_end) = self._prepare(options)
-        ref = _errors.track(_shoal.submit(
+        ref = _shoal.submit(
             self._shipped.key(), encode_call(args, kwargs, settings),
             resources, retries, group, index, label_selector=selector,
-            label_selector_soft=soft, worker_may_end=may_end))
+            label_selector_soft=soft, worker_may_end=may_end)
         num_returns = options.get("num_returns")
         return _split_returns(ref, 1 if num_returns is None else num_returns)
 
@@ -917,9 +917,9 @@ class ActorMethod:
                     f"{self._handle._class_name}.{self._name}.remote()")
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
-        ref = _errors.track(_shoal.submit_actor_task(
+        ref = _shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
-            encode_call(args, kwargs)))
+            encode_call(args, kwargs))
         return _split_returns(ref, num_returns)
 
     def _remote(self, args=None, kwargs=None, **options):

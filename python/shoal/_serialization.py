@@ -232,8 +232,13 @@ def dumps_capturing_refs(value, lift=True):
 
 
 def _dumps_embedding(value, embed):
-    with _capturing("embed", embed):
+    # Not _capturing: a generator context per task's result or put costs
+    # more than the pickling of a small one.
+    _capture.embed = embed
+    try:
         return dumps(value)
+    finally:
+        _capture.embed = None
 
 
 # Values that hold no ref, no large buffer and nothing of __main__: the C
@@ -293,6 +298,10 @@ def dumps_result(value):
 def dumps_put(value):
     """dumps() of a put value: the refs inside it that are ready carry
     their values."""
+    if is_scalar(value):
+        plain = dumps_plain(value)
+        if plain is not None:
+            return plain
     return _dumps_embedding(value, _EMBED_READY)
 
 
@@ -435,9 +444,13 @@ def loads(data):
     read-only views of ``data``, which they keep alive. Bytes that Python
     did not store (a C++ program's Buffer) read back as ``bytes``."""
     view = memoryview(data)
-    if view.nbytes < _HEAD.size or bytes(view[:4]) != _MAGIC:
+    if view.nbytes < _HEAD.size:
         return bytes(view)  # raw bytes a C++ program stored (a Buffer)
-    _, count, length = _HEAD.unpack_from(view, 0)
+    magic, count, length = _HEAD.unpack_from(view, 0)
+    if magic != _MAGIC:
+        return bytes(view)
+    if count == 0:  # a small value: its pickle stream alone
+        return pickle.loads(view[_HEAD.size:_HEAD.size + length])
     buffers = []
     for i in range(count):
         at, size = _ENTRY.unpack_from(view, _HEAD.size + i * _ENTRY.size)

@@ -171,6 +171,13 @@ def test_a_dropped_failed_result_is_reported_once(local_cluster, capsys,
     del ref
     _, err = _wait_for_output(capsys, "nobody reads me")
     assert err.count("Unhandled error (suppress with") == 1
+    # Seen failing first (wait() is not a read), dropped after.
+    ref = _fail.remote("dropped once it failed")
+    shoal.wait([ref])
+    time.sleep(1.2)
+    del ref
+    _, err = _wait_for_output(capsys, "dropped once it failed")
+    assert err.count("Unhandled error (suppress with") == 1
     ref = _fail.remote("somebody reads me")
     with pytest.raises(ValueError):
         shoal.get(ref)

@@ -8,7 +8,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "agent/binary_cache.h"
 #include "agent/head_link.h"
 #include "agent/job_runner.h"
@@ -22,6 +21,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/random.h"
 #include "common/status_macros.h"
@@ -109,12 +109,12 @@ class AgentImpl : public NodeAgent {
   std::string node_id() const override { return node_id_; }
 
   void Wait() override {
-    absl::MutexLock lock(&stop_mu_);
+    shoal::MutexLock lock(&stop_mu_);
     while (!stop_requested_) stop_cv_.Wait(&stop_mu_);
   }
 
   absl::Status stop_reason() const override {
-    absl::MutexLock lock(&stop_mu_);
+    shoal::MutexLock lock(&stop_mu_);
     return stop_reason_;
   }
 
@@ -165,7 +165,7 @@ class AgentImpl : public NodeAgent {
     head.view_changed = [this] { leases_->Dispatch(); };
     head.lost = [this](const absl::Status& why) {
       {
-        absl::MutexLock lock(&stop_mu_);
+        shoal::MutexLock lock(&stop_mu_);
         stop_reason_ = why;
       }
       RequestStop();
@@ -310,7 +310,7 @@ class AgentImpl : public NodeAgent {
   }
 
   void RequestStop() {
-    absl::MutexLock lock(&stop_mu_);
+    shoal::MutexLock lock(&stop_mu_);
     stop_requested_ = true;
     stop_cv_.SignalAll();
   }
@@ -407,8 +407,8 @@ class AgentImpl : public NodeAgent {
   std::unique_ptr<agent::LeaseService> leases_;
   std::unique_ptr<agent::JobRunner> jobs_;
 
-  mutable absl::Mutex stop_mu_;
-  absl::CondVar stop_cv_;
+  mutable shoal::Mutex stop_mu_;
+  shoal::CondVar stop_cv_;
   bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
   absl::Status stop_reason_ ABSL_GUARDED_BY(stop_mu_);
 };

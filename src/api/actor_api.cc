@@ -49,7 +49,12 @@ std::string FindActor(const std::string& name, const std::string& class_type) {
 
 void KillActor(const std::string& actor_id, bool no_restart) {
   if (actor_id.empty()) throw Error("Kill: this actor handle is empty");
-  absl::Status st = RequireRuntime()->KillActor(actor_id, no_restart);
+  proto::KillActorRequest req;
+  req.set_actor_id(actor_id);
+  req.set_no_restart(no_restart);
+  std::shared_ptr<CoreRuntime> runtime = RequireRuntime();
+  absl::Status st = runtime->head().KillActor(req);
+  if (st.ok() && no_restart) runtime->ActorKilled(actor_id);
   if (!st.ok()) {
     throw Error(
         absl::StrCat("cannot kill actor ", actor_id, ": ", st.message()));

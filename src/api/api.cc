@@ -19,7 +19,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "api/cluster_status.h"
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
@@ -29,6 +28,7 @@
 #include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/random.h"
 #include "common/session.h"
 #include "head_client/head_client.h"
@@ -39,14 +39,14 @@
 namespace shoal {
 namespace {
 
-absl::Mutex g_mu(absl::kConstInit);
+shoal::Mutex g_mu;
 std::shared_ptr<internal::CoreRuntime> g_runtime ABSL_GUARDED_BY(g_mu);
 std::unique_ptr<internal::LocalClusterProcesses> g_local_cluster
     ABSL_GUARDED_BY(g_mu);
 bool g_atexit_registered ABSL_GUARDED_BY(g_mu) = false;
 
 std::shared_ptr<internal::CoreRuntime> Runtime() {
-  absl::MutexLock lock(&g_mu);
+  shoal::MutexLock lock(&g_mu);
   return g_runtime;
 }
 
@@ -135,7 +135,7 @@ void Init(const InitOptions& options) {
 
 void internal::InitDriver(const InitOptions& options,
                           const DriverProgram& program) {
-  absl::MutexLock lock(&g_mu);
+  shoal::MutexLock lock(&g_mu);
   if (g_runtime != nullptr) return;
   internal::RuntimeOptions rt;
   rt.head_address = options.address;
@@ -198,7 +198,7 @@ void Shutdown() {
   std::shared_ptr<internal::CoreRuntime> rt;
   std::unique_ptr<internal::LocalClusterProcesses> cluster;
   {
-    absl::MutexLock lock(&g_mu);
+    shoal::MutexLock lock(&g_mu);
     rt = std::move(g_runtime);
     cluster = std::move(g_local_cluster);
   }

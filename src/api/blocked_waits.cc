@@ -13,7 +13,7 @@ void BlockedWaits::Blocked(bool blocked) {
 }
 
 void BlockedWaits::Change(int depth, bool blocked) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   int before = depths_.empty() ? -1 : *depths_.begin();
   if (blocked) {
     depths_.insert(depth);

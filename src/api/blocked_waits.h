@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace shoal::internal {
 
@@ -40,7 +40,7 @@ class BlockedWaits {
 
   const std::function<int()> current_depth_;
   const TellFn tell_;
-  absl::Mutex mu_;
+  shoal::Mutex mu_;
   std::multiset<int> depths_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -11,7 +11,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "api/blocked_waits.h"
 #include "api/job_registration.h"
 #include "api/object_client.h"
@@ -29,6 +28,7 @@
 #include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/random.h"
 #include "common/status_macros.h"
@@ -218,7 +218,7 @@ class CoreRuntimeImpl : public CoreRuntime {
           options.name.empty() ? "" : "\"", ": ", info.status().message()));
     }
     if (!keep.empty()) {
-      absl::MutexLock lock(&actor_args_mu_);
+      shoal::MutexLock lock(&actor_args_mu_);
       for (auto& k : keep) actor_arg_refs_.push_back(std::move(k));
     }
     return spec.actor_id();
@@ -256,19 +256,11 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   rpc::HeadClient& head() override { return *head_; }
 
-  absl::Status KillActor(const std::string& actor_id,
-                         bool no_restart) override {
-    proto::KillActorRequest req;
-    req.set_actor_id(actor_id);
-    req.set_no_restart(no_restart);
-    RETURN_IF_ERROR(head_->KillActor(req));
+  void ActorKilled(const std::string& actor_id) override {
     // Posted, so it reaches the submitter before any call made after this.
-    if (no_restart) {
-      loop_->Post([this, actor_id] {
-        if (path_ != nullptr) path_->ActorKilled(actor_id);
-      });
-    }
-    return absl::OkStatus();
+    loop_->Post([this, actor_id] {
+      if (path_ != nullptr) path_->ActorKilled(actor_id);
+    });
   }
 
   std::string JobId() const override { return lease_job_id(); }
@@ -444,7 +436,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     tasks.tasks.clear();
     std::vector<std::shared_ptr<RefHandle>> actor_args;
     {
-      absl::MutexLock lock(&actor_args_mu_);
+      shoal::MutexLock lock(&actor_args_mu_);
       actor_args.swap(actor_arg_refs_);
     }
     actor_args.clear();
@@ -603,7 +595,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   OwnedObjects objects_;
   BlockedWaits blocked_;
   ObjectIo io_;
-  absl::Mutex actor_args_mu_;
+  shoal::Mutex actor_args_mu_;
   // Constructor arguments of the actors this process made, kept for their
   // restarts.
   std::vector<std::shared_ptr<RefHandle>> actor_arg_refs_

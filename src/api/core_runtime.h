@@ -86,11 +86,10 @@ class CoreRuntime {
                                    size_t num_ready, int64_t timeout_ms) = 0;
   virtual void Release(const std::string& object_id) = 0;
   virtual absl::StatusOr<proto::ClusterStatus> ClusterStatus() = 0;
-  // Asks the head to end an actor. Without a restart, the calls this process
-  // makes to it from then on (and those still queued) fail at once, as the
-  // actor's worker may still answer until its agent ends it.
-  virtual absl::Status KillActor(const std::string& actor_id,
-                                 bool no_restart) = 0;
+  // The head accepted this process's kill of the actor, without a restart:
+  // the calls it makes to it from then on (and those still queued) fail at
+  // once, as the actor's worker may still answer until its agent ends it.
+  virtual void ActorKilled(const std::string& actor_id) = 0;
   // The job whose workers run what this process submits: its own, or in a
   // worker, its driver's.
   virtual std::string JobId() const = 0;

@@ -12,12 +12,12 @@ OwnedObjects::OwnedObjects(ForgetFn on_forget)
     : on_forget_(std::move(on_forget)) {}
 
 void OwnedObjects::SetLocalNode(const std::string& node_id) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   local_node_ = node_id;
 }
 
 void OwnedObjects::AddPending(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   objects_[id];
 }
 
@@ -26,7 +26,7 @@ void OwnedObjects::AddValue(const std::string& id,
   Entry e;
   e.state = State::kReady;
   e.value = std::move(value);
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   objects_[id] = std::move(e);
 }
 
@@ -39,20 +39,20 @@ void OwnedObjects::AddStored(const std::string& id,
     e.copy_nodes.insert(source.node_id());
   }
   e.stored_object = std::move(object);
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   objects_[id] = std::move(e);
 }
 
 std::shared_ptr<RefHandle> OwnedObjects::NewHandle(const std::string& id) {
   auto handle = std::make_shared<RefHandle>(id);
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   handles_[id] = handle;
   return handle;
 }
 
 absl::StatusOr<std::shared_ptr<RefHandle>> OwnedObjects::HandleFor(
     const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = handles_.find(id);
   std::shared_ptr<RefHandle> handle =
       it == handles_.end() ? nullptr : it->second.lock();
@@ -70,7 +70,7 @@ absl::StatusOr<std::shared_ptr<RefHandle>> OwnedObjects::HandleFor(
 void OwnedObjects::Release(const std::string& id) {
   std::vector<Forgotten> forgotten;
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     handles_.erase(id);
     auto it = objects_.find(id);
     if (it == objects_.end()) return;
@@ -173,12 +173,12 @@ std::vector<size_t> OwnedObjects::WaitAny(const std::vector<std::string>& ids,
   num_ready = std::min(num_ready, ids.size());
   std::vector<size_t> ready;
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     if (CountSettledLocked(ids, &ready) >= num_ready) return ready;
   }
   if (blocked) blocked(true);
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     const absl::Time deadline =
         timeout_ms < 0 ? absl::InfiniteFuture()
                        : absl::Now() + absl::Milliseconds(timeout_ms);
@@ -195,7 +195,7 @@ std::vector<size_t> OwnedObjects::WaitAny(const std::vector<std::string>& ids,
 
 OwnedObjects::State OwnedObjects::Peek(const std::string& id, Ready* ready,
                                        absl::Status* error) const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return State::kUnknown;
   const Entry& e = it->second;
@@ -205,7 +205,7 @@ OwnedObjects::State OwnedObjects::Peek(const std::string& id, Ready* ready,
 }
 
 bool OwnedObjects::Complete(const std::string& id, proto::TaskResult* result) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   Entry& e = it->second;
@@ -226,7 +226,7 @@ bool OwnedObjects::Complete(const std::string& id, proto::TaskResult* result) {
 }
 
 void OwnedObjects::Fail(const std::string& id, absl::Status error) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return;
   it->second.state = State::kFailed;
@@ -237,7 +237,7 @@ void OwnedObjects::Fail(const std::string& id, absl::Status error) {
 void OwnedObjects::ForgetIfReleased(const std::string& id) {
   std::vector<Forgotten> forgotten;
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     auto it = objects_.find(id);
     if (it == objects_.end() || !it->second.released ||
         it->second.state == State::kPending) {
@@ -251,7 +251,7 @@ void OwnedObjects::ForgetIfReleased(const std::string& id) {
 void OwnedObjects::AddCopy(const std::string& id, const std::string& node,
                            const std::string& transfer_address) {
   if (node.empty()) return;
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return;
   it->second.copy_nodes.insert(node);
@@ -267,7 +267,7 @@ void OwnedObjects::AddCopy(const std::string& id, const std::string& node,
 
 OwnedObjects::Rebuild OwnedObjects::NeedsRebuild(
     const std::string& id, const proto::StoredObject& failed) const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return Rebuild::kGone;
   const Entry& e = it->second;
@@ -280,7 +280,7 @@ OwnedObjects::Rebuild OwnedObjects::NeedsRebuild(
 }
 
 void OwnedObjects::MarkPending(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   Entry& e = objects_[id];
   e.state = State::kPending;
   e.stored = false;
@@ -290,7 +290,7 @@ void OwnedObjects::MarkPending(const std::string& id) {
 }
 
 proto::StoredObject OwnedObjects::StoredObjectOf(const std::string& id) const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end() || !it->second.stored) return {};
   return it->second.stored_object;
@@ -299,7 +299,7 @@ proto::StoredObject OwnedObjects::StoredObjectOf(const std::string& id) const {
 std::vector<std::pair<std::string, std::set<std::string>>>
 OwnedObjects::StoredCopies() const {
   std::vector<std::pair<std::string, std::set<std::string>>> out;
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   for (const auto& [id, e] : objects_) {
     if (e.stored) out.emplace_back(id, e.copy_nodes);
   }
@@ -309,14 +309,14 @@ OwnedObjects::StoredCopies() const {
 void OwnedObjects::Clear() {
   Table objects;
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     objects.swap(objects_);
     Notify();
   }
 }
 
 size_t OwnedObjects::size() const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   return objects_.size();
 }
 

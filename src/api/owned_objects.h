@@ -13,14 +13,14 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "shoal/internal/runtime.h"
 #include "shoal/shoal.pb.h"
 
@@ -125,7 +125,7 @@ class OwnedObjects {
     absl::Status error;
     bool released = false;
   };
-  using Table = std::unordered_map<std::string, Entry>;
+  using Table = absl::flat_hash_map<std::string, Entry>;
 
   Ready ReadyOf(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ready, failed or released: no longer pending.
@@ -146,11 +146,11 @@ class OwnedObjects {
   void Told(std::vector<Forgotten> forgotten);
 
   const ForgetFn on_forget_;
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;
+  mutable shoal::Mutex mu_;
+  shoal::CondVar cv_;
   Table objects_ ABSL_GUARDED_BY(mu_);
   // Every live handle, for refs unpacked from values.
-  std::unordered_map<std::string, std::weak_ptr<RefHandle>> handles_
+  absl::flat_hash_map<std::string, std::weak_ptr<RefHandle>> handles_
       ABSL_GUARDED_BY(mu_);
   std::string local_node_ ABSL_GUARDED_BY(mu_);
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // threads in cv_.Wait

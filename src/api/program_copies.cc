@@ -12,25 +12,25 @@ ProgramCopies::ProgramCopies(SendFn send, TellFn tell)
 ProgramCopies::~ProgramCopies() { Shutdown(); }
 
 void ProgramCopies::Adopt(const std::string& program_hash) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   hashes_.program = program_hash;
   sent_ = true;
 }
 
 ProgramCopies::Hashes ProgramCopies::Known() const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   return hashes_;
 }
 
 bool ProgramCopies::sent() const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   return sent_;
 }
 
 absl::Status ProgramCopies::SendAndRecord() {
   absl::StatusOr<Hashes> sent = send_();
   if (sent.ok()) {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     hashes_ = *sent;
     sent_ = true;
   }
@@ -51,7 +51,7 @@ absl::Status ProgramCopies::SendOnce() {
   mu_.Unlock();
   absl::Status sent = SendAndRecord();
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     sending_ = false;
   }
   cv_.SignalAll();
@@ -59,7 +59,7 @@ absl::Status ProgramCopies::SendOnce() {
 }
 
 void ProgramCopies::Wanted() {
-  absl::MutexLock lock(&copier_mu_);
+  shoal::MutexLock lock(&copier_mu_);
   if (stopping_) return;
   copy_wanted_ = true;
   if (copier_running_) return;
@@ -68,7 +68,7 @@ void ProgramCopies::Wanted() {
   copier_ = std::thread([this] {
     while (true) {
       {
-        absl::MutexLock lock(&copier_mu_);
+        shoal::MutexLock lock(&copier_mu_);
         if (!copy_wanted_ || stopping_) {
           copier_running_ = false;
           return;
@@ -89,7 +89,7 @@ void ProgramCopies::SendAgain() {
   // Programs never sent (every node was on this host) are not sent now
   // either.
   if (!sent()) return;
-  absl::MutexLock lock(&uploader_mu_);
+  shoal::MutexLock lock(&uploader_mu_);
   if (stopping_ || uploading_.exchange(true)) return;
   if (uploader_.joinable()) uploader_.join();  // done: uploading_ was false
   uploader_ = std::thread([this] {
@@ -106,13 +106,13 @@ void ProgramCopies::Shutdown() {
   stopping_ = true;
   std::thread uploader;
   {
-    absl::MutexLock lock(&uploader_mu_);
+    shoal::MutexLock lock(&uploader_mu_);
     uploader = std::move(uploader_);
   }
   if (uploader.joinable()) uploader.join();
   std::thread copier;
   {
-    absl::MutexLock lock(&copier_mu_);
+    shoal::MutexLock lock(&copier_mu_);
     copier = std::move(copier_);
   }
   if (copier.joinable()) copier.join();

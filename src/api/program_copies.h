@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace shoal::internal {
 
@@ -68,20 +68,20 @@ class ProgramCopies {
   const TellFn tell_;
   std::atomic<bool> stopping_{false};
 
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;
+  mutable shoal::Mutex mu_;
+  shoal::CondVar cv_;
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
   bool sent_ ABSL_GUARDED_BY(mu_) = false;
   Hashes hashes_ ABSL_GUARDED_BY(mu_);
 
   // Wanted()'s thread: joined once it has ended, or by Shutdown.
-  absl::Mutex copier_mu_;
+  shoal::Mutex copier_mu_;
   std::thread copier_ ABSL_GUARDED_BY(copier_mu_);
   bool copier_running_ ABSL_GUARDED_BY(copier_mu_) = false;
   bool copy_wanted_ ABSL_GUARDED_BY(copier_mu_) = false;
 
   // SendAgain()'s thread.
-  absl::Mutex uploader_mu_;
+  shoal::Mutex uploader_mu_;
   std::thread uploader_ ABSL_GUARDED_BY(uploader_mu_);
   std::atomic<bool> uploading_{false};
 };

@@ -15,7 +15,7 @@ SubmitWindow::SubmitWindow(int64_t limit)
     : limit_(std::max<int64_t>(0, limit)) {}
 
 absl::Status SubmitWindow::Acquire(bool may_block) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   if (limit_ > 0 && in_flight_ >= limit_ && may_block && !closed_) {
     if (waits_++ == 0) {
       SHOAL_LOG(INFO) << "submitting waits: " << in_flight_
@@ -34,29 +34,29 @@ absl::Status SubmitWindow::Acquire(bool may_block) {
 }
 
 void SubmitWindow::Release() {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   if (in_flight_ > 0) --in_flight_;
   if (limit_ > 0 && in_flight_ < limit_) released_.Signal();
 }
 
 void SubmitWindow::Close() {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   closed_ = true;
   released_.SignalAll();
 }
 
 int64_t SubmitWindow::in_flight() const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   return in_flight_;
 }
 
 int64_t SubmitWindow::waits() const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   return waits_;
 }
 
 int64_t SubmitWindow::peak() const {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   return peak_;
 }
 

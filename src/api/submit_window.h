@@ -15,7 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace shoal::internal {
 
@@ -42,8 +42,8 @@ class SubmitWindow {
 
  private:
   const int64_t limit_;
-  mutable absl::Mutex mu_;
-  absl::CondVar released_;
+  mutable shoal::Mutex mu_;
+  shoal::CondVar released_;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t waits_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;

@@ -230,8 +230,10 @@ absl::Status TaskLifecycle::RebuildArgument(const std::string& task_id,
   if (t == tasks_.end()) {
     return TaskError(ErrorKind::kObjectLost, "the task is gone");
   }
-  RETURN_IF_ERROR(Reconstruct(lost, objects_->StoredObjectOf(lost)));
+  // Taken before Reconstruct, which may add a task (and move the table's
+  // slots); the entry itself stays where it is.
   TaskEntry& task = *t->second;
+  RETURN_IF_ERROR(Reconstruct(lost, objects_->StoredObjectOf(lost)));
   if (!deps_.WaitAgain(task_id, &task.args, lost)) {
     Enqueue(task, /*front=*/true);
   }

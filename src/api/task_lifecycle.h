@@ -18,8 +18,8 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/dependency_resolver.h"
@@ -99,7 +99,7 @@ class TaskLifecycle {
   // loop (what they hold releases refs, which takes the object table's
   // lock).
   struct Taken {
-    std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks;
+    absl::flat_hash_map<std::string, std::unique_ptr<TaskEntry>> tasks;
     ObjectRecovery::Lineage lineage;
   };
   Taken TakeAll();
@@ -129,7 +129,7 @@ class TaskLifecycle {
   TaskEventBuffer* events_ = nullptr;
   DependencyResolver deps_;
   ObjectRecovery recovery_;
-  std::unordered_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
+  absl::flat_hash_map<std::string, std::unique_ptr<TaskEntry>> tasks_;
 };
 
 }  // namespace shoal::internal

@@ -11,8 +11,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "common/session.h"
 #include "head_client/head_client.h"
 #include "rpc/event_loop.h"
@@ -46,7 +46,7 @@ class HeadConnection {
 
   // The head's client. Throws shoal::Error when no cluster can be reached.
   rpc::HeadClient& head() {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     if (head_ == nullptr) Connect();
     return *head_;
   }
@@ -73,7 +73,7 @@ class HeadConnection {
                                               "collective");
   }
 
-  absl::Mutex mu_;
+  shoal::Mutex mu_;
   std::unique_ptr<rpc::EventLoop> loop_ ABSL_GUARDED_BY(mu_);
   // Made once, never replaced: the reference head() returns stays valid.
   std::unique_ptr<rpc::HeadClient> head_ ABSL_GUARDED_BY(mu_);
@@ -130,7 +130,7 @@ class InProcessMapStore : public Store {
  public:
   void Set(const std::string& key, const std::string& value) override {
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       values_[key] = value;
     }
     changed_.SignalAll();
@@ -138,7 +138,7 @@ class InProcessMapStore : public Store {
 
   std::string Get(const std::string& key,
                   std::chrono::milliseconds timeout) override {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
     while (values_.count(key) == 0) {
       if (changed_.WaitWithDeadline(&mu_, deadline) &&
@@ -150,8 +150,8 @@ class InProcessMapStore : public Store {
   }
 
  private:
-  absl::Mutex mu_;
-  absl::CondVar changed_;
+  shoal::Mutex mu_;
+  shoal::CondVar changed_;
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -22,8 +22,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "dashboard/http_connection.h"
 
 namespace shoal::dashboard {
@@ -74,7 +74,7 @@ class HttpServer::Core {
 
   void Start() {
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       if (running_) return;
       running_ = true;
       stopping_ = false;
@@ -92,7 +92,7 @@ class HttpServer::Core {
   // handler returns (its reads and writes fail at once).
   void Stop() {
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       if (!running_) return;
       stopping_ = true;
     }
@@ -104,7 +104,7 @@ class HttpServer::Core {
     workers_.clear();
     std::deque<std::unique_ptr<Connection>> left;
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       left.swap(work_);
       for (auto& c : incoming_) left.push_back(std::move(c));
       incoming_.clear();
@@ -119,7 +119,7 @@ class HttpServer::Core {
     std::string peer = PeerAddress(fd, /*remote=*/true, nullptr);
     std::string refusal;
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       int& mine = per_peer_[peer];
       if (mine >= limits_.max_connections_per_peer) {
         refusal = absl::StrCat("too many connections from ", peer,
@@ -155,7 +155,7 @@ class HttpServer::Core {
  private:
   void ToGate(std::unique_ptr<Connection> c) {
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       incoming_.push_back(std::move(c));
     }
     uint64_t one = 1;
@@ -164,7 +164,7 @@ class HttpServer::Core {
 
   void ToWorkers(std::unique_ptr<Connection> c) {
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       work_.push_back(std::move(c));
     }
     work_ready_.Signal();
@@ -172,7 +172,7 @@ class HttpServer::Core {
 
   void Close(std::unique_ptr<Connection> c) {
     close(c->fd);
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     --open_;
     auto it = per_peer_.find(c->peer);
     if (it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
@@ -181,7 +181,7 @@ class HttpServer::Core {
   // At most one line every 10 s, with how many were refused meanwhile: a
   // flood must not flood the log too.
   void NoteRefusal(const std::string& peer, const char* why) {
-    absl::MutexLock lock(&log_mu_);
+    shoal::MutexLock lock(&log_mu_);
     ++refused_since_log_;
     Clock::time_point now = Clock::now();
     if (now - last_log_ < std::chrono::seconds(10)) return;
@@ -252,7 +252,7 @@ class HttpServer::Core {
     std::vector<pollfd> fds;
     while (true) {
       {
-        absl::MutexLock lock(&mu_);
+        shoal::MutexLock lock(&mu_);
         if (stopping_) break;
         for (auto& c : incoming_) waiting.push_back(std::move(c));
         incoming_.clear();
@@ -295,7 +295,7 @@ class HttpServer::Core {
     while (true) {
       std::unique_ptr<Connection> c;
       {
-        absl::MutexLock lock(&mu_);
+        shoal::MutexLock lock(&mu_);
         while (!stopping_ && work_.empty()) work_ready_.Wait(&mu_);
         if (stopping_) return;
         c = std::move(work_.front());
@@ -340,8 +340,8 @@ class HttpServer::Core {
   const int stop_fd_;  // readable once stopping (never drained until Start)
   const int wake_fd_;  // new connections for the gate
 
-  absl::Mutex mu_;
-  absl::CondVar work_ready_;
+  shoal::Mutex mu_;
+  shoal::CondVar work_ready_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int open_ ABSL_GUARDED_BY(mu_) = 0;
@@ -349,7 +349,7 @@ class HttpServer::Core {
   std::vector<std::unique_ptr<Connection>> incoming_ ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<Connection>> work_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex log_mu_;
+  shoal::Mutex log_mu_;
   Clock::time_point last_log_ ABSL_GUARDED_BY(log_mu_);
   int refused_since_log_ ABSL_GUARDED_BY(log_mu_) = 0;
 

@@ -4,10 +4,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "head/actor_manager.h"
@@ -87,7 +87,7 @@ class HeadImpl : public Head {
   int port() const override { return server_->port(); }
 
   void Wait() override {
-    absl::MutexLock lock(&stop_mu_);
+    shoal::MutexLock lock(&stop_mu_);
     while (!stop_requested_) stop_cv_.Wait(&stop_mu_);
   }
 
@@ -119,7 +119,7 @@ class HeadImpl : public Head {
   }
 
   void RequestStop() {
-    absl::MutexLock lock(&stop_mu_);
+    shoal::MutexLock lock(&stop_mu_);
     stop_requested_ = true;
     stop_cv_.SignalAll();
   }
@@ -474,8 +474,8 @@ class HeadImpl : public Head {
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<ActorManager> actors_;
 
-  absl::Mutex stop_mu_;
-  absl::CondVar stop_cv_;
+  shoal::Mutex stop_mu_;
+  shoal::CondVar stop_cv_;
   bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 

@@ -9,9 +9,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "common/status_macros.h"
 #include "head/wal_check.h"
 
@@ -60,7 +60,7 @@ class Checkpointer {
       : db_(db), writes_(writes), thread_([this] { Run(); }) {}
   ~Checkpointer() {
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       stop_ = true;
     }
     cv_.Signal();
@@ -97,8 +97,8 @@ class Checkpointer {
 
   sqlite3* const db_;
   const std::atomic<uint64_t>* const writes_;
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  shoal::Mutex mu_;
+  shoal::CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: it starts once the rest is set
 };

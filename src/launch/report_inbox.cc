@@ -13,7 +13,7 @@ RankExit RankExitOf(const proto::LaunchExit& exit) {
 }
 
 void ReportInbox::BeginAttempt(const std::string& launch_id) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   launch_id_ = launch_id;
   stop_ = false;
   new_exits_.clear();
@@ -21,7 +21,7 @@ void ReportInbox::BeginAttempt(const std::string& launch_id) {
 
 bool ReportInbox::Receive(const proto::LaunchReport& report,
                           bool stop_requested) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   if (report.launch_id() != launch_id_) return true;  // a straggler
   print_(printer_.Format(report));
   for (const proto::LaunchExit& e : report.exits()) {
@@ -33,12 +33,12 @@ bool ReportInbox::Receive(const proto::LaunchReport& report,
 }
 
 void ReportInbox::RequestStop() {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   stop_ = true;
 }
 
 std::vector<proto::LaunchExit> ReportInbox::TakeNewExits() {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   std::vector<proto::LaunchExit> taken;
   taken.swap(new_exits_);
   return taken;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "launch/launch_supervisor.h"
 #include "launch/output_lines.h"
 #include "shoal/shoal.pb.h"
@@ -48,7 +48,7 @@ class ReportInbox {
 
  private:
   const std::function<void(std::string_view)> print_;
-  absl::Mutex mu_;
+  shoal::Mutex mu_;
   std::string launch_id_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<proto::LaunchExit> new_exits_ ABSL_GUARDED_BY(mu_);

@@ -16,10 +16,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/status_macros.h"
 #include "object_plane/transfer_codec.h"
@@ -182,7 +182,7 @@ class SourcePull {
   std::optional<SourceFailure> Run() {
     size_t missing;
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       missing = missing_chunks_.size();
     }
     size_t workers = std::min<size_t>(
@@ -194,7 +194,7 @@ class SourcePull {
     Work();
     for (std::thread& t : threads) t.join();
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       if (failure_.has_value()) return failure_;
     }
     for (char d : done_) {
@@ -205,11 +205,11 @@ class SourcePull {
 
  private:
   void Fail(SourceFailure f) {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     if (!failure_.has_value()) failure_ = std::move(f);
   }
   std::optional<uint64_t> Next() {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     if (failure_.has_value() || missing_chunks_.empty()) return std::nullopt;
     uint64_t c = missing_chunks_.front();
     missing_chunks_.pop_front();
@@ -307,7 +307,7 @@ class SourcePull {
   const IoLimits limits_;
   std::vector<char>& done_;
 
-  absl::Mutex mu_;
+  shoal::Mutex mu_;
   std::deque<uint64_t> missing_chunks_ ABSL_GUARDED_BY(mu_);
   std::optional<SourceFailure> failure_ ABSL_GUARDED_BY(mu_);
 };

@@ -133,7 +133,7 @@ TransferServer::~TransferServer() {
 void TransferServer::Shutdown() {
   stopping_ = true;
   if (accept_thread_.joinable()) accept_thread_.join();
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   for (auto& c : connections_) {
     if (c->thread.joinable()) c->thread.join();
   }
@@ -163,7 +163,7 @@ void TransferServer::AcceptLoop() {
     char ip[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
     std::string peer = absl::StrCat(ip, ":", ntohs(addr.sin_port));
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     Reap();
     auto connection = std::make_unique<Connection>();
     Connection* raw = connection.get();

@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace shoal::rpc {
 class TlsContext;
@@ -107,7 +107,7 @@ class TransferServer {
   std::atomic<bool> stopping_{false};
   std::thread accept_thread_;
 
-  absl::Mutex mu_;
+  shoal::Mutex mu_;
   std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   int64_t next_client_ ABSL_GUARDED_BY(mu_) = -1;
 };

@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<BlockingChannel>> BlockingChannel::Connect(
   }
   std::unique_ptr<BlockingChannel> channel(new BlockingChannel(fd, address));
   int64_t deadline = DeadlineUs(timeout_ms);
-  absl::MutexLock lock(&channel->mu_);
+  shoal::MutexLock lock(&channel->mu_);
   if (tls != nullptr) {
     // Non-blocking, so that the TLS calls return and the deadlines hold.
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -249,7 +249,7 @@ absl::Status BlockingChannel::ReadExact(char* out, size_t size,
 absl::StatusOr<std::string> BlockingChannel::Call(int method,
                                                   std::string_view payload,
                                                   int64_t timeout_ms) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   if (!broken_.empty()) return absl::UnavailableError(broken_);
   int64_t deadline = DeadlineUs(timeout_ms);
   uint64_t id = next_call_id_++;
@@ -278,7 +278,7 @@ absl::StatusOr<std::string> BlockingChannel::Call(int method,
 }
 
 absl::Status BlockingChannel::Send(int method, std::string_view payload) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   if (!broken_.empty()) return absl::UnavailableError(broken_);
   return WriteFrame(kRequest, static_cast<uint32_t>(method), next_call_id_++,
                     payload, DeadlineUs(10000));

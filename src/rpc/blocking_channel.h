@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace google::protobuf {
 class MessageLite;
@@ -76,7 +76,7 @@ class BlockingChannel {
   absl::Status Broken(const std::string& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
+  shoal::Mutex mu_;
   const int fd_;  // set once, by the constructor
   std::unique_ptr<TlsStream> tls_ ABSL_GUARDED_BY(mu_);  // null: plain TCP
   // Its last call returned EAGAIN.

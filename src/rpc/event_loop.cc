@@ -70,7 +70,7 @@ void EventLoop::Post(std::function<void()> fn) {
   bool wake;
   std::function<void()> refused;
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     if (closed_) {
       refused = std::move(fn);
       wake = false;
@@ -199,7 +199,7 @@ void EventLoop::Run() {
       (*cb)(events[i].events);
     }
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       batch.swap(posted_);
       wake_pending_ = false;
     }
@@ -219,7 +219,7 @@ void EventLoop::Run() {
 void EventLoop::RunLastClosures() {
   std::vector<std::function<void()>> last;
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     closed_ = true;
     last.swap(posted_);
   }

@@ -29,8 +29,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "rpc/executor.h"
 
 namespace shoal::rpc {
@@ -86,7 +86,7 @@ class EventLoop final : public Executor {
   std::atomic<std::thread::id> thread_id_{};
   std::atomic<bool> stopping_{false};
 
-  absl::Mutex mu_;
+  shoal::Mutex mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
   bool wake_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Post() no longer accepts
@@ -136,24 +136,24 @@ template <typename T>
 class WaitSlot {
  public:
   void Set(T value) {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     if (value_.has_value()) return;
     value_.emplace(std::move(value));
     ready_.SignalAll();
   }
   bool has_value() {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     return value_.has_value();
   }
   T Take() {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     while (!value_.has_value()) ready_.Wait(&mu_);
     return std::move(*value_);
   }
 
  private:
-  absl::Mutex mu_;
-  absl::CondVar ready_;
+  shoal::Mutex mu_;
+  shoal::CondVar ready_;
   std::optional<T> value_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -18,10 +18,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/constant_time.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/status_macros.h"
 #include "google/protobuf/message_lite.h"
@@ -59,7 +59,7 @@ constexpr int64_t kStrangerLogIntervalUs = 10 * 1000 * 1000;
 // Shoal's log, each kind at most a few times and then once per 1,000 with a
 // count: one bad field repeated for every line a program prints must not
 // flood the log or the terminal.
-absl::Mutex g_protobuf_log_mu(absl::kConstInit);
+shoal::Mutex g_protobuf_log_mu;
 // How many messages each place in protobuf's code has logged; made by the
 // first message and never freed (a message may come while the process
 // exits).
@@ -71,7 +71,7 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
                  const std::string& message) {
   int64_t n;
   {
-    absl::MutexLock lock(&g_protobuf_log_mu);
+    shoal::MutexLock lock(&g_protobuf_log_mu);
     if (g_protobuf_log_seen == nullptr) {
       g_protobuf_log_seen = new std::map<std::pair<std::string, int>, int64_t>;
     }

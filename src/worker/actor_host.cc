@@ -26,7 +26,7 @@ ActorHost::ActorHost(std::string actor_id, ActorInstance instance,
 ActorHost::~ActorHost() {
   std::vector<std::thread> threads;
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     stopping_ = true;
     threads.swap(threads_);
   }
@@ -43,7 +43,7 @@ void ActorHost::Install(std::unique_ptr<ActorHost> host) {
 
 void ActorHost::Run(std::function<void()> call) {
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     queue_.push_back(std::move(call));
     // Each queued call that no idle thread will take gets a thread of its
     // own, up to the actor's limit; beyond it, calls wait in the queue.
@@ -59,7 +59,7 @@ void ActorHost::Loop() {
   while (true) {
     std::function<void()> call;
     {
-      absl::MutexLock lock(&mu_);
+      shoal::MutexLock lock(&mu_);
       ++idle_;
       while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       --idle_;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "shoal/internal/actor_invoke.h"
 
 namespace shoal::internal {
@@ -60,8 +60,8 @@ class ActorHost {
   const ActorInstance instance_;
   const bool restarted_;
   const int max_concurrency_;
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  shoal::Mutex mu_;
+  shoal::CondVar cv_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Started threads waiting for a call.

@@ -6,7 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "shoal/api.h"
 #include "worker/symbol_name.h"
 
@@ -14,7 +14,7 @@ namespace shoal::internal {
 namespace {
 
 struct Registry {
-  absl::Mutex mu;
+  shoal::Mutex mu;
   std::map<std::string, Invoker> by_name ABSL_GUARDED_BY(mu);
   std::unordered_map<const void*, std::string> by_address ABSL_GUARDED_BY(mu);
   std::map<std::string, FactoryInvoker> factories ABSL_GUARDED_BY(mu);
@@ -33,7 +33,7 @@ Registry& GetRegistry() {
 void RegisterFunction(const std::string& name, const void* address,
                       Invoker invoker) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  shoal::MutexLock lock(&r.mu);
   r.by_name[name] = std::move(invoker);
   r.by_address[address] = name;
 }
@@ -41,7 +41,7 @@ void RegisterFunction(const std::string& name, const void* address,
 const std::string& FunctionName(const void* address) {
   {
     Registry& r = GetRegistry();
-    absl::MutexLock lock(&r.mu);
+    shoal::MutexLock lock(&r.mu);
     auto it = r.by_address.find(address);
     if (it != r.by_address.end()) return it->second;
   }
@@ -63,7 +63,7 @@ const std::string& FunctionName(const void* address) {
 void RegisterActorFactory(const std::string& name, const void* address,
                           FactoryInvoker invoker) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  shoal::MutexLock lock(&r.mu);
   r.factories[name] = std::move(invoker);
   r.by_address[address] = name;
 }
@@ -71,14 +71,14 @@ void RegisterActorFactory(const std::string& name, const void* address,
 void RegisterActorMethod(const std::string& name, const std::string& key,
                          MethodInvoker invoker) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  shoal::MutexLock lock(&r.mu);
   r.methods[name] = std::move(invoker);
   r.method_by_key[key] = name;
 }
 
 const std::string& ActorMethodName(const std::string& key) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  shoal::MutexLock lock(&r.mu);
   auto it = r.method_by_key.find(key);
   if (it == r.method_by_key.end()) {
     throw Error(
@@ -90,21 +90,21 @@ const std::string& ActorMethodName(const std::string& key) {
 
 const FactoryInvoker* FindActorFactory(const std::string& name) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  shoal::MutexLock lock(&r.mu);
   auto it = r.factories.find(name);
   return it == r.factories.end() ? nullptr : &it->second;
 }
 
 const MethodInvoker* FindActorMethod(const std::string& name) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  shoal::MutexLock lock(&r.mu);
   auto it = r.methods.find(name);
   return it == r.methods.end() ? nullptr : &it->second;
 }
 
 const Invoker* FindInvoker(const std::string& name) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  shoal::MutexLock lock(&r.mu);
   auto it = r.by_name.find(name);
   return it == r.by_name.end() ? nullptr : &it->second;
 }

@@ -17,7 +17,7 @@ RunningTasks::RunningTasks(Options options) : options_(std::move(options)) {
 
 RunningTasks::~RunningTasks() {
   {
-    absl::MutexLock lock(&mu_);
+    shoal::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -29,12 +29,12 @@ RunningTasks::~RunningTasks() {
 }
 
 void RunningTasks::Begin(const proto::TaskSpec* spec, int64_t start_ms) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   running_.push_back({spec, start_ms, false});
 }
 
 void RunningTasks::End(const proto::TaskSpec* spec) {
-  absl::MutexLock lock(&mu_);
+  shoal::MutexLock lock(&mu_);
   auto it = std::find_if(running_.begin(), running_.end(),
                          [&](const Running& r) { return r.spec == spec; });
   if (it == running_.end()) return;

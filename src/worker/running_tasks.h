@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::rpc {
@@ -53,8 +53,8 @@ class RunningTasks {
   void Send(const proto::TaskEventBatch& batch);
 
   const Options options_;
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  shoal::Mutex mu_;
+  shoal::CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Running> running_ ABSL_GUARDED_BY(mu_);
   // Made on the first report; used by the reporting thread only.
