@@ -362,7 +362,7 @@ BufferRef Submit(const std::string& function, const py::list& args,
                  int max_retries, const std::string& placement_group_id,
                  int bundle_index, bool cpp,
                  const std::map<std::string, std::string>& label_selector,
-                 bool label_selector_soft, bool worker_may_end) {
+                 bool label_selector_soft, bool worker_may_end, bool watch) {
   shoal::internal::TaskOptions options;
   options.worker_may_end = worker_may_end;
   options.label_selector = label_selector;
@@ -374,8 +374,10 @@ BufferRef Submit(const std::string& function, const py::list& args,
   options.in_cpp_program = cpp;
   std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args, !cpp);
   py::gil_scoped_release release;
-  return BufferRef(UnreadResults::Get().Watch(
-      shoal::internal::SubmitTask(function, std::move(task_args), options)));
+  auto handle =
+      shoal::internal::SubmitTask(function, std::move(task_args), options);
+  return BufferRef(watch ? UnreadResults::Get().Watch(std::move(handle))
+                         : std::move(handle));
 }
 
 std::string CreateActor(
@@ -404,11 +406,14 @@ std::string CreateActor(
 }
 
 BufferRef SubmitActorTask(const std::string& actor_id,
-                          const std::string& method, const py::list& args) {
+                          const std::string& method, const py::list& args,
+                          bool watch) {
   std::vector<shoal::internal::TaskArg> task_args = TaskArgs(args);
   py::gil_scoped_release release;
-  return BufferRef(UnreadResults::Get().Watch(shoal::internal::SubmitActorTask(
-      actor_id, method, std::move(task_args))));
+  auto handle =
+      shoal::internal::SubmitActorTask(actor_id, method, std::move(task_args));
+  return BufferRef(watch ? UnreadResults::Get().Watch(std::move(handle))
+                         : std::move(handle));
 }
 
 // The live actor named `name` as (actor id, factory key, class name, state),
@@ -993,10 +998,11 @@ PYBIND11_MODULE(_shoal, m) {
         py::arg("cpp") = false,
         py::arg("label_selector") = std::map<std::string, std::string>(),
         py::arg("label_selector_soft") = false,
-        py::arg("worker_may_end") = false,
+        py::arg("worker_may_end") = false, py::arg("watch") = false,
         "Submits a task of the function stored under key `function`, or "
         "with cpp, of the registered C++ function of that name (arguments "
-        "in msgpack).");
+        "in msgpack). With watch, a result the user drops unread is reported "
+        "if the task failed (watch_unread_results).");
   m.def("create_actor", &CreateActor, py::arg("factory"), py::arg("class_name"),
         py::arg("args"), py::arg("name"), py::arg("resources"),
         py::arg("max_restarts"), py::arg("max_task_retries"),
@@ -1005,12 +1011,15 @@ PYBIND11_MODULE(_shoal, m) {
         py::arg("label_selector") = std::map<std::string, std::string>(),
         py::arg("label_selector_soft") = false);
   m.def("submit_actor_task", &SubmitActorTask, py::arg("actor_id"),
-        py::arg("method"), py::arg("args"));
+        py::arg("method"), py::arg("args"), py::arg("watch") = false,
+        "A call of the actor's method; with watch, a result the user drops "
+        "unread is reported if the call failed (watch_unread_results).");
   m.def(
       "watch_unread_results", [](bool on) { UnreadResults::Get().SetOn(on); },
       py::arg("on"),
-      "Whether the refs submit and submit_actor_task return from now on are "
-      "watched for being dropped before get() read them.");
+      "Whether the refs that submit and submit_actor_task return with "
+      "watch=True from now on are watched for being dropped before get() "
+      "read them.");
   m.def(
       "take_unread_dropped", [] { return UnreadResults::Get().TakeDropped(); },
       "The ids of watched results dropped unread since the last call.");

@@ -536,7 +536,7 @@ class RemoteFunction(_Remote):
         ref = _shoal.submit(
             self._shipped.key(), encode_call(args, kwargs, settings),
             resources, retries, group, index, label_selector=selector,
-            label_selector_soft=soft, worker_may_end=may_end)
+            label_selector_soft=soft, worker_may_end=may_end, watch=True)
         num_returns = options.get("num_returns")
         return _split_returns(ref, 1 if num_returns is None else num_returns)
 
@@ -919,7 +919,7 @@ class ActorMethod:
         # the worker calls the part after the last dot.
         ref = _shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
-            encode_call(args, kwargs))
+            encode_call(args, kwargs), watch=True)
         return _split_returns(ref, num_returns)
 
     def _remote(self, args=None, kwargs=None, **options):

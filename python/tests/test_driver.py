@@ -191,6 +191,23 @@ def test_a_dropped_failed_result_is_reported_once(local_cluster, capsys,
     assert "ignored on purpose" not in capsys.readouterr().err
 
 
+def test_the_runtimes_own_calls_are_not_reported_unread(local_cluster,
+                                                        capsys):
+    # A handle left from an earlier cluster: dropping it sends
+    # __ray_terminate__ to an actor this cluster does not know, which fails.
+    # That is the runtime's own call, not a result the user dropped.
+    from shoal import _remote
+    handle = _remote.ActorHandle("0123456789ab-1", "Gone", ["ping"])
+    _remote._end_unreferenced(handle)
+    del handle
+    ref = _fail.remote("the user's own")
+    del ref
+    _, err = _wait_for_output(capsys, "the user's own")
+    time.sleep(1.5)
+    err += capsys.readouterr().err
+    assert err.count("Unhandled error (suppress with") == 1, err
+
+
 @shoal.remote
 def _sleep(seconds):
     time.sleep(seconds)
