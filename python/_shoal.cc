@@ -179,58 +179,25 @@ BufferRef PutPieces(const std::vector<std::pair<size_t, py::buffer>>& pieces,
 // An object's value as Python reads it: a Python value's stored bytes
 // (raw, or msgpack binary when inline) as StoredBytes, pinning the object
 // while it lives, and any other msgpack value (a C++ program's) as
-// ("msgpack", bytes). `copy_inline`: an inline value is copied into bytes
-// (an argument lives in the task's message only while the call runs, and
-// the function may keep it).
-// The bytes of msgpack bin `data` (an inline Python value), or nullopt.
-std::optional<std::string_view> MsgpackBin(std::string_view data) {
-  if (data.empty()) return std::nullopt;
-  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
-  size_t head, size;
-  switch (p[0]) {
-    case 0xc4:
-      head = 2;
-      if (data.size() < head) return std::nullopt;
-      size = p[1];
-      break;
-    case 0xc5:
-      head = 3;
-      if (data.size() < head) return std::nullopt;
-      size = (size_t{p[1]} << 8) | p[2];
-      break;
-    case 0xc6:
-      head = 5;
-      if (data.size() < head) return std::nullopt;
-      size = (size_t{p[1]} << 24) | (size_t{p[2]} << 16) | (size_t{p[3]} << 8) |
-             p[4];
-      break;
-    default:
-      return std::nullopt;
-  }
-  if (data.size() - head < size) return std::nullopt;
-  return data.substr(head, size);
-}
-
+// ("msgpack", bytes). An inline value is copied into bytes when
+// `copy_inline` (an argument lives in the task's message only while the
+// call runs, and the function may keep it), or when it holds no
+// out-of-band buffer (its stored form's buffer count, after the 4-byte
+// magic, is 0): a small value then costs a bytes object, not a StoredBytes
+// instance, and nothing can be a view of it.
 py::object ValueObject(const ObjectValue& v, bool copy_inline) {
   auto first = static_cast<uint8_t>(v.data.empty() ? 0 : v.data[0]);
   bool binary = !v.raw && first >= 0xc4 && first <= 0xc6;  // msgpack bin
   if (!v.raw && !binary) {
     return py::make_tuple("msgpack", py::bytes(v.data.data(), v.data.size()));
   }
-  if (!v.raw) {
-    // A small Python value with no out-of-band buffer (its stored form's
-    // buffer count, after the 4-byte magic, is 0): plain bytes, cheaper
-    // than a StoredBytes instance, and nothing can be a view of them.
-    std::optional<std::string_view> bin = MsgpackBin(v.data);
-    if (bin.has_value() && bin->size() >= 8 &&
-        bin->substr(4, 4) == std::string_view("\0\0\0\0", 4)) {
-      return py::bytes(bin->data(), bin->size());
-    }
-  }
   shoal::Buffer buffer = shoal::internal::UnpackValue<shoal::Buffer>(v);
-  if (copy_inline && v.keepalive == nullptr) {
-    return py::bytes(reinterpret_cast<const char*>(buffer.data()),
-                     buffer.size());
+  const auto* data = reinterpret_cast<const char*>(buffer.data());
+  const bool no_buffers =
+      !v.raw && buffer.size() >= 8 &&
+      std::string_view(data + 4, 4) == std::string_view("\0\0\0\0", 4);
+  if (no_buffers || (copy_inline && v.keepalive == nullptr)) {
+    return py::bytes(data, buffer.size());
   }
   return py::cast(StoredBytes{std::move(buffer)});
 }

@@ -20,8 +20,9 @@ Subscribers (``shoal.test_utils.init_error_pubsub``) read the messages
 published after they subscribed. The driver itself prints a line for each
 ``worker_died`` message, and the "Unhandled error" line for a failed task
 whose ObjectRef was dropped without get() ever being called on it (the
-native module keeps that account for every task's result and hands over the
-ids dropped unread; SHOAL_IGNORE_UNHANDLED_ERRORS=1 turns the line off).
+native module keeps that account for the results of the user's .remote()
+calls, not the runtime's own, and hands over the ids dropped unread;
+SHOAL_IGNORE_UNHANDLED_ERRORS=1 turns the line off).
 
 Memory is bounded: the stream remembers the last ``_REMEMBER`` task ids it
 saw and the last ``_REMEMBER`` dropped or failed refs; a subscriber keeps

@@ -285,24 +285,26 @@ def inline_plain(value):
     return _HEAD.pack(_MAGIC, 0, len(stream)) + stream
 
 
-def dumps_result(value):
-    """dumps() of a task's result: the refs inside it carry their values
-    (waited for)."""
+def _dumps_stored(value, embed):
+    """dumps() of a value to store: a scalar's plain stream, else with the
+    refs inside it carrying their values as `embed` says."""
     if is_scalar(value):
         plain = dumps_plain(value)
         if plain is not None:
             return plain
-    return _dumps_embedding(value, _EMBED_WAITING)
+    return _dumps_embedding(value, embed)
+
+
+def dumps_result(value):
+    """dumps() of a task's result: the refs inside it carry their values
+    (waited for)."""
+    return _dumps_stored(value, _EMBED_WAITING)
 
 
 def dumps_put(value):
     """dumps() of a put value: the refs inside it that are ready carry
     their values."""
-    if is_scalar(value):
-        plain = dumps_plain(value)
-        if plain is not None:
-            return plain
-    return _dumps_embedding(value, _EMBED_READY)
+    return _dumps_stored(value, _EMBED_READY)
 
 
 def loads_with_refs(data, values):
