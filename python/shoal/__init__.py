@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import warnings
+from _thread import get_ident as _get_ident
 
 from shoal import _errors, _output, _remote, _shoal
 from shoal import exceptions
@@ -337,10 +338,23 @@ def _timeout_ms(timeout):
     return int(timeout * 1000)
 
 
+_main_thread_ident = threading.main_thread().ident
+
+
+def _note_main_thread():
+    global _main_thread_ident
+    _main_thread_ident = threading.main_thread().ident
+
+
+os.register_at_fork(after_in_child=_note_main_thread)
+
+
 def _interruptible():
     """Whether a blocking get or wait runs the signal handlers while it
-    waits (Ctrl-C, SIGALRM): in the main thread, where Python runs them."""
-    return threading.current_thread() is threading.main_thread()
+    waits (Ctrl-C, SIGALRM): in the main thread, where Python runs them.
+    (A thread id, not threading.current_thread(): a get's own cost counts
+    when its caches are cold, right after a large put.)"""
+    return _get_ident() == _main_thread_ident
 
 
 def get(refs, *, timeout=None):
@@ -354,6 +368,17 @@ def get(refs, *, timeout=None):
     (with a warning). Signal handlers run while it waits (Ctrl-C raises
     KeyboardInterrupt).
     """
+    if type(refs) is ObjectRef and timeout is None:
+        # One ref without a timeout, the commonest get, on a short path: its
+        # Python steps are most of a large object's get, which maps it.
+        if not _shoal.is_initialized():
+            _require_init()
+        try:
+            stored = _shoal.get([refs], -1, _interruptible(), True)[0]
+        except (_shoal.RemoteError, ShoalError) as e:
+            _raise_get_error(e, [refs])
+        return _loads(stored) if type(stored) is not tuple else \
+            stored_value(stored)
     single = isinstance(refs, _REF_TYPES)
     ref_list = [refs] if single else _ref_list("get", refs)
     if timeout == 0:
@@ -369,14 +394,9 @@ def get(refs, *, timeout=None):
     remote = [r for r in ref_list if not isinstance(r, ResolvedRef)]
     try:
         stored = iter(_shoal.get(remote, _timeout_ms(timeout),
-                                 _interruptible(), read=True))
-    except _shoal.RemoteError as e:
-        raise exceptions.task_error(*e.args) from None
-    except ShoalError as e:
-        error = exceptions.from_native(e, {r.hex() for r in remote})
-        if error is e:
-            raise
-        raise error from None
+                                 _interruptible(), True))
+    except (_shoal.RemoteError, ShoalError) as e:
+        _raise_get_error(e, remote)
     if len(remote) == len(ref_list):
         values = [_loads(s) if type(s) is not tuple else stored_value(s)
                   for s in stored]
@@ -385,6 +405,17 @@ def get(refs, *, timeout=None):
                   else r.value()
                   for r in ref_list]
     return values[0] if single else values
+
+
+def _raise_get_error(e, asked):
+    """Raises Ray's error for ``e``, which _shoal.get raised for the refs
+    ``asked``."""
+    if isinstance(e, _shoal.RemoteError):
+        raise exceptions.task_error(*e.args) from None
+    error = exceptions.from_native(e, {r.hex() for r in asked})
+    if error is e:
+        raise e
+    raise error from None
 
 
 def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):

@@ -9,8 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -47,6 +49,9 @@ bool WaitFd(int fd, short events, int64_t deadline_us) {
 // A TLS record is at most 16 KiB: a frame up to that size leaves as one
 // record (one write) when its header and payload are sent together.
 constexpr size_t kTlsCoalesceBytes = 16 << 10;
+
+// How much a read asks for when a frame's rest is smaller: a TLS record.
+constexpr size_t kReadChunk = 16 << 10;
 
 }  // namespace
 
@@ -121,18 +126,20 @@ BlockingChannel::~BlockingChannel() {
 }
 
 bool BlockingChannel::Wait(short events, int64_t deadline_us) {
-  if (tls_ == nullptr) return WaitFd(fd_, events, deadline_us);
-  // TLS: try first, and wait for what the session asked for once it did
-  // (a read may need to write, and bytes it holds are not seen by poll).
-  if (!tls_blocked_) return true;
-  tls_blocked_ = false;
-  return WaitFd(fd_, tls_->wants_write() ? POLLOUT : POLLIN, deadline_us);
+  // Each read or write is tried first, and waited for only once it could
+  // not move a byte: a call costs a write, a poll and a read, not a poll
+  // before each. A TLS session says what it waits for (a read may need to
+  // write, and bytes it holds are not seen by poll).
+  if (!blocked_) return true;
+  blocked_ = false;
+  if (tls_ != nullptr) events = tls_->wants_write() ? POLLOUT : POLLIN;
+  return WaitFd(fd_, events, deadline_us);
 }
 
 absl::Status BlockingChannel::Handshake(int64_t deadline_us) {
   while (tls_->Handshake() < 0) {
     if (errno != EAGAIN) return tls_->error();
-    tls_blocked_ = true;
+    blocked_ = true;
     if (!Wait(POLLIN, deadline_us)) {
       return absl::DeadlineExceededError(
           absl::StrCat("the TLS handshake with ", address_, " timed out"));
@@ -173,10 +180,10 @@ absl::Status BlockingChannel::WriteFrame(uint8_t kind, uint32_t method,
       msghdr msg{};
       msg.msg_iov = iov + idx;
       msg.msg_iovlen = 2 - idx;
-      n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (n < 0) {
-      tls_blocked_ = errno == EAGAIN;
+      blocked_ = errno == EAGAIN;
       if (errno == EINTR || errno == EAGAIN) continue;
       if (errno == EPROTO && tls_ != nullptr) {
         Broken(std::string(tls_->error().message())).IgnoreError();
@@ -221,18 +228,29 @@ absl::StatusOr<std::string> BlockingChannel::ReadFrame(uint8_t* kind,
 
 absl::Status BlockingChannel::ReadExact(char* out, size_t size,
                                         int64_t deadline_us) {
-  size_t got = 0;
+  // What an earlier read brought past its frame comes first.
+  size_t got = std::min(size, in_end_ - in_begin_);
+  if (got > 0) memcpy(out, in_.get() + in_begin_, got);
+  in_begin_ += got;
   while (got < size) {
     if (!Wait(POLLIN, deadline_us)) {
       return Broken(absl::StrCat("no reply from ", address_, " in time"));
     }
-    ssize_t n = tls_ != nullptr ? tls_->Recv(out + got, size - got)
-                                : recv(fd_, out + got, size - got, 0);
+    // Small frames are read a chunk at a time, so that a header, its
+    // payload and the frames after them come in one read; a large payload
+    // goes straight to its place.
+    const size_t want = size - got;
+    const bool direct = want >= kReadChunk;
+    if (!direct && in_ == nullptr) in_ = std::make_unique<char[]>(kReadChunk);
+    char* into = direct ? out + got : in_.get();
+    const size_t room = direct ? want : kReadChunk;
+    ssize_t n = tls_ != nullptr ? tls_->Recv(into, room)
+                                : recv(fd_, into, room, MSG_DONTWAIT);
     if (n == 0) {
       return Broken(absl::StrCat(address_, " closed the connection"));
     }
     if (n < 0) {
-      tls_blocked_ = errno == EAGAIN;
+      blocked_ = errno == EAGAIN;
       if (errno == EINTR || errno == EAGAIN) continue;
       if (errno == EPROTO && tls_ != nullptr) {
         Broken(std::string(tls_->error().message())).IgnoreError();
@@ -241,7 +259,15 @@ absl::Status BlockingChannel::ReadExact(char* out, size_t size,
       return Broken(
           absl::StrCat("connection to ", address_, " lost: ", strerror(errno)));
     }
-    got += static_cast<size_t>(n);
+    if (direct) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    const size_t take = std::min(want, static_cast<size_t>(n));
+    memcpy(out + got, in_.get(), take);
+    got += take;
+    in_begin_ = take;
+    in_end_ = static_cast<size_t>(n);
   }
   return absl::OkStatus();
 }
@@ -258,6 +284,9 @@ absl::StatusOr<std::string> BlockingChannel::Call(int method,
       !s.ok()) {
     return s;
   }
+  // Its reply cannot be here yet: wait for it rather than try a read first
+  // (plain TCP only; a TLS session may hold bytes that poll does not see).
+  if (tls_ == nullptr && in_begin_ == in_end_) blocked_ = true;
   while (true) {
     uint8_t kind = 0;
     uint32_t code = 0;

@@ -79,8 +79,12 @@ class BlockingChannel {
   shoal::Mutex mu_;
   const int fd_;  // set once, by the constructor
   std::unique_ptr<TlsStream> tls_ ABSL_GUARDED_BY(mu_);  // null: plain TCP
-  // Its last call returned EAGAIN.
-  bool tls_blocked_ ABSL_GUARDED_BY(mu_) = false;
+  // The last read or write (or TLS call) could not go on: Wait polls.
+  bool blocked_ ABSL_GUARDED_BY(mu_) = false;
+  // Bytes read past the frames taken so far: in_[in_begin_, in_end_).
+  std::unique_ptr<char[]> in_ ABSL_GUARDED_BY(mu_);
+  size_t in_begin_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_end_ ABSL_GUARDED_BY(mu_) = 0;
   const std::string address_;
   uint64_t next_call_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Why the connection is unusable, once it is.
