@@ -29,6 +29,7 @@
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
 #include "api/submit_options.h"
+#include "api/task_context.h"
 #include "common/clock.h"
 #include "common/environment.h"
 #include "common/net.h"
@@ -1012,6 +1013,9 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("read_log", &ReadLog, py::arg("node_id"), py::arg("name"),
         py::arg("offset"), py::arg("max_bytes"));
   m.def("current_node_id", &shoal::CurrentNodeId);
+  m.def(
+      "current_task_id", [] { return shoal::internal::CurrentTaskId(); },
+      "The id of the task or actor call this thread runs (\"\" where none).");
   m.def("current_actor_id", [] {
     shoal::internal::ActorHost* host = shoal::internal::ActorHost::Current();
     return host != nullptr ? host->actor_id() : std::string();

@@ -45,6 +45,7 @@ from shoal._remote import (ActorClass, ActorHandle, CppFunction,
 from shoal._serialization import (ResolvedRef, dumps_put, register_ref_type,
                                   stored_value)
 from shoal._serialization import loads as _loads
+from shoal._ids import ActorID, JobID, NodeID, PlacementGroupID, TaskID
 from shoal._shoal import ObjectRef
 from shoal.exceptions import (ActorDiedError, GetTimeoutError,
                               InfeasibleError, ObjectLostError, ShoalError,
@@ -54,15 +55,20 @@ __all__ = [
     "ActorClass",
     "ActorDiedError",
     "ActorHandle",
+    "ActorID",
     "CppFunction",
     "GetTimeoutError",
     "InfeasibleError",
+    "JobID",
+    "NodeID",
     "ObjectLostError",
     "ObjectID",
     "ObjectRef",
+    "PlacementGroupID",
     "RemoteFunction",
     "ShoalError",
     "TaskError",
+    "TaskID",
     "WorkerDiedError",
     "available_resources",
     "cancel",
@@ -543,14 +549,24 @@ class RuntimeContext:
         return _driver_node()["NodeID"]
 
     def get_task_id(self):
-        """None in a driver. In a worker, Shoal's workers do not learn the
-        id of the task they run: this raises, saying so."""
-        if not _in_worker():
-            return None
-        raise NotImplementedError(
-            "get_task_id() inside a task: Shoal's workers are not told the "
-            "id of the task they run; pass an id in the arguments, or list "
-            "the tasks with shoal.util.state.list_tasks()")
+        """The id of the task or actor call this code runs in (as
+        shoal.util.state.list_tasks() gives it); None in a driver, and in a
+        thread the task made."""
+        task = _current_task()
+        return task[0] if task is not None and task[0] else None
+
+    def get_task_name(self):
+        """The running task's name: its ``options(name=)``, else its
+        function's name; "Class.method" for an actor's call. None in a
+        driver."""
+        task = _current_task()
+        return None if task is None else task[1]
+
+    def get_task_function_name(self):
+        """The running task's function as "module.function" (an actor's
+        method as "module.Class.method"); None in a driver."""
+        task = _current_task()
+        return None if task is None else task[2]
 
     def get_worker_id(self):
         """This worker's id ("" in a driver)."""
@@ -639,20 +655,54 @@ class RuntimeContext:
         return _remote.job_namespace()
 
     def get(self):
-        """Ray's older summary: job_id, node_id, namespace, and task_id and
-        actor_id where there is one."""
-        out = {"job_id": self.get_job_id(), "node_id": self.get_node_id(),
+        """Ray's older summary, with Ray's id objects: job_id, node_id,
+        namespace, and task_id and actor_id where there is one."""
+        out = {"job_id": JobID(self.get_job_id()),
+               "node_id": NodeID(self.get_node_id()),
                "namespace": self.namespace}
-        if _in_worker():
-            actor_id = self.get_actor_id()
-            if actor_id is not None:
-                out["actor_id"] = actor_id
+        task_id = self.get_task_id()
+        if task_id is not None:
+            out["task_id"] = TaskID(task_id)
+        actor_id = self.get_actor_id()
+        if actor_id is not None:
+            out["actor_id"] = ActorID(actor_id)
         return out
 
-    job_id = property(get_job_id)
-    node_id = property(get_node_id)
-    task_id = property(get_task_id)
-    actor_id = property(get_actor_id)
+    # Ray's older properties: id objects, each with a DeprecationWarning.
+    @property
+    def job_id(self):
+        return _deprecated_id(JobID, self.get_job_id(), "get_job_id")
+
+    @property
+    def node_id(self):
+        return _deprecated_id(NodeID, self.get_node_id(), "get_node_id")
+
+    @property
+    def task_id(self):
+        return _deprecated_id(TaskID, self.get_task_id(), "get_task_id")
+
+    @property
+    def actor_id(self):
+        return _deprecated_id(ActorID, self.get_actor_id(), "get_actor_id")
+
+    @property
+    def current_placement_group_id(self):
+        return _deprecated_id(PlacementGroupID, self.get_placement_group_id(),
+                              "get_placement_group_id")
+
+
+def _deprecated_id(kind, value, method):
+    warnings.warn(f"Use {method}() instead", DeprecationWarning, stacklevel=3)
+    return kind(value or "")
+
+
+def _current_task():
+    """(task id, name, function name) of the task running here, or None
+    (a driver)."""
+    if not _in_worker():
+        return None
+    from shoal._worker import current_task
+    return current_task()
 
 
 _driver_node_cache = {}
@@ -691,6 +741,9 @@ def _driver_node():
 
 
 def get_runtime_context():
+    """Where the calling code runs (joins a cluster first, as any call
+    that needs one does)."""
+    _require_init()
     return RuntimeContext()
 
 

@@ -26,6 +26,7 @@ import warnings
 import zipfile
 
 from shoal import _errors, _options, _shoal
+from shoal._ids import ActorID
 from shoal._serialization import (ResolvedRef, as_inline, lift_bytes,
                                   dumps_capturing_refs, inline_plain,
                                   is_scalar, loads_with_refs, pickle_by_value)
@@ -521,6 +522,8 @@ class RemoteFunction(_Remote):
         retries = options.get("max_retries")
         settings = _call_settings(options, resources.get("CPU", 0))
         settings["resources"] = _shoal.shape_of(resources, group, index)
+        if options.get("name"):  # get_runtime_context().get_task_name()
+            settings["name"] = str(options["name"])
         prepared = (settings, resources, 3 if retries is None else
                     int(retries), group, index, selector, soft,
                     bool(options.get("max_calls")))
@@ -940,13 +943,6 @@ class ActorMethod:
                 return method._call(args, kwargs, num_returns)
 
         return _Options()
-
-
-class ActorID(str):
-    """An actor's id: a string, with Ray's ``hex()``."""
-
-    def hex(self):
-        return str(self)
 
 
 class ActorHandle:

@@ -10,6 +10,7 @@ key-value store once per worker.
 
 import asyncio
 import atexit
+import contextvars
 import inspect
 import io
 import os
@@ -38,6 +39,26 @@ _runtime = None
 
 # The resources the call running in this thread holds (a task's).
 _call = threading.local()
+# An async actor's call: what current_task() says in its coroutine (which
+# runs on the actor's loop thread, not on the call's).
+_task_in_coroutine = contextvars.ContextVar("shoal_task", default=None)
+
+
+def current_task():
+    """(task id, task name, function name) of the task or actor call that
+    runs on this thread (or in this coroutine); None where none runs."""
+    task = getattr(_call, "task", None)
+    return task if task is not None else _task_in_coroutine.get()
+
+
+def _function_name(fn, owner=None):
+    """Ray's name of a task's function: "module.function", and
+    "module.Class.method" for an actor's method."""
+    module = getattr(fn, "__module__", None) or "__main__"
+    name = getattr(fn, "__name__", type(fn).__name__)
+    if owner is not None:
+        return f"{module}.{owner.__name__}.{name}"
+    return f"{module}.{name}"
 
 
 def current_runtime():
@@ -104,6 +125,9 @@ class Runtime:
             fn = self._load(key)
             call_args, kwargs, settings = decode_call(args, True)
             _call.resources = settings.get("resources")
+            _call.task = (_shoal.current_task_id(),
+                          settings.get("name") or getattr(fn, "__name__", key),
+                          _function_name(fn))
             undo = _apply(settings)
             try:
                 result = _run_retrying(fn, call_args, kwargs,
@@ -116,6 +140,7 @@ class Runtime:
             return _failure(e)
         finally:
             _call.resources = None
+            _call.task = None
 
     def _last_call(self, key, settings):
         """Whether this worker ends after this call: the function's
@@ -196,10 +221,17 @@ class Runtime:
             else:
                 call_args, kwargs = decode_call(args)
                 fn = getattr(instance, name)
+                task_name = f"{type(instance).__name__}.{name}"
                 if self._async:
+                    # Ray names an async actor's method by its qualname.
+                    function = getattr(fn, "__func__", fn)
+                    task = (_shoal.current_task_id(), task_name,
+                            f"{function.__module__}.{function.__qualname__}")
                     result = self._on_loop(_on_loop_call(fn, call_args,
-                                                         kwargs))
+                                                         kwargs, task))
                 else:
+                    _call.task = (_shoal.current_task_id(), task_name,
+                                  _function_name(fn, type(instance)))
                     result = fn(*call_args, **kwargs)
             if self._exit_requested:
                 return self._exit_outcome(_EXITED)
@@ -210,6 +242,7 @@ class Runtime:
                 return self._exit_outcome(_EXITED)
             return _failure(e)
         finally:
+            _call.task = None
             with self._idle:
                 self._in_flight -= 1
                 if self._exit_requested:  # _exit_when_idle waits
@@ -270,10 +303,13 @@ class Runtime:
         atexit._run_exitfuncs()
 
 
-async def _on_loop_call(fn, args, kwargs):
+async def _on_loop_call(fn, args, kwargs, task=None):
     """An async actor's call, on its loop: a coroutine method is awaited; a
     plain one runs there too, as in Ray, so that it may touch the loop's
-    objects (an asyncio.Event its coroutines wait on)."""
+    objects (an asyncio.Event its coroutines wait on). ``task`` is what
+    current_task() says inside it (each call's coroutine has a context of
+    its own)."""
+    _task_in_coroutine.set(task)
     result = fn(*args, **kwargs)
     if inspect.isawaitable(result):
         result = await result

@@ -9,7 +9,9 @@ helpers have (``ray._private.test_utils``, ``ray._common.test_utils``):
 - ``placement_group_assert_no_leak``: removes groups and checks that every
   resource they held came back;
 - ``init_error_pubsub`` and ``get_error_message``: the driver's error
-  stream (task failures, worker deaths) as dicts with Ray's keys.
+  stream (task failures, worker deaths) as dicts with Ray's keys;
+- ``kill_actor_and_wait_for_failure``, ``convert_actor_state`` and
+  ``dicts_equal``.
 """
 
 import os
@@ -24,9 +26,12 @@ from shoal import _errors
 __all__ = [
     "Semaphore",
     "SignalActor",
+    "convert_actor_state",
+    "dicts_equal",
     "generate_system_config_map",
     "get_error_message",
     "init_error_pubsub",
+    "kill_actor_and_wait_for_failure",
     "placement_group_assert_no_leak",
     "run_string_as_driver",
     "run_string_as_driver_nonblocking",
@@ -124,6 +129,44 @@ def wait_for_condition(condition_predictor, timeout=10, retry_interval_ms=100,
     if last is not None:
         message += f" Last exception: {last!r}"
     raise RuntimeError(message)
+
+
+# An actor's states, in the order of the numbers Ray's tests give them
+# (gcs ActorTableData).
+_ACTOR_STATES = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE",
+                 "RESTARTING", "DEAD")
+
+
+def convert_actor_state(state):
+    """The name an actor's state has in ``shoal.state.actors()`` ("ALIVE"),
+    for a state given by its number or its name."""
+    return state if isinstance(state, str) else _ACTOR_STATES[state]
+
+
+def kill_actor_and_wait_for_failure(actor, timeout=10, retry_interval_ms=100):
+    """Kills ``actor`` (letting it restart) and waits until the head has
+    it dead or restarted; RuntimeError after ``timeout`` seconds."""
+    from shoal import state
+    actor_id = actor._actor_id
+    restarts = state.actors(actor_id).get("NumRestarts", 0)
+    shoal.kill(actor, no_restart=False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = state.actors(actor_id)
+        if info.get("State") == "DEAD" or \
+                info.get("NumRestarts", 0) > restarts:
+            return
+        time.sleep(retry_interval_ms / 1000)
+    raise RuntimeError(f"actor {actor_id} was not dead or restarted "
+                       f"{timeout} s after it was killed")
+
+
+def dicts_equal(dict1, dict2, abs_tol=1e-4):
+    """Whether two dicts of numbers hold the same keys and values (within
+    ``abs_tol``)."""
+    if dict1.keys() != dict2.keys():
+        return False
+    return all(abs(dict1[k] - dict2[k]) <= abs_tol for k in dict1)
 
 
 def wait_for_pid_to_exit(pid, timeout=20):

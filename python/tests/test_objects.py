@@ -107,6 +107,12 @@ def test_the_first_call_joins_a_cluster_as_init_would(monkeypatch, tmp_path):
         assert shoal.init(ignore_reinit_error=True)["address"]
     finally:
         shoal.shutdown()
+    # get_runtime_context() joins too, as Ray's does.
+    try:
+        assert shoal.get_runtime_context().get_job_id()
+        assert shoal.is_initialized()
+    finally:
+        shoal.shutdown()
 
 
 def test_init_joins_the_cluster_shoal_start_started(started_cluster):

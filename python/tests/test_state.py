@@ -22,6 +22,25 @@ def context_in_task():
     return ctx.get_node_id(), ctx.get_job_id(), ctx.get_actor_id()
 
 
+@shoal.remote
+def task_context():
+    ctx = shoal.get_runtime_context()
+    return (ctx.get_task_id(), ctx.get_task_name(),
+            ctx.get_task_function_name(), ctx.get())
+
+
+@shoal.remote
+class Named:
+    def context(self):
+        ctx = shoal.get_runtime_context()
+        return (ctx.get_task_id(), ctx.get_task_name(),
+                ctx.get_task_function_name(), ctx.get())
+
+    async def context_async(self):
+        ctx = shoal.get_runtime_context()
+        return ctx.get_task_id(), ctx.get_task_name()
+
+
 @shoal.remote(num_cpus=1)
 class Probe:
     def context(self):
@@ -127,3 +146,41 @@ def test_runtime_context(connected):
     assert node in {n.node_id for n in state.list_nodes()}
     assert job == ctx.get_job_id() and actor is None
     assert shoal.util.get_node_ip_address() == "127.0.0.1"
+
+
+def test_a_task_knows_its_own_id_name_and_function(connected):
+    ctx = shoal.get_runtime_context()
+    assert ctx.get_task_name() is None and ctx.get_task_function_name() is None
+    summary = ctx.get()
+    assert "task_id" not in summary and "actor_id" not in summary
+    assert summary["job_id"].hex() == ctx.get_job_id()
+    with pytest.warns(DeprecationWarning, match="Use get_node_id"):
+        assert ctx.node_id.hex() == ctx.get_node_id()
+
+    ref = task_context.options(name="my task").remote()
+    task_id, name, function, summary = shoal.get(ref)
+    assert name == "my task"
+    assert function == f"{__name__}.task_context"
+    assert summary["task_id"].hex() == task_id
+    assert isinstance(summary["task_id"], shoal.TaskID)
+    assert summary["node_id"] in {n.node_id for n in state.list_nodes()}
+    # The id is the one the state API lists the task under.
+    def listed():
+        task = state.get_task(task_id)
+        assert task is not None and task.name == "task_context"
+    _eventually(listed)
+    # Each call has its own.
+    assert shoal.get(task_context.remote())[0] != task_id
+    assert shoal.get(task_context.remote())[1] == "task_context"
+
+    actor = Named.remote()
+    task_id, name, function, summary = shoal.get(actor.context.remote())
+    assert name == "Named.context"
+    assert function == f"{__name__}.Named.context"
+    assert summary["actor_id"] == actor._actor_id
+    assert summary["task_id"].hex() == task_id and task_id
+    async_id, async_name = shoal.get(actor.context_async.remote())
+    assert async_name == "Named.context_async"
+    assert async_id and async_id != task_id
+    shoal.kill(actor)
+

@@ -7,6 +7,7 @@ namespace {
 
 thread_local int t_task_depth = -1;
 std::atomic<int> g_task_depth{0};
+thread_local std::string t_task_id;
 
 }  // namespace
 
@@ -18,5 +19,9 @@ void SetCurrentTaskDepth(int depth) {
 int CurrentTaskDepth() {
   return t_task_depth >= 0 ? t_task_depth : g_task_depth.load();
 }
+
+void SetCurrentTaskId(const std::string& task_id) { t_task_id = task_id; }
+
+const std::string& CurrentTaskId() { return t_task_id; }
 
 }  // namespace shoal::internal

@@ -1,8 +1,11 @@
 // What a worker tells the runtime about the task it is running: how deeply
 // it is nested, so that what the task submits goes one level deeper (agents
-// grant the deepest requests first, which keeps nested trees moving).
+// grant the deepest requests first, which keeps nested trees moving), and
+// its id (Ray's get_runtime_context().get_task_id()).
 #ifndef SHOAL_API_TASK_CONTEXT_H_
 #define SHOAL_API_TASK_CONTEXT_H_
+
+#include <string>
 
 namespace shoal::internal {
 
@@ -11,6 +14,11 @@ namespace shoal::internal {
 // task made itself). A runtime started inside it submits at one more.
 void SetCurrentTaskDepth(int depth);
 int CurrentTaskDepth();
+
+// The id of the task or actor call running on this thread while it runs;
+// "" elsewhere (a driver, between tasks, a thread the task made).
+void SetCurrentTaskId(const std::string& task_id);
+const std::string& CurrentTaskId();
 
 }  // namespace shoal::internal
 

@@ -501,6 +501,17 @@ class RpcTest : public ::testing::Test {
     return Await(std::move(future));
   }
 
+  // A blocking channel to a new server with the test methods, or null
+  // (after a failure).
+  std::unique_ptr<BlockingChannel> ConnectBlocking() {
+    Server* server = StartServer();
+    if (server == nullptr) return nullptr;
+    auto channel = BlockingChannel::Connect(
+        absl::StrCat("127.0.0.1:", server->port()), kToken, "test", 10000);
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return channel.ok() ? std::move(*channel) : nullptr;
+  }
+
   // The id of the next authenticated connection the servers see close.
   std::future<uint64_t> NextDisconnect() {
     auto done = std::make_shared<std::promise<uint64_t>>();
@@ -565,17 +576,14 @@ TEST_F(RpcTest, RawPayloadsOfEverySizeComeBackIntact) {
 // read, and a large payload is read straight into place. Every size
 // around the read chunk (16 KiB) and the header comes back intact.
 TEST_F(RpcTest, BlockingChannelCarriesPayloadsOfEverySize) {
-  Server* server = StartServer();
-  ASSERT_NE(server, nullptr);
-  auto channel = BlockingChannel::Connect(
-      absl::StrCat("127.0.0.1:", server->port()), kToken, "test", 10000);
-  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::unique_ptr<BlockingChannel> channel = ConnectBlocking();
+  ASSERT_NE(channel, nullptr);
   for (size_t size : {0, 1, 16, 17, 4096, 16366, 16367, 16383, 16384, 16385,
                       65536, 1 << 20, 5 << 20}) {
     SCOPED_TRACE(size);
     std::string payload(size, '\0');
     for (size_t i = 0; i < size; ++i) payload[i] = static_cast<char>(i * 13);
-    absl::StatusOr<std::string> reply = (*channel)->Call(kEcho, payload, 10000);
+    absl::StatusOr<std::string> reply = channel->Call(kEcho, payload, 10000);
     ASSERT_TRUE(reply.ok()) << reply.status();
     EXPECT_TRUE(*reply == payload);
   }
@@ -584,19 +592,16 @@ TEST_F(RpcTest, BlockingChannelCarriesPayloadsOfEverySize) {
 // Send's replies are read and dropped by the next Call, however they are
 // split across reads: many arrive together, some larger than a read.
 TEST_F(RpcTest, BlockingChannelSkipsTheRepliesOfSendsBeforeACall) {
-  Server* server = StartServer();
-  ASSERT_NE(server, nullptr);
-  auto channel = BlockingChannel::Connect(
-      absl::StrCat("127.0.0.1:", server->port()), kToken, "test", 10000);
-  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::unique_ptr<BlockingChannel> channel = ConnectBlocking();
+  ASSERT_NE(channel, nullptr);
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 200; ++i) {
       std::string payload =
           i % 50 == 7 ? std::string(40000, 'L') : absl::StrCat("send ", i);
-      ASSERT_TRUE((*channel)->Send(kEcho, payload).ok());
+      ASSERT_TRUE(channel->Send(kEcho, payload).ok());
     }
     std::string want = absl::StrCat("the call of round ", round);
-    absl::StatusOr<std::string> reply = (*channel)->Call(kEcho, want, 10000);
+    absl::StatusOr<std::string> reply = channel->Call(kEcho, want, 10000);
     ASSERT_TRUE(reply.ok()) << reply.status();
     EXPECT_EQ(*reply, want);
   }
@@ -604,13 +609,10 @@ TEST_F(RpcTest, BlockingChannelSkipsTheRepliesOfSendsBeforeACall) {
 
 // A call the server never answers ends at its deadline, saying so.
 TEST_F(RpcTest, BlockingChannelCallEndsAtItsDeadline) {
-  Server* server = StartServer();
-  ASSERT_NE(server, nullptr);
-  auto channel = BlockingChannel::Connect(
-      absl::StrCat("127.0.0.1:", server->port()), kToken, "test", 10000);
-  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::unique_ptr<BlockingChannel> channel = ConnectBlocking();
+  ASSERT_NE(channel, nullptr);
   auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::string> reply = (*channel)->Call(kNoReply, "x", 200);
+  absl::StatusOr<std::string> reply = channel->Call(kNoReply, "x", 200);
   EXPECT_FALSE(reply.ok());
   EXPECT_THAT(reply.status().message(), HasSubstr("no reply"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));

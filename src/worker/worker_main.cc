@@ -147,6 +147,11 @@ void RunCaught(const std::function<void()>& call, proto::TaskResult* result) {
 proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   proto::TaskResult result;
   SetCurrentTaskDepth(spec.depth());
+  // The task's id while it runs on this thread (get_task_id()).
+  struct RunningId {
+    explicit RunningId(const std::string& id) { SetCurrentTaskId(id); }
+    ~RunningId() { SetCurrentTaskId(""); }
+  } running_id(spec.task_id());
   ActorHost* host = nullptr;
   std::function<ObjectValue(const std::vector<ObjectValue>&)> run;
   if (!spec.actor_id().empty()) {

@@ -100,6 +100,21 @@ _SHIMS = {
         "ray._private.utils",
         publish_error_to_driver=_not_in_shoal("publish_error_to_driver")),
     "ray.cloudpickle": lambda: importlib.import_module("cloudpickle"),
+    # Which processes are the cluster's (tests look for them by name).
+    "ray.autoscaler": lambda: _module("ray.autoscaler"),
+    "ray.autoscaler._private": lambda: _module("ray.autoscaler._private"),
+    "ray.autoscaler._private.constants": lambda: _module(
+        "ray.autoscaler._private.constants",
+        RAY_PROCESSES=[["shoal", False]]),
+    # The numbers of actor and placement group states (the names
+    # shoal.state reports: test_utils.convert_actor_state).
+    "ray._private.gcs_utils": lambda: _module(
+        "ray._private.gcs_utils",
+        ActorTableData=types.SimpleNamespace(
+            DEPENDENCIES_UNREADY=0, PENDING_CREATION=1, ALIVE=2,
+            RESTARTING=3, DEAD=4),
+        PlacementGroupTableData=types.SimpleNamespace(
+            PENDING=0, CREATED=1, REMOVED=2, RESCHEDULING=3)),
 }
 
 
