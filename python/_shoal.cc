@@ -212,9 +212,15 @@ constexpr int64_t kSignalSliceMs = 100;
 // Ctrl-C raises KeyboardInterrupt and a SIGALRM handler runs while a get
 // blocks. A handler's exception ends the wait (error_already_set). False
 // when `timeout_ms` passed first.
+// In a Python worker, with the GIL held: whether the task this thread runs
+// was cancelled, so that its blocking get raises KeyboardInterrupt.
+bool TaskCancelledHere();
+bool InPythonWorker();
+
+// In a worker, a get always waits in slices: its task may be cancelled.
 template <typename WaitFn>
 bool WaitInSlices(int64_t timeout_ms, bool interruptible, WaitFn wait) {
-  if (!interruptible) {
+  if (!interruptible && !InPythonWorker()) {
     py::gil_scoped_release release;
     return wait(timeout_ms);
   }
@@ -233,6 +239,10 @@ bool WaitInSlices(int64_t timeout_ms, bool interruptible, WaitFn wait) {
     }
     if (done) return true;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (TaskCancelledHere()) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
     if (deadline_ms >= 0 && shoal::MonotonicUs() / 1000 >= deadline_ms) {
       return false;
     }
@@ -272,6 +282,11 @@ py::list Get(const std::vector<BufferRef>& refs, int64_t timeout_ms,
   py::list out;
   for (const ObjectValue& v : values) out.append(ValueObject(v, false));
   return out;
+}
+
+bool Cancel(const BufferRef& ref, bool force) {
+  py::gil_scoped_release release;
+  return shoal::internal::CancelTask(*ref.handle(), force);
 }
 
 std::vector<size_t> Wait(const std::vector<BufferRef>& refs, size_t num_returns,
@@ -629,6 +644,14 @@ class PythonRuntime : public shoal::internal::ForeignRuntime {
   ObjectValue Call(const std::string& function,
                    const std::vector<ObjectValue>& args) override {
     return WithGil([&] {
+      // While it runs (the GIL held), a cancel may interrupt it.
+      call_thread_ = PyThread_get_thread_ident();
+      interrupted_ = false;
+      struct Calling {
+        explicit Calling(bool* on) : on(on) { *on = true; }
+        ~Calling() { *on = false; }
+        bool* on;
+      } calling(&calling_);
       py::tuple outcome = runtime_.attr("call")(function, ArgList(args));
       if (outcome.size() > 3 && IsOk(outcome) && outcome[3].cast<bool>()) {
         exit_after_call_ = true;
@@ -639,6 +662,25 @@ class PythonRuntime : public shoal::internal::ForeignRuntime {
 
   bool TakeExitAfterCall() override {
     return std::exchange(exit_after_call_, false);
+  }
+
+  // KeyboardInterrupt in the running call's thread, at its next bytecode,
+  // unless a blocking get there raised it first (ClaimInterrupt).
+  void InterruptTask() override {
+    py::gil_scoped_acquire gil;
+    if (!calling_ || interrupted_) return;
+    interrupted_ = true;
+    PyThreadState_SetAsyncExc(call_thread_, PyExc_KeyboardInterrupt);
+  }
+
+  // With the GIL held, in a blocking get of the cancelled call's thread:
+  // true when that get is to raise KeyboardInterrupt itself (one pending
+  // from InterruptTask is withdrawn, so it is raised once).
+  bool ClaimInterrupt() {
+    if (!calling_ || call_thread_ != PyThread_get_thread_ident()) return false;
+    if (interrupted_) PyThreadState_SetAsyncExc(call_thread_, nullptr);
+    interrupted_ = true;
+    return true;
   }
 
   shoal::internal::ActorInstance Construct(
@@ -666,7 +708,23 @@ class PythonRuntime : public shoal::internal::ForeignRuntime {
  private:
   py::object runtime_;
   bool exit_after_call_ = false;  // the worker's task thread only
+  // Under the GIL: a Call runs, on which thread, and whether it was
+  // interrupted.
+  bool calling_ = false;
+  unsigned long call_thread_ = 0;
+  bool interrupted_ = false;
 };
+
+// This process's runtime when it is a Python worker (null in a driver).
+PythonRuntime* g_python_worker = nullptr;
+
+bool InPythonWorker() { return g_python_worker != nullptr; }
+
+bool TaskCancelledHere() {
+  return g_python_worker != nullptr &&
+         shoal::internal::CurrentTaskCancelled() &&
+         g_python_worker->ClaimInterrupt();
+}
 
 // Tells the head that this process's actor is ending for good, so that
 // the process's end is not taken for a crash to restart from.
@@ -694,6 +752,7 @@ void ActorExiting() {
 int RunWorker(py::object runtime) {
   // Lives as long as the process: the worker ends with _exit.
   auto* python = new PythonRuntime(std::move(runtime));
+  g_python_worker = python;
   py::gil_scoped_release release;
   return shoal::internal::RunForeignWorker(python);
 }
@@ -875,6 +934,8 @@ PYBIND11_MODULE(_shoal, m) {
                                                 error.ptr());
   py::register_exception<shoal::InfeasibleError>(m, "InfeasibleError",
                                                  error.ptr());
+  py::register_exception<shoal::TaskCancelledError>(m, "TaskCancelledError",
+                                                    error.ptr());
   // A remote function raised: (function, node, message, error_data), which
   // the package turns into the user's own exception type.
   g_remote_error =
@@ -954,6 +1015,8 @@ PYBIND11_MODULE(_shoal, m) {
         "The objects' stored bytes, mapped without a copy, or (\"msgpack\", "
         "bytes) for a value of another language. With read, the user read "
         "them (a failed result dropped unread is reported, one read is not).");
+  m.def("cancel", &Cancel, py::arg("ref"), py::arg("force"),
+        "Cancels the task that makes `ref`: whether it was pending.");
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),
         py::arg("timeout_ms"), py::arg("interruptible") = false,
         "The indices of the refs that are ready.");

@@ -56,6 +56,13 @@ class ObjectLostError : public Error {
   using Error::Error;
 };
 
+// The task was cancelled (shoal::Cancel) before it finished: while it
+// waited for its arguments or a worker, or while it ran.
+class TaskCancelledError : public Error {
+ public:
+  using Error::Error;
+};
+
 // The actor a call was made to is dead: its process died with no restart
 // left (or no retry left for the call), it was killed, or it exited. The
 // message names the actor, its node and the cause.

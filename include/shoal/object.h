@@ -110,6 +110,16 @@ T Get(const ObjectRef<T>& ref, int64_t timeout_ms = -1) {
   if constexpr (!std::is_void_v<T>) return internal::UnpackValue<T>(value);
 }
 
+// Cancels the task that makes `ref` (Ray's cancel): a task still waiting for
+// its arguments or a worker fails at once; a running one is interrupted (a
+// Python task raises KeyboardInterrupt; a C++ task runs on) or, with
+// `force`, its worker is ended. Its Get then throws TaskCancelledError; a
+// task that had ended keeps its result. Returns whether it was pending.
+template <typename T>
+bool Cancel(const ObjectRef<T>& ref, bool force = false) {
+  return internal::CancelTask(*ref.handle(), force);
+}
+
 template <typename T>
 std::vector<T> Get(const std::vector<ObjectRef<T>>& refs,
                    int64_t timeout_ms = -1) {

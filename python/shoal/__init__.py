@@ -495,17 +495,23 @@ def _fetch(refs, deadline):
 
 
 def cancel(ref, *, force=False, recursive=True):
-    """Ray's ``cancel()``. Shoal's runtime cannot stop a task once it is
-    submitted, so this raises NotImplementedError, before anything is
-    changed; make a long task check a flag (an actor, or a KV entry) and
-    return early instead."""
-    del force, recursive
-    if not isinstance(ref, _REF_TYPES):
-        raise TypeError(f"cancel() takes an ObjectRef, not "
-                        f"{type(ref).__name__}")
-    raise NotImplementedError(
-        "shoal.cancel() is not supported: a submitted task runs to its end; "
-        "have the task check a flag (an actor's state) and return early")
+    """Ray's ``cancel()``: stops the task that makes ``ref``, whose
+    ``get`` then raises TaskCancelledError (its dependents' too).
+
+    A task still waiting for its arguments or a worker fails at once. A
+    running one is interrupted: KeyboardInterrupt is raised in it (a
+    blocking ``get`` in it returns within 0.1 s; a ``time.sleep`` ends
+    first), or, with ``force``, its worker process is ended. A task that
+    already finished keeps its result. An actor call can be cancelled only
+    while it waits for its arguments. ``recursive``: the tasks the
+    cancelled task submitted are not cancelled with it (they run on).
+    """
+    del recursive
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"cancel() takes the ObjectRef of a task's result, "
+                        f"not {type(ref).__name__}")
+    _require_init()
+    _shoal.cancel(ref, bool(force))
 
 
 def cluster_resources():

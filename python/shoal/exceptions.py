@@ -124,8 +124,9 @@ class ObjectReconstructionFailedError(ObjectLostError):
     """The object was lost and running its task again failed."""
 
 
-class TaskCancelledError(ShoalError):
-    """The task was cancelled before it finished."""
+class TaskCancelledError(_shoal.TaskCancelledError):
+    """The task was cancelled (``cancel()``) before it finished. Also
+    Shoal's native TaskCancelledError."""
 
 
 class OutOfMemoryError(ShoalError):
@@ -197,6 +198,9 @@ def _ray_class(error):
     if isinstance(error, _shoal.ObjectLostError) and not isinstance(
             error, ObjectLostError):
         return ObjectLostError(message)
+    if isinstance(error, _shoal.TaskCancelledError) and not isinstance(
+            error, TaskCancelledError):
+        return TaskCancelledError(message)
     return error
 
 

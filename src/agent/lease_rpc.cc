@@ -63,6 +63,10 @@ void RegisterLeaseHandlers(LeaseService* leases, rpc::Server* s) {
                                 resp.Reply(reply);
                               });
       });
+  rpc::RegisterProto<proto::CancelTaskRequest>(
+      s, proto::CANCEL_TASK, [leases](const auto& r, rpc::Responder resp) {
+        Answer(resp, leases->CancelTask(r));
+      });
   rpc::RegisterProto<proto::BundleReservation>(
       s, proto::PREPARE_BUNDLES, [leases](const auto& r, rpc::Responder resp) {
         Answer(resp, leases->PrepareBundles(r));

@@ -83,6 +83,17 @@ class WorkerLauncher {
   // Adds what a heartbeat tells of the worker (its pid, still starting).
   virtual void Describe(const std::string& worker_id,
                         proto::LeaseInfo* info) const = 0;
+  // Stops the task named by `token` (common/cancel_token.h) that the
+  // worker runs or has queued: it is asked to (a signal carrying the
+  // token), or, with `force`, the worker is ended. NOT_FOUND for a worker
+  // that is not running.
+  virtual absl::Status CancelTask(const std::string& worker_id, int32_t token,
+                                  bool force) {
+    (void)token;
+    (void)force;
+    return absl::UnimplementedError("these workers cannot be cancelled: " +
+                                    worker_id);
+  }
 };
 
 struct LeaseServiceOptions {
@@ -172,6 +183,10 @@ class LeaseService {
   void GetWorkerExit(const std::string& worker_id,
                      std::function<void(const proto::GetWorkerExitReply&)> done,
                      int attempt = 0);
+
+  // CANCEL_TASK: the task the leased worker runs is stopped (see
+  // WorkerLauncher::CancelTask).
+  absl::Status CancelTask(const proto::CancelTaskRequest& r);
 
   // ---- Bundles (two phases: prepare, then commit) ----
 

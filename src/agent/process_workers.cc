@@ -1,8 +1,11 @@
 #include "agent/process_workers.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -144,6 +147,33 @@ void ProcessWorkers::LeaseEnded(const std::string& worker_id, bool kill,
 std::string ProcessWorkers::LeaseOf(const std::string& worker_id) const {
   const Worker* w = pool_.Find(worker_id);
   return w == nullptr ? std::string() : w->lease_id;
+}
+
+absl::Status ProcessWorkers::CancelTask(const std::string& worker_id,
+                                        int32_t token, bool force) {
+  const Worker* w = pool_.Find(worker_id);
+  if (w == nullptr || w->pid <= 0) {
+    return absl::NotFoundError(
+        absl::StrCat("worker ", worker_id, " is not running"));
+  }
+  if (force) {
+    pool_.Kill(worker_id, "its task was cancelled with force");
+    return absl::OkStatus();
+  }
+  // To the worker's main thread (its tid is its pid), which waits for this
+  // signal (worker/worker_main.cc); a thread that a library started before
+  // the worker blocked it would take its default action, the end.
+  siginfo_t info{};
+  info.si_signo = SIGUSR1;
+  info.si_code = SI_QUEUE;
+  info.si_pid = getpid();
+  info.si_uid = getuid();
+  info.si_value.sival_int = token;
+  if (syscall(SYS_rt_tgsigqueueinfo, w->pid, w->pid, SIGUSR1, &info) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot signal worker ", worker_id, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 bool ProcessWorkers::Knows(const std::string& worker_id) {

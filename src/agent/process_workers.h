@@ -85,6 +85,8 @@ class ProcessWorkers : public WorkerLauncher {
   void LeaseEnded(const std::string& worker_id, bool kill,
                   const std::string& why) override;
   bool Knows(const std::string& worker_id) override;
+  absl::Status CancelTask(const std::string& worker_id, int32_t token,
+                          bool force) override;
   std::optional<std::string> ExitOf(const std::string& worker_id) override;
   void Describe(const std::string& worker_id,
                 proto::LeaseInfo* info) const override;

@@ -419,6 +419,10 @@ std::shared_ptr<RefHandle> HandleFor(const std::string& id) {
   return ValueOrThrow(RequireRuntime()->HandleFor(id));
 }
 
+bool CancelTask(const RefHandle& ref, bool force) {
+  return ValueOrThrow(RequireRuntime()->Cancel(ref.id(), force));
+}
+
 ObjectValue GetObject(const RefHandle& ref, int64_t timeout_ms) {
   return ValueOrThrow(RequireRuntime()->Get(ref, timeout_ms));
 }

@@ -263,6 +263,15 @@ class CoreRuntimeImpl : public CoreRuntime {
     });
   }
 
+  absl::StatusOr<bool> Cancel(const std::string& object_id,
+                              bool force) override {
+    absl::StatusOr<bool> cancelled = false;
+    RunOnLoop([&] {
+      if (path_ != nullptr) cancelled = path_->Cancel(object_id, force);
+    });
+    return cancelled;
+  }
+
   std::string JobId() const override { return lease_job_id(); }
 
   absl::StatusOr<proto::ClusterStatus> ClusterStatus() override {

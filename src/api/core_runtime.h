@@ -90,6 +90,9 @@ class CoreRuntime {
   // the calls it makes to it from then on (and those still queued) fail at
   // once, as the actor's worker may still answer until its agent ends it.
   virtual void ActorKilled(const std::string& actor_id) = 0;
+  // Cancels the task whose result is `object_id` (CancelTask).
+  virtual absl::StatusOr<bool> Cancel(const std::string& object_id,
+                                      bool force) = 0;
   // The job whose workers run what this process submits: its own, or in a
   // worker, its driver's.
   virtual std::string JobId() const = 0;

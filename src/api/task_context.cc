@@ -8,6 +8,7 @@ namespace {
 thread_local int t_task_depth = -1;
 std::atomic<int> g_task_depth{0};
 thread_local std::string t_task_id;
+std::atomic<bool> g_task_cancelled{false};
 
 }  // namespace
 
@@ -23,5 +24,11 @@ int CurrentTaskDepth() {
 void SetCurrentTaskId(const std::string& task_id) { t_task_id = task_id; }
 
 const std::string& CurrentTaskId() { return t_task_id; }
+
+void SetCurrentTaskCancelled(bool cancelled) {
+  g_task_cancelled.store(cancelled);
+}
+
+bool CurrentTaskCancelled() { return g_task_cancelled.load(); }
 
 }  // namespace shoal::internal

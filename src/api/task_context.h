@@ -20,6 +20,11 @@ int CurrentTaskDepth();
 void SetCurrentTaskId(const std::string& task_id);
 const std::string& CurrentTaskId();
 
+// Whether the plain task this worker runs was asked to stop (shoal::Cancel):
+// set from the worker's main thread, read by a blocking get in the task.
+void SetCurrentTaskCancelled(bool cancelled);
+bool CurrentTaskCancelled();
+
 }  // namespace shoal::internal
 
 #endif  // SHOAL_API_TASK_CONTEXT_H_

@@ -41,6 +41,8 @@ struct TaskEntry {
   int depth = 0;                // how deeply it is nested (a driver's: 0)
   bool in_cpp_program = false;  // runs in the job's C++ program's workers
   bool in_window = false;       // holds a place in the SubmitWindow
+  bool sent = false;            // its spec went to a worker (this attempt)
+  bool cancelled = false;       // cancel asked its worker to stop it
   // Its task events (api/task_event_buffer.h): the record of its current
   // attempt, and whether it changed since it was last sent.
   struct Events {

@@ -27,6 +27,8 @@ absl::StatusCode CodeOf(ErrorKind kind) {
       return absl::StatusCode::kDataLoss;
     case ErrorKind::kTimeout:
       return absl::StatusCode::kDeadlineExceeded;
+    case ErrorKind::kCancelled:
+      return absl::StatusCode::kCancelled;
     case ErrorKind::kOther:
       break;
   }
@@ -79,6 +81,8 @@ const char* TaskErrorTypeName(const absl::Status& status) {
       return "ACTOR_DIED";
     case ErrorKind::kTimeout:
       return "TIMEOUT";
+    case ErrorKind::kCancelled:
+      return "TASK_CANCELLED";
     case ErrorKind::kOther:
       break;
   }
@@ -102,6 +106,8 @@ void ThrowStatus(const absl::Status& status) {
       throw ActorDiedError(message);
     case ErrorKind::kTimeout:
       throw TimeoutError(message);
+    case ErrorKind::kCancelled:
+      throw TaskCancelledError(message);
     case ErrorKind::kOther:
       break;
   }

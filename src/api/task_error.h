@@ -20,6 +20,7 @@ enum class ErrorKind {
   kObjectLost,  // shoal::ObjectLostError
   kActorDied,   // shoal::ActorDiedError
   kTimeout,     // shoal::TimeoutError
+  kCancelled,   // shoal::TaskCancelledError
 };
 
 // An error of `kind` with `message` (the whole text the user will read).

@@ -10,6 +10,13 @@
 #include "common/status_macros.h"
 
 namespace shoal::internal {
+namespace {
+
+// What a worker answers for a task cancelled while it ran or before it began
+// (worker/worker_main.cc).
+constexpr char kCancelledType[] = "shoal::TaskCancelled";
+
+}  // namespace
 
 TaskLifecycle::TaskLifecycle(OwnedObjects* objects, SubmitWindow* window,
                              uint64_t inline_threshold, Hooks hooks)
@@ -42,6 +49,7 @@ void TaskLifecycle::Submit(std::unique_ptr<TaskEntry> task) {
 }
 
 void TaskLifecycle::Enqueue(TaskEntry& task, bool front) {
+  task.sent = false;
   Record(task, {.state = proto::TaskEvent::PENDING_NODE_ASSIGNMENT});
   if (!task.actor_id.empty()) return hooks_.actor_ready(task.actor_id, task.id);
   hooks_.enqueue(task, front);
@@ -54,6 +62,7 @@ bool TaskLifecycle::FillSpec(const std::string& task_id,
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return false;
   TaskEntry& t = *it->second;
+  t.sent = true;
   Record(t, {.state = proto::TaskEvent::SUBMITTED_TO_WORKER,
              .node_id = node_id,
              .worker_id = worker_id});
@@ -81,8 +90,14 @@ std::string TaskLifecycle::FunctionOf(const std::string& task_id) const {
 void TaskLifecycle::TaskReplied(const std::string& task_id,
                                 const std::string& node_id,
                                 absl::StatusOr<proto::TaskResult> result) {
+  if (result.ok() && result->ok()) return Complete(task_id, std::move(*result));
+  if (auto t = tasks_.find(task_id);
+      t != tasks_.end() &&
+      (t->second->cancelled ||
+       (result.ok() && result->error_type() == kCancelledType))) {
+    return Fail(task_id, CancelledError(*t->second, "while it ran"));
+  }
   if (!result.ok()) return Fail(task_id, result.status());
-  if (result->ok()) return Complete(task_id, std::move(*result));
   if (result->error_type() == "shoal::ObjectLost") {
     // Runs again once the argument is rebuilt, if it can be.
     absl::Status rebuilding = RebuildArgument(task_id, result->lost_object());
@@ -112,6 +127,9 @@ void TaskLifecycle::WorkerDied(const std::string& task_id,
   auto t = tasks_.find(task_id);
   if (t == tasks_.end()) return;
   TaskEntry& task = *t->second;
+  if (task.cancelled) {  // its worker was ended to cancel it (force)
+    return Fail(task.id, CancelledError(task, "its worker was ended"));
+  }
   if (task.retries_left > 0) {
     --task.retries_left;
     ++task.attempt;
@@ -138,6 +156,59 @@ void TaskLifecycle::CallFailed(const std::string& task_id, ErrorKind kind,
                                         task_id, ") failed: ", message)
                          : message;
   Fail(task_id, TaskError(kind, text));
+}
+
+TaskLifecycle::Cancelled TaskLifecycle::Cancel(const std::string& task_id,
+                                               bool force) {
+  auto t = tasks_.find(task_id);
+  if (t == tasks_.end()) return Cancelled::kNotPending;
+  TaskEntry& task = *t->second;
+  // Still waiting for its arguments, or (a task) for a worker: a queued
+  // task whose entry is gone is skipped (FillSpec answers false).
+  if (task.args.pending > 0 || (task.actor_id.empty() && !task.sent)) {
+    Fail(task.id, CancelledError(task, "before it ran"));
+    return Cancelled::kNow;
+  }
+  if (!task.actor_id.empty()) return Cancelled::kActorCall;
+  if (!task.cancelled && hooks_.cancel_sent) {
+    task.cancelled = true;
+    hooks_.cancel_sent(task, force);
+  }
+  return Cancelled::kAsked;
+}
+
+absl::StatusOr<bool> TaskLifecycle::CancelTask(const std::string& task_id,
+                                               bool force) {
+  switch (Cancel(task_id, force)) {
+    case Cancelled::kNow:
+    case Cancelled::kAsked:
+      return true;
+    case Cancelled::kActorCall:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot cancel actor call ", task_id,
+          ": it was already given to its actor (only calls still waiting "
+          "for their arguments can be cancelled)"));
+    case Cancelled::kNotPending:
+      break;
+  }
+  OwnedObjects::Ready ready;
+  absl::Status error;
+  if (objects_->Peek(task_id, &ready, &error) ==
+      OwnedObjects::State::kUnknown) {
+    return absl::NotFoundError(absl::StrCat(
+        "cannot cancel ", task_id,
+        ": this process owns no object of that id (cancel a ref that a "
+        ".remote() call made here returned)"));
+  }
+  return false;  // it had ended: its result stays
+}
+
+absl::Status TaskLifecycle::CancelledError(const TaskEntry& task,
+                                           const char* when) {
+  return TaskError(
+      ErrorKind::kCancelled,
+      absl::StrCat("task ", task.function, " (", task.id,
+                   ") failed: it was cancelled ", when, " (shoal::Cancel)"));
 }
 
 void TaskLifecycle::LeaveWindow(TaskEntry& task) {

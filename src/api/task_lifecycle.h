@@ -48,6 +48,9 @@ class TaskLifecycle {
     std::function<void(std::function<void()> fn)> post;
     // host:port of the transfer server of node `node_id` ("" if unknown).
     std::function<std::string(const std::string& node_id)> transfer_address_of;
+    // Asks the worker that was sent task `task` to stop it (`force`: end
+    // the worker). Unset: sent tasks cannot be cancelled.
+    std::function<void(const TaskEntry& task, bool force)> cancel_sent;
   };
 
   // REQUIRES: `objects` and `window` outlive this.
@@ -85,6 +88,18 @@ class TaskLifecycle {
   // Ends the task with `error` (a copy of the id: the entry is erased).
   void Fail(std::string id, absl::Status error);
 
+  // Ray's cancel of the task whose result is `task_id`.
+  enum class Cancelled {
+    kNotPending,  // no such task waits or runs here: it ended (or never was)
+    kNow,         // it had not reached a worker: it failed as cancelled
+    kAsked,       // its worker was asked to stop it; it fails when it does
+    kActorCall,   // an actor call already given to its actor
+  };
+  Cancelled Cancel(const std::string& task_id, bool force);
+  // Cancel, as the API answers it: whether the task was pending; an error
+  // for an actor call given to its actor, or an id of no object here.
+  absl::StatusOr<bool> CancelTask(const std::string& task_id, bool force);
+
   // Every copy of stored object `id` (as `failed` described it) is gone.
   // Starts running the task that made it again (OK), or says why it cannot
   // be rebuilt.
@@ -109,6 +124,7 @@ class TaskLifecycle {
 
  private:
   void Enqueue(TaskEntry& task, bool front = false);
+  static absl::Status CancelledError(const TaskEntry& task, const char* when);
   void Record(TaskEntry& task, const TaskEventBuffer::Change& change);
   // The task ended: its place in the window goes to the next submitter
   // (once: a task run again to rebuild a lost object holds none).

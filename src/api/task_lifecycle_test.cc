@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 class TaskLifecycleTest : public ::testing::Test {
  protected:
@@ -48,6 +49,10 @@ class TaskLifecycleTest : public ::testing::Test {
             },
         .transfer_address_of =
             [](const std::string& node) { return node + ":7001"; },
+        .cancel_sent =
+            [this](const TaskEntry& t, bool force) {
+              asked_to_stop_.push_back(t.id + (force ? " force" : ""));
+            },
     };
   }
 
@@ -88,7 +93,7 @@ class TaskLifecycleTest : public ::testing::Test {
   OwnedObjects objects_;
   SubmitWindow window_;
   TaskLifecycle lifecycle_;
-  std::vector<std::string> queued_, ready_, dropped_;
+  std::vector<std::string> queued_, ready_, dropped_, asked_to_stop_;
   std::vector<std::function<void()>> posted_;
 };
 
@@ -137,6 +142,95 @@ TEST_F(TaskLifecycleTest, ADependentOfAFailedTaskFailsToo) {
   EXPECT_EQ(StateOf("b", &error), OwnedObjects::State::kFailed);
   EXPECT_THAT(error.message(), HasSubstr("boom"));
   EXPECT_EQ(window_.in_flight(), 0);
+}
+
+// ---- cancel ----
+
+TEST_F(TaskLifecycleTest, ACancelBeforeTheTaskReachesAWorkerFailsItAtOnce) {
+  auto a = Submit("a");  // queued for a worker
+  TaskArg ref;
+  ref.ref = a;
+  auto b = Submit("b", {ref});  // waits for a
+  auto c = Submit("c", {ref});
+  EXPECT_EQ(lifecycle_.Cancel("b", false), TaskLifecycle::Cancelled::kNow);
+  absl::Status error;
+  EXPECT_EQ(StateOf("b", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
+  EXPECT_THAT(error.message(), HasSubstr("task fn_b (b) failed: it was "
+                                         "cancelled before it ran"));
+  // The queued one: its spec is never written, and its dependent fails
+  // with its error.
+  EXPECT_EQ(lifecycle_.Cancel("a", true), TaskLifecycle::Cancelled::kNow);
+  proto::TaskSpec spec;
+  EXPECT_FALSE(lifecycle_.FillSpec("a", "n1", "w", &spec));
+  EXPECT_EQ(StateOf("c", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
+  EXPECT_THAT(asked_to_stop_, IsEmpty());
+  EXPECT_EQ(window_.in_flight(), 0);
+  // Once ended, a cancel changes nothing; an id of nothing here is an error.
+  EXPECT_EQ(lifecycle_.Cancel("a", false),
+            TaskLifecycle::Cancelled::kNotPending);
+  absl::StatusOr<bool> again = lifecycle_.CancelTask("a", false);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(*again);
+  EXPECT_EQ(lifecycle_.CancelTask("nothing", false).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(TaskLifecycleTest, ARunningTaskIsAskedToStopAndFailsWhenItDoes) {
+  auto t = Submit("t", {}, /*retries=*/3);
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
+  EXPECT_EQ(lifecycle_.Cancel("t", false), TaskLifecycle::Cancelled::kAsked);
+  EXPECT_EQ(lifecycle_.Cancel("t", false), TaskLifecycle::Cancelled::kAsked);
+  EXPECT_THAT(asked_to_stop_, ElementsAre("t"));  // once
+  EXPECT_EQ(StateOf("t"), OwnedObjects::State::kPending);
+  // The task raised as it was interrupted (KeyboardInterrupt).
+  proto::TaskResult result;
+  result.set_ok(false);
+  result.set_error("KeyboardInterrupt");
+  result.set_error_type("shoal::TaskCancelled");
+  lifecycle_.TaskReplied("t", "n1", result);
+  absl::Status error;
+  EXPECT_EQ(StateOf("t", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
+  EXPECT_THAT(error.message(), HasSubstr("cancelled while it ran"));
+}
+
+TEST_F(TaskLifecycleTest, AForcedCancelIsNotRetriedWhenItsWorkerDies) {
+  auto t = Submit("t", {}, /*retries=*/3);
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
+  EXPECT_EQ(lifecycle_.Cancel("t", true), TaskLifecycle::Cancelled::kAsked);
+  EXPECT_THAT(asked_to_stop_, ElementsAre("t force"));
+  lifecycle_.WorkerDied("t", "killed by signal 9");
+  EXPECT_THAT(queued_, ElementsAre("t"));  // not queued again
+  absl::Status error;
+  EXPECT_EQ(StateOf("t", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
+  EXPECT_THAT(error.message(), HasSubstr("its worker was ended"));
+}
+
+TEST_F(TaskLifecycleTest, ATaskThatFinishesBeforeItsCancelKeepsItsResult) {
+  auto t = Submit("t");
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
+  lifecycle_.Cancel("t", false);
+  lifecycle_.TaskReplied("t", "n1", Value("done"));
+  EXPECT_EQ(StateOf("t"), OwnedObjects::State::kReady);
+}
+
+TEST_F(TaskLifecycleTest, AnActorCallIsCancelledOnlyWhileItWaitsForArguments) {
+  auto a = Submit("a");
+  TaskArg ref;
+  ref.ref = a;
+  auto waiting = Submit("w", {ref}, 0, "actor1");
+  auto given = Submit("g", {}, 0, "actor1");
+  EXPECT_EQ(lifecycle_.Cancel("w", false), TaskLifecycle::Cancelled::kNow);
+  EXPECT_THAT(dropped_, ElementsAre("actor1/w"));
+  EXPECT_EQ(lifecycle_.CancelTask("g", false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(StateOf("g"), OwnedObjects::State::kPending);
 }
 
 TEST_F(TaskLifecycleTest, AWorkerThatDiedIsRetriedFirstThenTheTaskFails) {

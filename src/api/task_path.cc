@@ -61,6 +61,12 @@ TaskLifecycle::Hooks TaskPath::LifecycleHooks() {
           [this](const std::string& node) {
             return nodes_->TransferAddressOf(node);
           },
+      .cancel_sent =
+          [this](const TaskEntry& t, bool force) {
+            TaskSubmitter& submitter =
+                t.in_cpp_program ? *cpp_submitter_ : *submitter_;
+            submitter.CancelPushed(t.id, force);
+          },
   };
 }
 

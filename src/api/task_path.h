@@ -90,6 +90,10 @@ class TaskPath : public TaskSubmitter::Delegate,
   void Submit(std::unique_ptr<TaskEntry> task);
   // This process killed the actor without a restart.
   void ActorKilled(const std::string& actor_id) { actors_.Killed(actor_id); }
+  // Cancels the task whose result is `task_id`: whether it was pending.
+  absl::StatusOr<bool> Cancel(const std::string& task_id, bool force) {
+    return lifecycle_.CancelTask(task_id, force);
+  }
   // Every copy of stored object `id` is gone: rebuilds it, or says why not.
   absl::Status Reconstruct(const std::string& id,
                            const proto::StoredObject& failed) {

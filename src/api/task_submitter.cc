@@ -357,6 +357,32 @@ void TaskSubmitter::AddWorker(ShapeQueue& q, const std::string& agent,
   q.AddWorker(std::move(w));
 }
 
+bool TaskSubmitter::CancelPushed(const std::string& task_id, bool force) {
+  for (auto& [key, q] : shapes_) {
+    for (const auto& w : q.workers()) {
+      if (std::find(w->in_flight.begin(), w->in_flight.end(), task_id) ==
+          w->in_flight.end()) {
+        continue;
+      }
+      proto::CancelTaskRequest req;
+      req.set_worker_id(w->worker_id);
+      req.set_task_id(task_id);
+      req.set_force(force);
+      rpc::CallProto<proto::Empty>(
+          nodes_->Channel(w->agent), proto::CANCEL_TASK, req,
+          [task_id](absl::StatusOr<proto::Empty> r) {
+            // A worker that ended has ended the task too.
+            if (!r.ok() && !absl::IsNotFound(r.status())) {
+              SHOAL_LOG(WARNING)
+                  << "cancel of task " << task_id << ": " << r.status();
+            }
+          });
+      return true;
+    }
+  }
+  return false;
+}
+
 void TaskSubmitter::ReturnLease(const std::string& agent,
                                 const std::string& lease_id) {
   proto::ReturnLeaseRequest req;

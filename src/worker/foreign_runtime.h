@@ -49,6 +49,9 @@ class ForeignRuntime {
   // Whether the worker ends once the last Call's answer is out (its
   // function's max_calls was reached); asking clears it.
   virtual bool TakeExitAfterCall() { return false; }
+  // The running Call was cancelled: stop it where the language can (from
+  // the worker's main thread; the Call may have ended meanwhile).
+  virtual void InterruptTask() {}
 };
 
 // Runs this process as a worker (see worker/worker_main.h) whose tasks go

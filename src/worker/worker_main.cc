@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <typeinfo>
@@ -15,9 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "api/object_client.h"
 #include "api/task_context.h"
+#include "common/cancel_token.h"
 #include "common/clock.h"
 #include "common/environment.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/process.h"
 #include "common/task_event_record.h"
 #include "rpc/rpc.h"
@@ -127,6 +130,41 @@ ForeignRuntime* g_foreign = nullptr;
 // Reports tasks that run long (null: task events are off).
 RunningTasks* g_running = nullptr;
 
+// Cancels (shoal::Cancel), which the agent sends as SIGUSR1 with the task's
+// token (common/cancel_token.h): the token of the task that runs on the
+// loop thread now (0: none), and those of tasks cancelled before they
+// began (pushed behind the running one), the last kMaxCancelledEarly.
+constexpr char kCancelledType[] = "shoal::TaskCancelled";
+constexpr size_t kMaxCancelledEarly = 1024;
+std::atomic<int32_t> g_running_token{0};
+shoal::Mutex g_cancel_mu;
+std::deque<int32_t> g_cancelled_early ABSL_GUARDED_BY(g_cancel_mu);
+
+bool TakeCancelledEarly(int32_t token) {
+  shoal::MutexLock lock(&g_cancel_mu);
+  auto it =
+      std::find(g_cancelled_early.begin(), g_cancelled_early.end(), token);
+  if (it == g_cancelled_early.end()) return false;
+  g_cancelled_early.erase(it);
+  return true;
+}
+
+// On the main thread, for a SIGUSR1 carrying `token`: the running task is
+// interrupted (a Python task raises KeyboardInterrupt; a blocking get in it
+// returns), or a task not begun yet answers cancelled when its turn comes.
+void RequestCancel(int32_t token) {
+  if (token != 0 && g_running_token.load() == token) {
+    SetCurrentTaskCancelled(true);
+    if (g_foreign != nullptr) g_foreign->InterruptTask();
+    return;
+  }
+  shoal::MutexLock lock(&g_cancel_mu);
+  g_cancelled_early.push_back(token);
+  if (g_cancelled_early.size() > kMaxCancelledEarly) {
+    g_cancelled_early.pop_front();
+  }
+}
+
 // Runs `call`, recording in `result` how it ended.
 void RunCaught(const std::function<void()>& call, proto::TaskResult* result) {
   try {
@@ -199,6 +237,17 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   if (!ResolveArgs(spec.args(), spec.stored_args(), &args, &result)) {
     return result;
   }
+  // A plain task (on the loop thread) may be cancelled while it runs.
+  const int32_t token = host == nullptr ? CancelToken(spec.task_id()) : 0;
+  if (token != 0) {
+    if (TakeCancelledEarly(token)) {
+      result.set_error("the task was cancelled before it began");
+      result.set_error_type(kCancelledType);
+      return result;
+    }
+    SetCurrentTaskCancelled(false);
+    g_running_token.store(token);
+  }
   int64_t start = MonotonicUs();
   result.set_start_time_ms(NowMs());
   if (g_running != nullptr) g_running->Begin(&spec, result.start_time_ms());
@@ -227,6 +276,14 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
         }
       },
       &result);
+  if (token != 0) {
+    g_running_token.store(0);
+    // However it ended (KeyboardInterrupt, or an error it raised while
+    // unwinding), a task asked to stop that did not finish was cancelled.
+    if (CurrentTaskCancelled() && !result.ok()) {
+      result.set_error_type(kCancelledType);
+    }
+  }
   if (result.exec_us() == 0) result.set_exec_us(MonotonicUs() - start);
   if (g_running != nullptr) g_running->End(&spec);
   args.clear();  // unpins the arguments before the owner hears back
@@ -337,6 +394,7 @@ int RunWorker() {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGUSR1);  // a cancel (RequestCancel)
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   // The agent starts workers to be killed with it (PR_SET_PDEATHSIG,
   // SIGKILL); SIGTERM instead lets the worker end what it started first.
@@ -395,8 +453,15 @@ int RunWorker() {
       EndWorker(worker_id, 0);
     });
   });
-  int sig = 0;
-  sigwait(&stop, &sig);
+  while (true) {
+    siginfo_t info{};
+    int sig = sigwaitinfo(&stop, &info);
+    if (sig == SIGUSR1) {
+      RequestCancel(info.si_value.sival_int);
+      continue;
+    }
+    if (sig == SIGTERM || sig == SIGINT) break;
+  }
   EndWorker(worker_id, 0);
 }
 

@@ -65,6 +65,16 @@ int64_t Sum(std::vector<int64_t> values) {
 SHOAL_REMOTE(WhereAmI, Add, SlowIdentity, Thrower, Echo, KillSelf, PidThenSleep,
              AddOneRemotely, Sum);
 
+// The pid PidThenSleep wrote to `dir` once it began (0 after 10 s).
+pid_t PidWrittenTo(const std::string& dir) {
+  pid_t pid = 0;
+  for (int i = 0; i < 1000 && pid == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream(dir + "/pid") >> pid;
+  }
+  return pid;
+}
+
 ClusterSpec ThreeNodes() {
   ClusterSpec spec;
   spec.nodes = {{"node-a", 2, ""},
@@ -201,15 +211,43 @@ TEST_F(ClusterTest, WorkerKilledMidTaskIsRetried) {
   std::string dir = cluster_->root() + "/retry";
   std::filesystem::create_directories(dir);
   auto ref = shoal::Task(PidThenSleep).Remote(dir);
-  pid_t pid = 0;
-  for (int i = 0; i < 1000 && pid == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::ifstream(dir + "/pid") >> pid;
-  }
+  pid_t pid = PidWrittenTo(dir);
   ASSERT_GT(pid, 0) << "the task never started";
   std::ofstream(dir + "/killed") << "yes";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   EXPECT_EQ(shoal::Get(ref, 30000), 42);
+}
+
+// shoal::Cancel: a task waiting for its argument fails at once; a running
+// C++ task is stopped by ending its worker (force), and is not retried.
+TEST_F(ClusterTest, CancelFailsAWaitingTaskAndForceEndsARunningOne) {
+  cluster_ = StartCluster(ThreeNodes());
+  ASSERT_NE(cluster_, nullptr);
+  Connect(*cluster_);
+  std::string dir = cluster_->root() + "/cancel";
+  std::filesystem::create_directories(dir);
+  auto running = shoal::Task(PidThenSleep).SetMaxRetries(3).Remote(dir);
+  auto waiting = shoal::Task(Add).Remote(running, int64_t{1});
+  pid_t pid = PidWrittenTo(dir);
+  ASSERT_GT(pid, 0) << "the task never started";
+  EXPECT_TRUE(shoal::Cancel(waiting));
+  EXPECT_THROW(shoal::Get(waiting, 5000), shoal::TaskCancelledError);
+  EXPECT_TRUE(shoal::Cancel(running, /*force=*/true));
+  try {
+    shoal::Get(running, 30000);
+    FAIL() << "expected TaskCancelledError";
+  } catch (const shoal::TaskCancelledError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("its worker was ended"));
+  }
+  for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(kill(pid, 0), 0) << "the worker still runs";
+  // Ended tasks keep what they had.
+  auto done = shoal::Task(Add).Remote(int64_t{2}, int64_t{3});
+  EXPECT_EQ(shoal::Get(done, 30000), 5);
+  EXPECT_FALSE(shoal::Cancel(done));
+  EXPECT_EQ(shoal::Get(done), 5);
 }
 
 TEST_F(ClusterTest, WorkerThatAlwaysDiesFailsWithHowItDied) {
