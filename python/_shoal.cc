@@ -226,6 +226,14 @@ bool WaitInSlices(int64_t timeout_ms, bool interruptible, WaitFn wait) {
   }
   const int64_t deadline_ms =
       timeout_ms < 0 ? -1 : shoal::MonotonicUs() / 1000 + timeout_ms;
+  // A worker that waits past its first slice counts as blocked for the whole
+  // wait, not once per slice (each slice's wait says so too, nested).
+  struct Blocked {
+    ~Blocked() {
+      if (held) shoal::internal::RequireRuntime()->SetBlocked(false);
+    }
+    bool held = false;
+  } blocked;
   while (true) {
     int64_t slice = kSignalSliceMs;
     if (deadline_ms >= 0) {
@@ -238,6 +246,10 @@ bool WaitInSlices(int64_t timeout_ms, bool interruptible, WaitFn wait) {
       done = wait(slice);
     }
     if (done) return true;
+    if (!blocked.held && InPythonWorker()) {
+      shoal::internal::RequireRuntime()->SetBlocked(true);
+      blocked.held = true;
+    }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     if (TaskCancelledHere()) {
       PyErr_SetNone(PyExc_KeyboardInterrupt);

@@ -321,6 +321,7 @@ class AgentImpl : public NodeAgent {
         loop_.get(), options_.session_dir + "/logs", node_id_);
     logs_->Register(s);
     agent::RegisterLeaseHandlers(leases_.get(), s);
+    agent::RegisterCancelHandler(workers_.get(), s);
     rpc::RegisterProto<proto::JobSpec>(
         s, proto::START_JOB, [this](const auto& r, rpc::Responder resp) {
           jobs_->Start(r, [resp](absl::Status st) {

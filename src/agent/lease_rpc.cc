@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "common/cancel_token.h"
 #include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
@@ -37,6 +38,14 @@ std::unique_ptr<LeaseRequester> RpcRequester(rpc::Responder responder) {
   return std::make_unique<ResponderRequester>(std::move(responder));
 }
 
+void RegisterCancelHandler(WorkerLauncher* workers, rpc::Server* s) {
+  rpc::RegisterProto<proto::CancelTaskRequest>(
+      s, proto::CANCEL_TASK, [workers](const auto& r, rpc::Responder resp) {
+        Answer(resp, workers->CancelTask(r.worker_id(),
+                                         CancelToken(r.task_id()), r.force()));
+      });
+}
+
 void RegisterLeaseHandlers(LeaseService* leases, rpc::Server* s) {
   rpc::RegisterProto<proto::RequestLeaseRequest>(
       s, proto::REQUEST_LEASE, [leases](const auto& r, rpc::Responder resp) {
@@ -62,10 +71,6 @@ void RegisterLeaseHandlers(LeaseService* leases, rpc::Server* s) {
                               [resp](const proto::GetWorkerExitReply& reply) {
                                 resp.Reply(reply);
                               });
-      });
-  rpc::RegisterProto<proto::CancelTaskRequest>(
-      s, proto::CANCEL_TASK, [leases](const auto& r, rpc::Responder resp) {
-        Answer(resp, leases->CancelTask(r));
       });
   rpc::RegisterProto<proto::BundleReservation>(
       s, proto::PREPARE_BUNDLES, [leases](const auto& r, rpc::Responder resp) {

@@ -23,6 +23,10 @@ namespace shoal::agent {
 // REQUIRES: `leases` outlives the server's handlers.
 void RegisterLeaseHandlers(LeaseService* leases, rpc::Server* server);
 
+// Serves CANCEL_TASK (WorkerLauncher::CancelTask) on `server`.
+// REQUIRES: `workers` outlives the server's handlers.
+void RegisterCancelHandler(WorkerLauncher* workers, rpc::Server* server);
+
 // The requester of a lease over RPC: the answer goes to `responder`.
 std::unique_ptr<LeaseRequester> RpcRequester(rpc::Responder responder);
 

@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "agent/cluster_view.h"
 #include "agent/lease_policy.h"
-#include "common/cancel_token.h"
 #include "common/logging.h"
 #include "common/random.h"
 
@@ -236,16 +235,6 @@ void LeaseService::DropLease(const std::string& lease_id) {
   absl::Status st = devices_.Return(BaseShape(lease->shape), lease->devices);
   if (!st.ok()) SHOAL_LOG(ERROR) << "lease " << lease->id << ": " << st;
   ReportSoon();
-}
-
-absl::Status LeaseService::CancelTask(const proto::CancelTaskRequest& r) {
-  if (!launcher_->Knows(r.worker_id())) {
-    return absl::NotFoundError(
-        absl::StrCat("node ", options_.node_id, " has no worker ",
-                     r.worker_id(), " (it ended: its task ended with it)"));
-  }
-  return launcher_->CancelTask(r.worker_id(), CancelToken(r.task_id()),
-                               r.force());
 }
 
 void LeaseService::ReturnLease(const std::string& lease_id, bool kill_worker,

@@ -184,10 +184,6 @@ class LeaseService {
                      std::function<void(const proto::GetWorkerExitReply&)> done,
                      int attempt = 0);
 
-  // CANCEL_TASK: the task the leased worker runs is stopped (see
-  // WorkerLauncher::CancelTask).
-  absl::Status CancelTask(const proto::CancelTaskRequest& r);
-
   // ---- Bundles (two phases: prepare, then commit) ----
 
   absl::Status PrepareBundles(const proto::BundleReservation& r);

@@ -263,12 +263,9 @@ class CoreRuntimeImpl : public CoreRuntime {
     });
   }
 
-  absl::StatusOr<bool> Cancel(const std::string& object_id,
-                              bool force) override {
+  absl::StatusOr<bool> Cancel(const std::string& id, bool force) override {
     absl::StatusOr<bool> cancelled = false;
-    RunOnLoop([&] {
-      if (path_ != nullptr) cancelled = path_->Cancel(object_id, force);
-    });
+    RunOnLoop([&] { cancelled = path_ ? path_->Cancel(id, force) : false; });
     return cancelled;
   }
 
@@ -314,9 +311,8 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   // ---- Start ----
 
-  // Registers the job (waiting up to 10 s, or SHOAL_HEAD_OUTAGE_WAIT_MS if
-  // lower, for a head that restarts: an address where no head will ever
-  // listen, a typo, is not waited on for long).
+  // Registers the job, waiting up to 10 s (or SHOAL_HEAD_OUTAGE_WAIT_MS if
+  // lower) for a head that restarts: not long for a typo of an address.
   absl::Status Register() {
     proto::RegisterJobRequest job;
     job.set_driver_host(Hostname());
@@ -495,9 +491,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     return handle;
   }
 
-  // Called on a thread of a worker before and after it waits in Get or
-  // Wait (blocked_waits.h).
-  void SetBlocked(bool blocked) {
+  void SetBlocked(bool blocked) override {
     if (options_.worker_id.empty() || options_.worker_agent_address.empty()) {
       return;
     }

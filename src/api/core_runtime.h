@@ -90,6 +90,10 @@ class CoreRuntime {
   // the calls it makes to it from then on (and those still queued) fail at
   // once, as the actor's worker may still answer until its agent ends it.
   virtual void ActorKilled(const std::string& actor_id) = 0;
+  // A thread of a worker begins (true) or ends (false) a wait in Get or
+  // Wait: while one waits, its node may lend the worker's CPU to deeper
+  // tasks (blocked_waits.h). Nested calls count once.
+  virtual void SetBlocked(bool blocked) = 0;
   // Cancels the task whose result is `object_id` (CancelTask).
   virtual absl::StatusOr<bool> Cancel(const std::string& object_id,
                                       bool force) = 0;

@@ -18,6 +18,28 @@ void FillWorkerCommand(const WorkerCommand& command,
   out->mutable_env()->insert(command.env.begin(), command.env.end());
 }
 
+namespace {
+
+// CANCEL_TASK to the agent of the worker that runs (or has queued) the task.
+void SendCancel(rpc::Channel* agent, const std::string& worker_id,
+                const std::string& task_id, bool force) {
+  proto::CancelTaskRequest req;
+  req.set_worker_id(worker_id);
+  req.set_task_id(task_id);
+  req.set_force(force);
+  rpc::CallProto<proto::Empty>(agent, proto::CANCEL_TASK, req,
+                               [task_id](absl::StatusOr<proto::Empty> r) {
+                                 // A worker that ended has ended the task too.
+                                 if (!r.ok() && !absl::IsNotFound(r.status())) {
+                                   SHOAL_LOG(WARNING)
+                                       << "cancel of task " << task_id << ": "
+                                       << r.status();
+                                 }
+                               });
+}
+
+}  // namespace
+
 TaskSubmitter::TaskSubmitter(rpc::Executor* loop, NodeView* nodes,
                              Delegate* delegate, Options options)
     : loop_(loop),
@@ -360,24 +382,11 @@ void TaskSubmitter::AddWorker(ShapeQueue& q, const std::string& agent,
 bool TaskSubmitter::CancelPushed(const std::string& task_id, bool force) {
   for (auto& [key, q] : shapes_) {
     for (const auto& w : q.workers()) {
-      if (std::find(w->in_flight.begin(), w->in_flight.end(), task_id) ==
+      if (std::find(w->in_flight.begin(), w->in_flight.end(), task_id) !=
           w->in_flight.end()) {
-        continue;
+        SendCancel(nodes_->Channel(w->agent), w->worker_id, task_id, force);
+        return true;
       }
-      proto::CancelTaskRequest req;
-      req.set_worker_id(w->worker_id);
-      req.set_task_id(task_id);
-      req.set_force(force);
-      rpc::CallProto<proto::Empty>(
-          nodes_->Channel(w->agent), proto::CANCEL_TASK, req,
-          [task_id](absl::StatusOr<proto::Empty> r) {
-            // A worker that ended has ended the task too.
-            if (!r.ok() && !absl::IsNotFound(r.status())) {
-              SHOAL_LOG(WARNING)
-                  << "cancel of task " << task_id << ": " << r.status();
-            }
-          });
-      return true;
     }
   }
   return false;

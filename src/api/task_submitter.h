@@ -103,9 +103,7 @@ class TaskSubmitter {
   // tasks of those queues fail, saying so). May come unasked: a copy sent
   // for another reason.
   void SetProgramCopy(absl::StatusOr<std::string> blob_hash);
-  // Asks the agent of the worker that task `task_id` was pushed to to stop
-  // it (CANCEL_TASK; `force`: end the worker). False when no worker of this
-  // submitter holds it.
+  // Has task `task_id`'s worker stopped (by force: ended); false if none.
   bool CancelPushed(const std::string& task_id, bool force);
   void Clear() { shapes_.clear(); }
 

@@ -149,6 +149,30 @@ bool TakeCancelledEarly(int32_t token) {
   return true;
 }
 
+// The task of `token` (0: one that cannot be cancelled, an actor call)
+// begins: false, with *result saying so, when it was cancelled already.
+bool BeginCancellable(int32_t token, proto::TaskResult* result) {
+  if (token == 0) return true;
+  if (TakeCancelledEarly(token)) {
+    result->set_error("the task was cancelled before it began");
+    result->set_error_type(kCancelledType);
+    return false;
+  }
+  SetCurrentTaskCancelled(false);
+  g_running_token.store(token);
+  return true;
+}
+
+// It ended: however (KeyboardInterrupt, or an error raised while it
+// unwound), a task asked to stop that did not finish was cancelled.
+void EndCancellable(int32_t token, proto::TaskResult* result) {
+  if (token == 0) return;
+  g_running_token.store(0);
+  if (CurrentTaskCancelled() && !result->ok()) {
+    result->set_error_type(kCancelledType);
+  }
+}
+
 // On the main thread, for a SIGUSR1 carrying `token`: the running task is
 // interrupted (a Python task raises KeyboardInterrupt; a blocking get in it
 // returns), or a task not begun yet answers cancelled when its turn comes.
@@ -239,15 +263,7 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   }
   // A plain task (on the loop thread) may be cancelled while it runs.
   const int32_t token = host == nullptr ? CancelToken(spec.task_id()) : 0;
-  if (token != 0) {
-    if (TakeCancelledEarly(token)) {
-      result.set_error("the task was cancelled before it began");
-      result.set_error_type(kCancelledType);
-      return result;
-    }
-    SetCurrentTaskCancelled(false);
-    g_running_token.store(token);
-  }
+  if (!BeginCancellable(token, &result)) return result;
   int64_t start = MonotonicUs();
   result.set_start_time_ms(NowMs());
   if (g_running != nullptr) g_running->Begin(&spec, result.start_time_ms());
@@ -276,14 +292,7 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
         }
       },
       &result);
-  if (token != 0) {
-    g_running_token.store(0);
-    // However it ended (KeyboardInterrupt, or an error it raised while
-    // unwinding), a task asked to stop that did not finish was cancelled.
-    if (CurrentTaskCancelled() && !result.ok()) {
-      result.set_error_type(kCancelledType);
-    }
-  }
+  EndCancellable(token, &result);
   if (result.exec_us() == 0) result.set_exec_us(MonotonicUs() - start);
   if (g_running != nullptr) g_running->End(&spec);
   args.clear();  // unpins the arguments before the owner hears back
