@@ -674,32 +674,24 @@ class RuntimeContext:
             out["actor_id"] = ActorID(actor_id)
         return out
 
-    # Ray's older properties: id objects, each with a DeprecationWarning.
-    @property
-    def job_id(self):
-        return _deprecated_id(JobID, self.get_job_id(), "get_job_id")
-
-    @property
-    def node_id(self):
-        return _deprecated_id(NodeID, self.get_node_id(), "get_node_id")
-
-    @property
-    def task_id(self):
-        return _deprecated_id(TaskID, self.get_task_id(), "get_task_id")
-
-    @property
-    def actor_id(self):
-        return _deprecated_id(ActorID, self.get_actor_id(), "get_actor_id")
-
-    @property
-    def current_placement_group_id(self):
-        return _deprecated_id(PlacementGroupID, self.get_placement_group_id(),
-                              "get_placement_group_id")
 
 
-def _deprecated_id(kind, value, method):
-    warnings.warn(f"Use {method}() instead", DeprecationWarning, stacklevel=3)
-    return kind(value or "")
+def _deprecated_id(kind, method):
+    """Ray's older property of RuntimeContext: the value of ``method`` as an
+    id object of ``kind``, with a DeprecationWarning."""
+    def read(self):
+        warnings.warn(f"Use {method}() instead", DeprecationWarning,
+                      stacklevel=2)
+        return kind(getattr(self, method)() or "")
+    return property(read)
+
+
+RuntimeContext.job_id = _deprecated_id(JobID, "get_job_id")
+RuntimeContext.node_id = _deprecated_id(NodeID, "get_node_id")
+RuntimeContext.task_id = _deprecated_id(TaskID, "get_task_id")
+RuntimeContext.actor_id = _deprecated_id(ActorID, "get_actor_id")
+RuntimeContext.current_placement_group_id = _deprecated_id(
+    PlacementGroupID, "get_placement_group_id")
 
 
 def _current_task():

@@ -88,12 +88,7 @@ class WorkerLauncher {
   // token), or, with `force`, the worker is ended. NOT_FOUND for a worker
   // that is not running.
   virtual absl::Status CancelTask(const std::string& worker_id, int32_t token,
-                                  bool force) {
-    (void)token;
-    (void)force;
-    return absl::UnimplementedError("these workers cannot be cancelled: " +
-                                    worker_id);
-  }
+                                  bool force) = 0;
 };
 
 struct LeaseServiceOptions {

@@ -62,6 +62,10 @@ class FakeLauncher : public WorkerLauncher {
     if (it == exits.end()) return std::nullopt;
     return it->second;
   }
+  absl::Status CancelTask(const std::string& worker_id, int32_t,
+                          bool) override {
+    return absl::NotFoundError(worker_id);
+  }
   void Describe(const std::string& worker_id,
                 proto::LeaseInfo* info) const override {
     info->set_worker_pid(42);

@@ -353,4 +353,9 @@ std::optional<std::string> SimNode::ExitOf(const std::string& worker_id) {
 
 void SimNode::Describe(const std::string&, proto::LeaseInfo*) const {}
 
+absl::Status SimNode::CancelTask(const std::string& worker_id, int32_t, bool) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker ", worker_id, " is simulated: it runs no task to cancel"));
+}
+
 }  // namespace shoal::sim

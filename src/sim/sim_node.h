@@ -81,6 +81,9 @@ class SimNode : public agent::WorkerLauncher {
   std::optional<std::string> ExitOf(const std::string& worker_id) override;
   void Describe(const std::string& worker_id,
                 proto::LeaseInfo* info) const override;
+  // A simulated worker runs no task code: there is nothing to stop.
+  absl::Status CancelTask(const std::string& worker_id, int32_t token,
+                          bool force) override;
 
   SimShared* const shared_;
   const SimNodeSpec spec_;
