@@ -30,6 +30,7 @@
 #include "api/driver_init.h"
 #include "api/submit_options.h"
 #include "api/task_context.h"
+#include "api/task_error.h"
 #include "common/clock.h"
 #include "common/environment.h"
 #include "common/net.h"
@@ -323,6 +324,13 @@ std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args,
   out.reserve(args.size());
   for (const py::handle& arg : args) {
     shoal::internal::TaskArg task_arg;
+    if (py::isinstance<py::tuple>(arg) && !out.empty()) {
+      // Refs lent inside the call (encode_call): kept until it is done.
+      for (const py::handle& lent : arg) {
+        out.front().contained.push_back(lent.cast<const BufferRef&>().handle());
+      }
+      continue;
+    }
     if (py::isinstance<BufferRef>(arg)) {
       task_arg.ref = arg.cast<const BufferRef&>().handle();
     } else {
@@ -1020,6 +1028,37 @@ PYBIND11_MODULE(_shoal, m) {
       py::arg("id"),
       "The ref of an object this process references, by its id (a ref "
       "read back from a value); ShoalError elsewhere.");
+  m.def(
+      "lend",
+      [](const BufferRef& ref, bool in_result) {
+        std::string owner;
+        {
+          py::gil_scoped_release release;
+          owner = shoal::internal::ValueOrThrow(
+              shoal::internal::RequireRuntime()->Lend(ref.handle(), in_result));
+        }
+        if (in_result) shoal::internal::NoteLentRef(ref.id(), owner);
+        return owner;
+      },
+      py::arg("ref"), py::arg("in_result"),
+      "Lends the ref, not waited for, and returns its owner's address. "
+      "in_result: it goes into the task result being written (its owner "
+      "keeps it for the result's reader); else into a call's arguments "
+      "(the caller keeps it until the call is done).");
+  m.def(
+      "borrow",
+      [](const std::string& id, const std::string& owner) {
+        std::shared_ptr<shoal::internal::RefHandle> handle;
+        {
+          py::gil_scoped_release release;
+          handle = shoal::internal::ValueOrThrow(
+              shoal::internal::RequireRuntime()->Borrow(id, owner));
+        }
+        return BufferRef(std::move(handle));
+      },
+      py::arg("id"), py::arg("owner"),
+      "The ref of object `id` that the process at `owner` lent (a ref read "
+      "back from a task's result).");
   m.def("put_pieces", &PutPieces, py::arg("pieces"), py::arg("size"),
         "Stores an object made of (offset, buffer) pieces, copied once.");
   m.def("get", &Get, py::arg("refs"), py::arg("timeout_ms"),

@@ -93,45 +93,61 @@ class _TableCloudPickler(cloudpickle.CloudPickler):
 
 # ---- ObjectRefs inside values ----
 #
-# A ref inside a call's arguments (a list of refs, say) is captured while
-# the call is pickled: it becomes one more argument of the task, which the
-# runtime resolves before the task runs, and reads back in the worker as a
-# ResolvedRef holding that value, which get() and wait() take like a ref.
+# A ref inside a call's arguments (a list of refs, say) that is ready is
+# captured while the call is pickled: it becomes one more argument of the
+# task, which the runtime resolves before the task runs, and reads back in
+# the worker as a ResolvedRef holding that value, which get() and wait()
+# take like a ref. One that is pending is lent, as Ray's are: the task does
+# not wait for it, and the worker borrows it from its owner (its get
+# waits there); the caller keeps it until the task is done. A top-level ref
+# argument is always captured: the task takes its value.
 #
-# A ref inside a task's result (a task that returns [f.remote()]) carries
-# its object's value with it: the worker waits for the object (its
-# resources released while it waits, as in any get) and the caller reads
-# the ref back as a ResolvedRef, so that any process the result reaches can
-# get() it, whoever owned the object. A failed object carries its error,
-# which get() of the ref raises. Inside a put value, a ref that is ready
-# carries its value the same way; a pending one is its id, readable by the
+# A ref inside a task's result (a task that returns [f.remote()]) is lent,
+# not waited for: the result carries its id and its owner's address, the
+# owner keeps the object for the reader, and the caller reads the ref back
+# as a ref it borrows (its get asks the owner). A ResolvedRef (a value that
+# came with its ref) carries its value again. Inside a put value, a ref that
+# is ready carries its value; a pending one is its id, readable by the
 # process that owns the object.
 
 _capture = threading.local()
 
 # How dumps() treats a ref outside a call's arguments.
-_EMBED_WAITING = "wait"  # its value, once ready (a task's result)
+_EMBED_LENT = "lent"     # lent by its owner (a task's result)
 _EMBED_READY = "ready"   # its value if ready now, else its id (a put value)
 
 
 def _reduce_ref(ref):
     captured = getattr(_capture, "refs", None)
     if captured is not None:
+        if id(ref) not in _capture.top:
+            from shoal import _shoal
+            if not _shoal.wait([ref], 1, 0, False):
+                _capture.lent.append(ref)
+                return _borrowed_ref, (ref.hex(), _shoal.lend(ref, False))
         captured.append(ref)
         return _resolved_ref, (len(captured) - 1,)
     embed = getattr(_capture, "embed", None)
+    if embed == _EMBED_LENT:
+        from shoal import _shoal
+        return _borrowed_ref, (ref.hex(), _shoal.lend(ref, True))
     if embed is not None:
-        embedded = _embedded(ref, embed == _EMBED_WAITING)
+        embedded = _embedded(ref)
         if embedded is not None:
             return embedded
     return _ref_from_id, (ref.hex(),)
 
 
-def _embedded(ref, wait):
-    """The reduction of ``ref`` that carries its object's stored bytes (or
-    its error), or None when it is not ready and ``wait`` is False."""
+def _borrowed_ref(object_id, owner):
     from shoal import _shoal
-    if not wait and not _shoal.wait([ref], 1, 0, False):
+    return _shoal.borrow(object_id, owner)
+
+
+def _embedded(ref):
+    """The reduction of ``ref`` that carries its object's stored bytes (or
+    its error), or None when it is not ready."""
+    from shoal import _shoal
+    if not _shoal.wait([ref], 1, 0, False):
         return None
     try:
         stored = _shoal.get([ref], -1, False)[0]
@@ -162,7 +178,7 @@ def _ref_from_id(object_id):
 
 class ResolvedRef:
     """A ref whose value came with it: one inside a task's arguments,
-    resolved before the task ran, or one inside a task's result.
+    resolved before the task ran, or one inside a put value.
     ``shoal.get`` gives its value (or raises its task's error),
     ``shoal.wait`` finds it ready, and passing it on to another task or
     returning it passes the value again."""
@@ -223,12 +239,18 @@ def _capturing(field, value):
         setattr(_capture, field, None)
 
 
-def dumps_capturing_refs(value, lift=True):
-    """dumps(value), with the refs inside it captured: (pieces, size,
-    refs)."""
-    with _capturing("refs", []) as refs:
-        pieces, size = dumps(value, lift)
-    return pieces, size, refs
+def dumps_capturing_refs(value, lift=True, top=()):
+    """dumps(value) of a call, with the refs inside it captured, or lent
+    when pending unless they are in ``top`` (the top-level arguments):
+    (pieces, size, captured refs, lent refs)."""
+    _capture.top = {id(ref) for ref in top}
+    _capture.lent = lent = []
+    try:
+        with _capturing("refs", []) as refs:
+            pieces, size = dumps(value, lift)
+    finally:
+        _capture.top = _capture.lent = None
+    return pieces, size, refs, lent
 
 
 def _dumps_embedding(value, embed):
@@ -296,9 +318,8 @@ def _dumps_stored(value, embed):
 
 
 def dumps_result(value):
-    """dumps() of a task's result: the refs inside it carry their values
-    (waited for)."""
-    return _dumps_stored(value, _EMBED_WAITING)
+    """dumps() of a task's result: the refs inside it are lent."""
+    return _dumps_stored(value, _EMBED_LENT)
 
 
 def dumps_put(value):
@@ -418,6 +439,8 @@ def dumps(value, lift=True):
         buffers.clear()
         if getattr(_capture, "refs", None):
             del _capture.refs[:]  # captured again below
+        if getattr(_capture, "lent", None):
+            del _capture.lent[:]
         stream = _pickle(value, out_of_band, by_value=True)
     head = bytearray(_HEAD.size + _ENTRY.size * len(buffers))
     _HEAD.pack_into(head, 0, _MAGIC, len(buffers), len(stream))

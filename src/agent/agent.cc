@@ -377,6 +377,11 @@ class AgentImpl : public NodeAgent {
                                  r.worker_id(), r.depth());
           resp.Reply(proto::Empty());
         });
+    rpc::RegisterProto<proto::WorkerLendingRequest>(
+        s, proto::WORKER_LENDING, [this](const auto& r, rpc::Responder resp) {
+          workers_->SetLending(r.worker_id(), r.lending());
+          resp.Reply(proto::Empty());
+        });
     rpc::RegisterProto<proto::WorkerBlockedRequest>(
         s, proto::WORKER_UNBLOCKED, [this](const auto& r, rpc::Responder resp) {
           leases_->WorkerUnblocked(workers_->LeaseOf(r.worker_id()),

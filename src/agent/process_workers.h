@@ -63,6 +63,10 @@ class ProcessWorkers : public WorkerLauncher {
   // waits idle when its lease went while it started.
   void Serve(const std::string& id);
 
+  // Worker `worker_id` lends objects (an idle one that does is kept).
+  void SetLending(const std::string& worker_id, bool lending) {
+    pool_.SetLending(worker_id, lending);
+  }
   // The lease worker `worker_id` serves now; "" when none.
   std::string LeaseOf(const std::string& worker_id) const;
 

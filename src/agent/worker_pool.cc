@@ -193,9 +193,15 @@ std::vector<WorkerPool::Exited> WorkerPool::Reap(
   return exited;
 }
 
+void WorkerPool::SetLending(const std::string& id, bool lending) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  it->second.lending = lending;
+}
+
 void WorkerPool::EndIdle(int64_t now_us) {
   for (auto& [id, w] : workers_) {
-    if (w.state == Worker::State::kIdle && w.pid > 0 &&
+    if (w.state == Worker::State::kIdle && w.pid > 0 && !w.lending &&
         now_us - w.idle_since_us > options_.idle_timeout_ms * 1000) {
       launcher_->Signal(w.pid, SIGTERM).IgnoreError();
       w.idle_since_us = now_us;  // signalled again if it lingers a period

@@ -79,6 +79,9 @@ struct Worker {
   State state = State::kStarting;
   std::string lease_id;  // the lease it serves (or starts for); "" when idle
   int64_t idle_since_us = 0;
+  // It lends objects to other processes (WORKER_LENDING): kept while idle,
+  // as their owner.
+  bool lending = false;
   std::string log_path;
   // Set when the agent itself ends the worker (why), so that its exit is
   // expected rather than a failure to warn about.
@@ -122,6 +125,10 @@ class WorkerPool {
   void MarkLeased(const std::string& id);
   // The worker's lease ended; it waits for the next one from `now_us`.
   void MarkIdle(const std::string& id, int64_t now_us);
+
+  // The worker lends objects now (or no more): an idle one that lends is
+  // not ended.
+  void SetLending(const std::string& id, bool lending);
 
   // SIGKILLs the worker (when it has a process), remembering `why` so that
   // its exit is logged as expected. Reap() reports it later.

@@ -12,7 +12,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/blocked_waits.h"
+#include "api/borrowed_objects.h"
 #include "api/job_registration.h"
+#include "api/lent_objects.h"
 #include "api/object_client.h"
 #include "api/object_io.h"
 #include "api/owned_objects.h"
@@ -120,8 +122,8 @@ class CoreRuntimeImpl : public CoreRuntime {
         loop_(std::move(loop)),
         prefix_(RandomHex(6)),
         objects_([this](const std::string& id, bool stored,
-                        std::set<std::string> copy_nodes) {
-          OnForget(id, stored, std::move(copy_nodes));
+                        std::set<std::string> copy_nodes, bool borrowed) {
+          OnForget(id, stored, std::move(copy_nodes), borrowed);
         }),
         blocked_([] { return CurrentTaskDepth(); },
                  [this](int shallowest) { TellBlocked(shallowest); }),
@@ -240,6 +242,40 @@ class CoreRuntimeImpl : public CoreRuntime {
     return objects_.HandleFor(id);
   }
 
+  absl::StatusOr<std::string> Lend(const std::shared_ptr<RefHandle>& ref,
+                                   bool in_result) override {
+    if (ref == nullptr) return OtherError("an empty ref cannot be lent");
+    if (objects_.IsBorrowed(ref->id())) {
+      if (!in_result) {
+        std::string owner;
+        RunOnLoop([&] { owner = lending_->borrowed.OwnerOf(ref->id()); });
+        return owner;
+      }
+      return rpc::RunOnLoopAndWait<absl::StatusOr<std::string>>(
+          loop_.get(),
+          [&](rpc::LoopDone<absl::StatusOr<std::string>>::Type done) {
+            lending_->borrowed.Export(ref->id(), std::move(done));
+          });
+    }
+    absl::StatusOr<std::string> owner;
+    RunOnLoop([&] {
+      owner = in_result ? lending_->lent.Export(ref) : lending_->lent.Address();
+    });
+    return owner;
+  }
+
+  absl::StatusOr<std::shared_ptr<RefHandle>> Borrow(
+      const std::string& id, const std::string& owner_address) override {
+    // Most often held already: the result it came in keeps it.
+    if (auto held = objects_.HandleFor(id); held.ok()) return held;
+    proto::BorrowedRef ref;
+    ref.set_object_id(id);
+    ref.set_owner_address(owner_address);
+    std::shared_ptr<RefHandle> handle;
+    RunOnLoop([&] { handle = lending_->borrowed.Borrow(ref, 0); });
+    return handle;
+  }
+
   absl::StatusOr<ObjectValue> Get(const RefHandle& ref,
                                   int64_t timeout_ms) override {
     return io_.Get(ref, timeout_ms);
@@ -264,6 +300,12 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   absl::StatusOr<bool> Cancel(const std::string& id, bool force) override {
+    if (objects_.IsBorrowed(id)) {  // its owner cancels it
+      return rpc::RunOnLoopAndWait<absl::StatusOr<bool>>(
+          loop_.get(), [&](rpc::LoopDone<absl::StatusOr<bool>>::Type done) {
+            lending_->borrowed.Cancel(id, force, std::move(done));
+          });
+    }
     absl::StatusOr<bool> cancelled = false;
     RunOnLoop([&] { cancelled = path_ ? path_->Cancel(id, force) : false; });
     return cancelled;
@@ -392,9 +434,49 @@ class CoreRuntimeImpl : public CoreRuntime {
       cpp.worker_command = WorkerCommand();
       path.cpp_submit = std::move(cpp);
     }
+    path.borrowed = [this](const std::string& id, const auto& refs) {
+      KeepBorrowed(id, refs);
+    };
+    path.settled = [this](const std::string& id) {
+      lending_->lent.Settled(id);
+    };
     path_ = std::make_unique<TaskPath>(loop_.get(), &head_for_tasks_, &objects_,
                                        &window_, std::move(path));
-    return path_->Start(status);
+    std::string agent = path_->Start(status);
+    MakeLending(agent);
+    return agent;
+  }
+
+  // Loop: the parts that lend refs inside results and borrow them, whose
+  // listener is on `agent`'s host (this process's node).
+  void MakeLending(const std::string& agent) {
+    std::string host = env::Get(env::Var::kNodeIp);
+    if (host.empty()) host = agent.substr(0, agent.rfind(':'));
+    if (host.empty()) host = PrimaryIpAddress();
+    lending_ = std::make_unique<Lending>(
+        loop_.get(), &objects_, options_.token, peer_name_,
+        LentObjects::Options{
+            .host = host,
+            .token = options_.token,
+            .cancel = [this](const std::string& id,
+                             bool force) { return path_->Cancel(id, force); },
+            .lending = [this](bool lending) { path_->TellLending(lending); },
+        },
+        [this](const std::string& id) { path_->ObjectSettled(id); });
+  }
+
+  // Loop: the result `id` holds refs its worker lent: borrowed while it is
+  // kept.
+  void KeepBorrowed(
+      const std::string& id,
+      const google::protobuf::RepeatedPtrField<proto::BorrowedRef>& refs) {
+    std::vector<std::shared_ptr<RefHandle>> held;
+    for (const proto::BorrowedRef& ref : refs) {
+      held.push_back(lending_->borrowed.Borrow(ref, /*exports_taken=*/1));
+    }
+    if (objects_.Peek(id, nullptr, nullptr) != OwnedObjects::State::kUnknown) {
+      io_.KeepContained(id, std::move(held));
+    }
   }
 
   // Large objects go through the store of the node agent on this host.
@@ -431,13 +513,16 @@ class CoreRuntimeImpl : public CoreRuntime {
     TaskLifecycle::Taken tasks;
     std::unordered_map<std::string, std::vector<std::shared_ptr<RefHandle>>>
         contained;
+    std::vector<std::shared_ptr<RefHandle>> lent;
     RunOnLoop([&] {
       if (path_ != nullptr) tasks = path_->Stop();
       if (head_ != nullptr) head_->Close();
       contained = io_.TakeContained();
+      if (lending_ != nullptr) lent = lending_->Stop();
     });
     tasks.lineage.clear();
     contained.clear();
+    lent.clear();
     tasks.tasks.clear();
     std::vector<std::shared_ptr<RefHandle>> actor_args;
     {
@@ -506,12 +591,17 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   // The last reference to an object is gone (any thread).
   void OnForget(const std::string& id, bool stored,
-                std::set<std::string> copy_nodes) {
+                std::set<std::string> copy_nodes, bool borrowed) {
     if (loop_ == nullptr) return;
     // The refs it holds go on the loop: their release takes the table's
     // lock, and the refs inside values are the loop's.
-    loop_->Post([this, id, stored, nodes = std::move(copy_nodes)] {
+    loop_->Post([this, id, stored, nodes = std::move(copy_nodes), borrowed] {
       io_.Forget(id);
+      // A borrowed object's owner frees it (and the copies pulled here).
+      if (borrowed) {
+        if (lending_ != nullptr) lending_->borrowed.Forgotten(id, nodes);
+        return;
+      }
       if (!stored) return;
       // Freed on every node holding a copy, with its lineage.
       if (path_ != nullptr) path_->ForgetStored(id, nodes);
@@ -608,6 +698,8 @@ class CoreRuntimeImpl : public CoreRuntime {
   // Made by Start() on the loop; used there, and by user threads for
   // has_cpp_program().
   std::unique_ptr<TaskPath> path_;
+  // Made by Start() on the loop; used there.
+  std::unique_ptr<Lending> lending_;
 
   // Thread-safe.
   ProgramCopies copies_;

@@ -80,6 +80,18 @@ class CoreRuntime {
   // The live handle of an object this process references.
   virtual absl::StatusOr<std::shared_ptr<RefHandle>> HandleFor(
       const std::string& id) = 0;
+  // `ref`'s object goes inside a value without being waited for; returns
+  // its owner's address (this process's, or the one it borrowed it from),
+  // which the value carries with the id (lent_objects.h). `in_result`: a
+  // task's result, for which the owner keeps it until the borrower that
+  // reads the result takes it; else a call's arguments, for which the
+  // caller holds it until the call is done.
+  virtual absl::StatusOr<std::string> Lend(
+      const std::shared_ptr<RefHandle>& ref, bool in_result) = 0;
+  // A handle of object `id` that the process at `owner_address` lent: read
+  // through that owner (borrowed_objects.h), or this process's own handle.
+  virtual absl::StatusOr<std::shared_ptr<RefHandle>> Borrow(
+      const std::string& id, const std::string& owner_address) = 0;
   virtual absl::StatusOr<ObjectValue> Get(const RefHandle& ref,
                                           int64_t timeout_ms) = 0;
   virtual std::vector<size_t> Wait(const std::vector<const RefHandle*>& refs,

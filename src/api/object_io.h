@@ -119,6 +119,11 @@ class ObjectIo {
                               proto::ActorSpec* spec,
                               std::vector<std::shared_ptr<RefHandle>>* keep);
 
+  // Loop: `refs` are inside object `id`'s value, kept until it is gone.
+  void KeepContained(const std::string& id,
+                     std::vector<std::shared_ptr<RefHandle>> refs) {
+    contained_[id] = std::move(refs);
+  }
   // Loop: object `id` is gone; so are the refs inside its value.
   void Forget(const std::string& id) { contained_.erase(id); }
   // Loop, at shutdown: every ref held inside values, to drop off the loop.

@@ -68,7 +68,7 @@ class FakeStore : public NodeStore {
 class ObjectIoTest : public ::testing::Test {
  protected:
   ObjectIoTest()
-      : objects_([](const std::string&, bool, std::set<std::string>) {}),
+      : objects_([](const std::string&, bool, std::set<std::string>, bool) {}),
         io_(&objects_, /*inline_threshold=*/100, Hooks()) {}
 
   ObjectIo::Hooks Hooks() {

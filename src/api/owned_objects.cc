@@ -43,6 +43,18 @@ void OwnedObjects::AddStored(const std::string& id,
   objects_[id] = std::move(e);
 }
 
+void OwnedObjects::AddBorrowed(const std::string& id) {
+  shoal::MutexLock lock(&mu_);
+  Entry& e = objects_[id];
+  e.borrowed = true;
+}
+
+bool OwnedObjects::IsBorrowed(const std::string& id) const {
+  shoal::MutexLock lock(&mu_);
+  auto it = objects_.find(id);
+  return it != objects_.end() && it->second.borrowed;
+}
+
 std::shared_ptr<RefHandle> OwnedObjects::NewHandle(const std::string& id) {
   auto handle = std::make_shared<RefHandle>(id);
   shoal::MutexLock lock(&mu_);
@@ -301,7 +313,7 @@ OwnedObjects::StoredCopies() const {
   std::vector<std::pair<std::string, std::set<std::string>>> out;
   shoal::MutexLock lock(&mu_);
   for (const auto& [id, e] : objects_) {
-    if (e.stored) out.emplace_back(id, e.copy_nodes);
+    if (e.stored && !e.borrowed) out.emplace_back(id, e.copy_nodes);
   }
   return out;
 }
@@ -325,6 +337,7 @@ OwnedObjects::Forgotten OwnedObjects::EraseLocked(Table::iterator it) {
   f.id = it->first;
   f.stored = it->second.stored;
   f.copy_nodes = std::move(it->second.copy_nodes);
+  f.borrowed = it->second.borrowed;
   objects_.erase(it);
   return f;
 }
@@ -336,7 +349,7 @@ void OwnedObjects::Notify() {
 void OwnedObjects::Told(std::vector<Forgotten> forgotten) {
   if (!on_forget_) return;
   for (Forgotten& f : forgotten) {
-    on_forget_(f.id, f.stored, std::move(f.copy_nodes));
+    on_forget_(f.id, f.stored, std::move(f.copy_nodes), f.borrowed);
   }
 }
 

@@ -29,9 +29,11 @@ namespace shoal::internal {
 class OwnedObjects {
  public:
   // Told (outside the lock, on the thread that dropped it) when an object
-  // is forgotten, with the nodes holding copies of a stored one.
-  using ForgetFn = std::function<void(const std::string& id, bool stored,
-                                      std::set<std::string> copy_nodes)>;
+  // is forgotten, with the nodes holding copies of a stored one; `borrowed`
+  // for an object another process owns (AddBorrowed).
+  using ForgetFn =
+      std::function<void(const std::string& id, bool stored,
+                         std::set<std::string> copy_nodes, bool borrowed)>;
   // Told with true before a thread blocks waiting for objects, and with
   // false once it stops waiting.
   using BlockedFn = std::function<void(bool blocked)>;
@@ -59,6 +61,11 @@ class OwnedObjects {
                 std::shared_ptr<const std::string> value);
   // Stored in node stores; every source holds a copy.
   void AddStored(const std::string& id, proto::StoredObject object);
+  // An object another process owns and lends this one (borrowed_objects.h):
+  // pending until its owner says how it ended (Complete() or Fail()). Its
+  // copies are the owner's to free.
+  void AddBorrowed(const std::string& id);
+  bool IsBorrowed(const std::string& id) const;
 
   // ---- References ----
   std::shared_ptr<RefHandle> NewHandle(const std::string& id);
@@ -109,7 +116,8 @@ class OwnedObjects {
   proto::StoredObject StoredObjectOf(const std::string& id) const;
 
   // ---- Shutdown ----
-  // Every stored object, with the nodes holding its copies.
+  // Every stored object this process owns, with the nodes holding its
+  // copies.
   std::vector<std::pair<std::string, std::set<std::string>>> StoredCopies()
       const;
   void Clear();
@@ -124,6 +132,7 @@ class OwnedObjects {
     std::set<std::string> copy_nodes;
     absl::Status error;
     bool released = false;
+    bool borrowed = false;
   };
   using Table = absl::flat_hash_map<std::string, Entry>;
 
@@ -140,6 +149,7 @@ class OwnedObjects {
     std::string id;
     bool stored = false;
     std::set<std::string> copy_nodes;
+    bool borrowed = false;
   };
   Forgotten EraseLocked(Table::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -26,7 +26,7 @@ class OwnedObjectsTest : public ::testing::Test {
  protected:
   OwnedObjectsTest()
       : objects_([this](const std::string& id, bool stored,
-                        std::set<std::string> nodes) {
+                        std::set<std::string> nodes, bool) {
           std::lock_guard<std::mutex> lock(mu_);
           forgotten_.push_back({id, stored, std::move(nodes)});
         }) {}

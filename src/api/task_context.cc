@@ -31,4 +31,16 @@ void SetCurrentTaskCancelled(bool cancelled) {
 
 bool CurrentTaskCancelled() { return g_task_cancelled.load(); }
 
+namespace {
+thread_local std::vector<std::pair<std::string, std::string>> t_lent_refs;
+}  // namespace
+
+void NoteLentRef(const std::string& id, const std::string& owner_address) {
+  t_lent_refs.emplace_back(id, owner_address);
+}
+
+std::vector<std::pair<std::string, std::string>> TakeLentRefs() {
+  return std::exchange(t_lent_refs, {});
+}
+
 }  // namespace shoal::internal

@@ -6,6 +6,8 @@
 #define SHOAL_API_TASK_CONTEXT_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace shoal::internal {
 
@@ -24,6 +26,12 @@ const std::string& CurrentTaskId();
 // set from the worker's main thread, read by a blocking get in the task.
 void SetCurrentTaskCancelled(bool cancelled);
 bool CurrentTaskCancelled();
+
+// Refs lent inside the result being written on this thread (the id and its
+// owner's address, CoreRuntime::Lend): the worker sends them with the
+// result, so that its submitter borrows them.
+void NoteLentRef(const std::string& id, const std::string& owner_address);
+std::vector<std::pair<std::string, std::string>> TakeLentRefs();
 
 }  // namespace shoal::internal
 

@@ -235,6 +235,10 @@ void TaskLifecycle::Complete(std::string id, proto::TaskResult result) {
                            : 0});
     if (events_ != nullptr) events_->Ended(*done);
   }
+  // Borrowed first: a reader of the result finds them held.
+  if (result.borrowed_size() > 0 && hooks_.borrowed) {
+    hooks_.borrowed(id, result.borrowed());
+  }
   // The task that made a stored object can make it again if every copy is
   // lost; it (and the arguments it holds) is kept while the object is.
   if (objects_->Complete(id, &result) && done != nullptr) {
@@ -270,6 +274,7 @@ void TaskLifecycle::ObjectDone(const std::string& id) {
         return t == tasks_.end() ? nullptr : &t->second->args;
       },
       &ready, &failed);
+  if (hooks_.settled) hooks_.settled(id);
   objects_->ForgetIfReleased(id);
   for (auto& [task_id, error] : failed) Fail(task_id, error);
   for (const std::string& task_id : ready) {
@@ -280,6 +285,13 @@ void TaskLifecycle::ObjectDone(const std::string& id) {
 
 absl::Status TaskLifecycle::Reconstruct(const std::string& id,
                                         const proto::StoredObject& failed) {
+  if (objects_->IsBorrowed(id)) {
+    return TaskError(ErrorKind::kObjectLost,
+                     "this process borrowed it (a ref inside a task's "
+                     "result): the process that owns it holds the task that "
+                     "made it, and Shoal does not ask an owner to rebuild "
+                     "what it lent");
+  }
   switch (objects_->NeedsRebuild(id, failed)) {
     case OwnedObjects::Rebuild::kGone:
       return TaskError(ErrorKind::kObjectLost, "it was released");

@@ -51,6 +51,14 @@ class TaskLifecycle {
     // Asks the worker that was sent task `task` to stop it (`force`: end
     // the worker). Unset: sent tasks cannot be cancelled.
     std::function<void(const TaskEntry& task, bool force)> cancel_sent;
+    // The result of `id` holds refs its worker lent (lent_objects.h): this
+    // process borrows them for as long as it keeps the result. Optional.
+    std::function<void(
+        const std::string& id,
+        const google::protobuf::RepeatedPtrField<proto::BorrowedRef>& refs)>
+        borrowed;
+    // Object `id` is no longer pending (its borrowers hear). Optional.
+    std::function<void(const std::string& id)> settled;
   };
 
   // REQUIRES: `objects` and `window` outlive this.
@@ -99,6 +107,10 @@ class TaskLifecycle {
   // Cancel, as the API answers it: whether the task was pending; an error
   // for an actor call given to its actor, or an id of no object here.
   absl::StatusOr<bool> CancelTask(const std::string& task_id, bool force);
+
+  // Object `id`, which another process owns, is no longer pending: the
+  // tasks that take it go on.
+  void ObjectSettled(const std::string& id) { ObjectDone(id); }
 
   // Every copy of stored object `id` (as `failed` described it) is gone.
   // Starts running the task that made it again (OK), or says why it cannot

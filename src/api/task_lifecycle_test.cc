@@ -23,7 +23,7 @@ using ::testing::IsEmpty;
 class TaskLifecycleTest : public ::testing::Test {
  protected:
   TaskLifecycleTest()
-      : objects_([](const std::string&, bool, std::set<std::string>) {}),
+      : objects_([](const std::string&, bool, std::set<std::string>, bool) {}),
         window_(100),
         lifecycle_(&objects_, &window_, 1024, Hooks()) {
     lifecycle_.SetOwner("driver of job j");

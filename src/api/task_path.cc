@@ -67,6 +67,8 @@ TaskLifecycle::Hooks TaskPath::LifecycleHooks() {
                 t.in_cpp_program ? *cpp_submitter_ : *submitter_;
             submitter.CancelPushed(t.id, force);
           },
+      .borrowed = options_.borrowed,
+      .settled = options_.settled,
   };
 }
 
@@ -108,6 +110,16 @@ void TaskPath::TellBlocked(int shallowest) {
       nodes_->Channel(options_.worker_agent_address),
       shallowest >= 0 ? proto::WORKER_BLOCKED : proto::WORKER_UNBLOCKED, req,
       [](absl::StatusOr<proto::Empty>) {}, 5000);
+}
+
+void TaskPath::TellLending(bool lending) {
+  if (options_.worker_agent_address.empty()) return;
+  proto::WorkerLendingRequest req;
+  req.set_worker_id(options_.worker_id);
+  req.set_lending(lending);
+  rpc::CallProto<proto::Empty>(
+      nodes_->Channel(options_.worker_agent_address), proto::WORKER_LENDING,
+      req, [](absl::StatusOr<proto::Empty>) {}, 5000);
 }
 
 void TaskPath::Finish(

@@ -71,6 +71,10 @@ class TaskPath : public TaskSubmitter::Delegate,
     // In a worker: its id and its agent, told of its threads' waits.
     std::string worker_id;
     std::string worker_agent_address;
+    // Refs lent inside results, and objects no longer pending
+    // (TaskLifecycle::Hooks).
+    decltype(TaskLifecycle::Hooks::borrowed) borrowed;
+    decltype(TaskLifecycle::Hooks::settled) settled;
   };
 
   // REQUIRES: `head`, `objects` and `window` outlive this.
@@ -94,6 +98,8 @@ class TaskPath : public TaskSubmitter::Delegate,
   absl::StatusOr<bool> Cancel(const std::string& task_id, bool force) {
     return lifecycle_.CancelTask(task_id, force);
   }
+  // Borrowed object `id` is no longer pending.
+  void ObjectSettled(const std::string& id) { lifecycle_.ObjectSettled(id); }
   // Every copy of stored object `id` is gone: rebuilds it, or says why not.
   absl::Status Reconstruct(const std::string& id,
                            const proto::StoredObject& failed) {
@@ -107,6 +113,8 @@ class TaskPath : public TaskSubmitter::Delegate,
   void SetProgramCopies(const absl::StatusOr<ProgramCopies::Hashes>& copies);
   // In a worker: the shallowest depth its threads wait at (-1: none waits).
   void TellBlocked(int shallowest);
+  // In a worker: it lends objects now, or no more (its agent keeps it).
+  void TellLending(bool lending);
 
   // Shutdown, first: returns every lease, frees `stored` (objects with the
   // nodes holding copies) and sends the last task events; `done` once

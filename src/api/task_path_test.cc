@@ -54,7 +54,7 @@ class FakeHead : public TaskPath::Head {
 class TaskPathTest : public LoopTest {
  protected:
   TaskPathTest()
-      : objects_([](const std::string&, bool, std::set<std::string>) {}),
+      : objects_([](const std::string&, bool, std::set<std::string>, bool) {}),
         window_(100) {}
 
   void SetUp() override {

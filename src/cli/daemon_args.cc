@@ -29,6 +29,7 @@ std::vector<std::string> AgentArgs(const start::Flags& f,
     add("--metrics-port", std::to_string(f.metrics_port));
   }
   add("--head-timeout-s", std::to_string(f.head_timeout_s));
+  add("--worker-idle-timeout-ms", std::to_string(f.worker_idle_timeout_ms));
   if (f.head) argv.push_back("--head-node");
   return argv;
 }

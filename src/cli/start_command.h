@@ -49,6 +49,7 @@ struct Flags {
   bool include_dashboard = true;
   int metrics_port = -1;        // the agent's /metrics; -1: none
   int64_t head_timeout_s = 60;  // the agent's (--head-timeout-s)
+  int64_t worker_idle_timeout_ms = 10000;
 };
 
 CLI::App* Register(CLI::App& parent, Flags& flags);

@@ -92,6 +92,10 @@ void AddTimingAndPortOptions(CLI::App* cmd, Flags& f) {
   cmd->add_option("--infeasible-grace-ms", f.infeasible_grace_ms,
                   "How long an impossible request waits for a node")
       ->check(AtLeast(0));
+  cmd->add_option("--worker-idle-timeout-ms", f.worker_idle_timeout_ms,
+                  "End a worker that waits idle this long (default 10000); "
+                  "one that owns objects others borrow is kept")
+      ->check(AtLeast(1));
   cmd->add_flag("--block", f.block,
                 "Stay in the foreground; stop everything on Ctrl-C");
   cmd->add_option("--dashboard-host", f.dashboard_host,

@@ -267,11 +267,17 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   int64_t start = MonotonicUs();
   result.set_start_time_ms(NowMs());
   if (g_running != nullptr) g_running->Begin(&spec, result.start_time_ms());
+  TakeLentRefs();  // none from before
   RunCaught(
       [&] {
         try {
           ObjectValue value = run(args);
           result.set_exec_us(MonotonicUs() - start);
+          for (auto& [id, owner] : TakeLentRefs()) {
+            proto::BorrowedRef* lent = result.add_borrowed();
+            lent->set_object_id(std::move(id));
+            lent->set_owner_address(std::move(owner));
+          }
           absl::Status stored = StoreResult(spec, value, &result);
           if (stored.ok()) {
             result.set_ok(true);
