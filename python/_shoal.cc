@@ -324,13 +324,6 @@ std::vector<shoal::internal::TaskArg> TaskArgs(const py::list& args,
   out.reserve(args.size());
   for (const py::handle& arg : args) {
     shoal::internal::TaskArg task_arg;
-    if (py::isinstance<py::tuple>(arg) && !out.empty()) {
-      // Refs lent inside the call (encode_call): kept until it is done.
-      for (const py::handle& lent : arg) {
-        out.front().contained.push_back(lent.cast<const BufferRef&>().handle());
-      }
-      continue;
-    }
     if (py::isinstance<BufferRef>(arg)) {
       task_arg.ref = arg.cast<const BufferRef&>().handle();
     } else {
@@ -1030,21 +1023,20 @@ PYBIND11_MODULE(_shoal, m) {
       "read back from a value); ShoalError elsewhere.");
   m.def(
       "lend",
-      [](const BufferRef& ref, bool in_result) {
+      [](const BufferRef& ref) {
         std::string owner;
         {
           py::gil_scoped_release release;
           owner = shoal::internal::ValueOrThrow(
-              shoal::internal::RequireRuntime()->Lend(ref.handle(), in_result));
+              shoal::internal::RequireRuntime()->Lend(ref.handle()));
         }
-        if (in_result) shoal::internal::NoteLentRef(ref.id(), owner);
+        shoal::internal::NoteLentRef(ref.id(), owner);
         return owner;
       },
-      py::arg("ref"), py::arg("in_result"),
-      "Lends the ref, not waited for, and returns its owner's address. "
-      "in_result: it goes into the task result being written (its owner "
-      "keeps it for the result's reader); else into a call's arguments "
-      "(the caller keeps it until the call is done).");
+      py::arg("ref"),
+      "Puts the ref into the task result being written, not waited for: "
+      "its owner keeps the object for the result's reader. Returns the "
+      "owner's address.");
   m.def(
       "borrow",
       [](const std::string& id, const std::string& owner) {

@@ -49,13 +49,11 @@ _ACTOR_OPTIONS = {
 
 def encode_call(args, kwargs, settings=None):
     """The task arguments _shoal.submit takes for ``f(*args, **kwargs)``:
-    the pickled frame, then each ObjectRef in it that the runtime resolves
-    before the task runs, then (when there are any) a tuple of the refs
-    lent inside it, kept until the task is done. A top-level ref argument
-    reads back as its value, as in Ray; a ref inside a value (a list of
-    refs) reads back as a ResolvedRef when it was ready, else as a ref
-    borrowed from its owner; shoal.get() takes both. ``settings`` (a dict,
-    see _call_settings) say how the worker runs the call."""
+    the pickled frame, then each ObjectRef in it, which the runtime
+    resolves before the task runs. A top-level ref argument reads back as
+    its value, as in Ray; a ref inside a value (a list of refs) reads back
+    as a ResolvedRef that shoal.get() takes. ``settings`` (a dict, see
+    _call_settings) say how the worker runs the call."""
     if not kwargs and all(map(is_scalar, args)):
         # Nothing to lift or capture: the common small call.
         call = (((list(args), {}), ([], []), settings) if settings else
@@ -69,11 +67,10 @@ def encode_call(args, kwargs, settings=None):
     positions = ([i for i, a in enumerate(args) if isinstance(a, ref_types)],
                  [k for k, v in kwargs.items() if isinstance(v, ref_types)])
     call = (frame, positions, settings) if settings else (frame, positions)
-    top = [args[i] for i in positions[0]] + [kwargs[k] for k in positions[1]]
-    pieces, size, refs, lent = dumps_capturing_refs(call, lift=False, top=top)
+    pieces, size, refs = dumps_capturing_refs(call, lift=False)
     inline = as_inline(pieces, size)
     first = inline if inline is not None else _shoal.put_pieces(pieces, size)
-    return [first] + refs + ([tuple(lent)] if lent else [])
+    return [first] + refs
 
 
 def decode_call(args, with_settings=False):

@@ -93,14 +93,10 @@ class _TableCloudPickler(cloudpickle.CloudPickler):
 
 # ---- ObjectRefs inside values ----
 #
-# A ref inside a call's arguments (a list of refs, say) that is ready is
-# captured while the call is pickled: it becomes one more argument of the
-# task, which the runtime resolves before the task runs, and reads back in
-# the worker as a ResolvedRef holding that value, which get() and wait()
-# take like a ref. One that is pending is lent, as Ray's are: the task does
-# not wait for it, and the worker borrows it from its owner (its get
-# waits there); the caller keeps it until the task is done. A top-level ref
-# argument is always captured: the task takes its value.
+# A ref inside a call's arguments (a list of refs, say) is captured while
+# the call is pickled: it becomes one more argument of the task, which the
+# runtime resolves before the task runs, and reads back in the worker as a
+# ResolvedRef holding that value, which get() and wait() take like a ref.
 #
 # A ref inside a task's result (a task that returns [f.remote()]) is lent,
 # not waited for: the result carries its id and its owner's address, the
@@ -120,17 +116,12 @@ _EMBED_READY = "ready"   # its value if ready now, else its id (a put value)
 def _reduce_ref(ref):
     captured = getattr(_capture, "refs", None)
     if captured is not None:
-        if id(ref) not in _capture.top:
-            from shoal import _shoal
-            if not _shoal.wait([ref], 1, 0, False):
-                _capture.lent.append(ref)
-                return _borrowed_ref, (ref.hex(), _shoal.lend(ref, False))
         captured.append(ref)
         return _resolved_ref, (len(captured) - 1,)
     embed = getattr(_capture, "embed", None)
     if embed == _EMBED_LENT:
         from shoal import _shoal
-        return _borrowed_ref, (ref.hex(), _shoal.lend(ref, True))
+        return _borrowed_ref, (ref.hex(), _shoal.lend(ref))
     if embed is not None:
         embedded = _embedded(ref)
         if embedded is not None:
@@ -239,18 +230,12 @@ def _capturing(field, value):
         setattr(_capture, field, None)
 
 
-def dumps_capturing_refs(value, lift=True, top=()):
-    """dumps(value) of a call, with the refs inside it captured, or lent
-    when pending unless they are in ``top`` (the top-level arguments):
-    (pieces, size, captured refs, lent refs)."""
-    _capture.top = {id(ref) for ref in top}
-    _capture.lent = lent = []
-    try:
-        with _capturing("refs", []) as refs:
-            pieces, size = dumps(value, lift)
-    finally:
-        _capture.top = _capture.lent = None
-    return pieces, size, refs, lent
+def dumps_capturing_refs(value, lift=True):
+    """dumps(value), with the refs inside it captured: (pieces, size,
+    refs)."""
+    with _capturing("refs", []) as refs:
+        pieces, size = dumps(value, lift)
+    return pieces, size, refs
 
 
 def _dumps_embedding(value, embed):
@@ -439,8 +424,6 @@ def dumps(value, lift=True):
         buffers.clear()
         if getattr(_capture, "refs", None):
             del _capture.refs[:]  # captured again below
-        if getattr(_capture, "lent", None):
-            del _capture.lent[:]
         stream = _pickle(value, out_of_band, by_value=True)
     head = bytearray(_HEAD.size + _ENTRY.size * len(buffers))
     _HEAD.pack_into(head, 0, _MAGIC, len(buffers), len(stream))

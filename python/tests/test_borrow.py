@@ -25,15 +25,15 @@ def wait_for(signal_ref):
 
 
 @shoal.remote
-def lend_waiting(signal_ref):
-    """Returns a ref to a task still waiting for `signal`, and its pid."""
-    return os.getpid(), [wait_for.remote(signal_ref)]
+def lend_waiting(signal_actor):
+    """Returns a ref to a task still waiting for `signal_actor`, and its
+    pid."""
+    return os.getpid(), [wait_for.remote([signal_actor.wait.remote()])]
 
 
 def test_a_returned_ref_is_not_waited_for(connected):
     signal_actor = SignalActor.remote()
-    sig = signal_actor.wait.remote()
-    outer = lend_waiting.remote([sig])
+    outer = lend_waiting.remote(signal_actor)
     _, [inner] = shoal.get(outer, timeout=30)  # returns while inner waits
     with pytest.raises(GetTimeoutError):
         shoal.get(inner, timeout=0.5)
@@ -111,7 +111,7 @@ def test_a_borrowed_ref_passes_on_to_other_tasks(connected):
 
 def test_cancel_reaches_the_owner_of_a_borrowed_ref(connected):
     signal_actor = SignalActor.remote()
-    _, [inner] = shoal.get(lend_waiting.remote([signal_actor.wait.remote()]),
+    _, [inner] = shoal.get(lend_waiting.remote(signal_actor),
                            timeout=30)
     with pytest.raises(GetTimeoutError):
         shoal.get(inner, timeout=0.5)
@@ -123,7 +123,7 @@ def test_cancel_reaches_the_owner_of_a_borrowed_ref(connected):
 def test_a_borrowed_ref_whose_owner_ends_is_lost(connected):
     signal_actor = SignalActor.remote()
     owner_pid, [inner] = shoal.get(
-        lend_waiting.remote([signal_actor.wait.remote()]), timeout=30)
+        lend_waiting.remote(signal_actor), timeout=30)
     os.kill(owner_pid, signal.SIGKILL)
     with pytest.raises(ObjectLostError, match="owner"):
         shoal.get(inner, timeout=30)

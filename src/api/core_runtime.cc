@@ -242,15 +242,10 @@ class CoreRuntimeImpl : public CoreRuntime {
     return objects_.HandleFor(id);
   }
 
-  absl::StatusOr<std::string> Lend(const std::shared_ptr<RefHandle>& ref,
-                                   bool in_result) override {
+  absl::StatusOr<std::string> Lend(
+      const std::shared_ptr<RefHandle>& ref) override {
     if (ref == nullptr) return OtherError("an empty ref cannot be lent");
     if (objects_.IsBorrowed(ref->id())) {
-      if (!in_result) {
-        std::string owner;
-        RunOnLoop([&] { owner = lending_->borrowed.OwnerOf(ref->id()); });
-        return owner;
-      }
       return rpc::RunOnLoopAndWait<absl::StatusOr<std::string>>(
           loop_.get(),
           [&](rpc::LoopDone<absl::StatusOr<std::string>>::Type done) {
@@ -258,9 +253,7 @@ class CoreRuntimeImpl : public CoreRuntime {
           });
     }
     absl::StatusOr<std::string> owner;
-    RunOnLoop([&] {
-      owner = in_result ? lending_->lent.Export(ref) : lending_->lent.Address();
-    });
+    RunOnLoop([&] { owner = lending_->lent.Export(ref); });
     return owner;
   }
 

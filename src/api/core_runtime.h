@@ -80,14 +80,12 @@ class CoreRuntime {
   // The live handle of an object this process references.
   virtual absl::StatusOr<std::shared_ptr<RefHandle>> HandleFor(
       const std::string& id) = 0;
-  // `ref`'s object goes inside a value without being waited for; returns
-  // its owner's address (this process's, or the one it borrowed it from),
-  // which the value carries with the id (lent_objects.h). `in_result`: a
-  // task's result, for which the owner keeps it until the borrower that
-  // reads the result takes it; else a call's arguments, for which the
-  // caller holds it until the call is done.
+  // `ref`'s object goes inside a task's result without being waited for:
+  // its owner (this process, or the one it borrowed it from) keeps it for
+  // the borrower that reads the result. Returns the owner's address, which
+  // the result carries with the id (lent_objects.h).
   virtual absl::StatusOr<std::string> Lend(
-      const std::shared_ptr<RefHandle>& ref, bool in_result) = 0;
+      const std::shared_ptr<RefHandle>& ref) = 0;
   // A handle of object `id` that the process at `owner_address` lent: read
   // through that owner (borrowed_objects.h), or this process's own handle.
   virtual absl::StatusOr<std::shared_ptr<RefHandle>> Borrow(

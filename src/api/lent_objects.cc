@@ -101,11 +101,6 @@ absl::StatusOr<std::string> LentObjects::Export(
   return address_;
 }
 
-absl::StatusOr<std::string> LentObjects::Address() {
-  if (absl::Status listening = Listen(); !listening.ok()) return listening;
-  return address_;
-}
-
 LentObjects::Lent* LentObjects::Find(const std::string& id) {
   auto it = lent_.find(id);
   if (it != lent_.end()) return &it->second;

@@ -74,9 +74,6 @@ class LentObjects {
   // `handle`'s object goes into a result: kept until a borrower takes it.
   // Returns the listener's host:port (started on the first call).
   absl::StatusOr<std::string> Export(std::shared_ptr<RefHandle> handle);
-  // The listener's host:port (started on the first call), for refs this
-  // process lends inside values it holds meanwhile (a call's arguments).
-  absl::StatusOr<std::string> Address();
   // `id` is no longer pending: its waiting borrowers hear how it ended.
   void Settled(const std::string& id);
   // Stops the listener; returns the handles held, to drop off the loop.
