@@ -14,18 +14,19 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "api/lent_objects.h"
-#include "rpc/rpc.h"
 #include "shoal/internal/runtime.h"
 
 namespace shoal::proto {
 class BorrowedRef;
 }
+namespace shoal::rpc {
+class Channel;
+class ChannelFactory;
+}  // namespace shoal::rpc
 namespace shoal::internal {
 
 class OwnedObjects;
@@ -77,27 +78,6 @@ class BorrowedObjects {
   absl::flat_hash_map<std::string, std::string> owner_of_;  // id -> address
   absl::flat_hash_map<std::string, std::unique_ptr<rpc::Channel>> owners_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-};
-
-// Refs that travel inside task results, both ways: those this process
-// lends (its own objects, or borrowed ones passed on) and those it borrows.
-// Loop thread only.
-struct Lending {
-  Lending(rpc::EventLoop* loop, OwnedObjects* objects, std::string token,
-          std::string peer_name, LentObjects::Options lent_options,
-          std::function<void(const std::string& id)> settled)
-      : channels(loop, std::move(token), std::move(peer_name)),
-        borrowed(objects, &channels, std::move(settled)),
-        lent(loop, objects, std::move(lent_options)) {}
-  // Shutdown: the handles lent, to drop off the loop.
-  std::vector<std::shared_ptr<RefHandle>> Stop() {
-    borrowed.Stop();
-    return lent.Stop();
-  }
-
-  rpc::TcpChannelFactory channels;
-  BorrowedObjects borrowed;
-  LentObjects lent;
 };
 
 }  // namespace shoal::internal

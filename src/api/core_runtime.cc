@@ -12,9 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/blocked_waits.h"
-#include "api/borrowed_objects.h"
 #include "api/job_registration.h"
-#include "api/lent_objects.h"
+#include "api/lending.h"
 #include "api/object_client.h"
 #include "api/object_io.h"
 #include "api/owned_objects.h"
@@ -65,6 +64,65 @@ PullIntoMemoryWith(std::string token) {
         return object_plane::PullObject(where.object_id(), dest, size, sources,
                                         token);
       };
+}
+
+// The store of the node agent at `agent`; null when there is none ("") or
+// it cannot be reached (objects stay in this process then).
+std::unique_ptr<NodeStore> StoreOf(const std::string& agent,
+                                   const std::string& token,
+                                   const std::string& peer_name) {
+  if (agent.empty()) return nullptr;
+  auto store = ConnectNodeStore(agent, token, peer_name);
+  if (!store.ok()) {
+    SHOAL_LOG(INFO) << "objects stay in this process: "
+                    << store.status().message();
+    return nullptr;
+  }
+  return std::move(*store);
+}
+
+// Gives the head the programs workers run, for nodes of other hosts: this
+// one's when `this_program`, and the C++ program at `cpp_program` ("" for
+// none). Blocking: any thread but the head client's loop.
+absl::StatusOr<ProgramCopies::Hashes> SendPrograms(
+    rpc::HeadClient& head, bool this_program, const std::string& cpp_program) {
+  ProgramCopies::Hashes sent;
+  if (this_program) {
+    // Through /proc, in case the file was removed or rebuilt; by pid, as
+    // objcopy reads it (its own /proc/self is objcopy).
+    ASSIGN_OR_RETURN(
+        sent.program,
+        SendProgram(head, absl::StrCat("/proc/", getpid(), "/exe")));
+  }
+  if (!cpp_program.empty()) {
+    ASSIGN_OR_RETURN(sent.cpp_program, SendProgram(head, cpp_program));
+  }
+  return sent;
+}
+
+// How the submitters lease workers for job `job_id`: the program's binary
+// (and the C++ program's, with `cpp_binary_hash`), the head's copies of
+// them, the command workers run.
+void FillSubmitOptions(const RuntimeOptions& options,
+                       const WorkerProgram& program,
+                       const ProgramCopies::Hashes& copies,
+                       const std::string& cpp_binary_hash,
+                       const std::string& job_id, TaskPath::Options* path) {
+  TaskSubmitter::Options& submit = path->submit;
+  submit.job_id = job_id;
+  submit.binary_path = program.binary_path;
+  submit.binary_hash = program.binary_hash;
+  submit.blob_hash = copies.program;
+  submit.worker_command = options.worker_command;
+  submit.lease_idle_ms = options.lease_idle_ms;
+  if (!cpp_binary_hash.empty()) {
+    TaskSubmitter::Options cpp = submit;
+    cpp.binary_path = program.cpp_binary_path;
+    cpp.binary_hash = cpp_binary_hash;
+    cpp.blob_hash = copies.cpp_program;
+    cpp.worker_command = WorkerCommand();
+    path->cpp_submit = std::move(cpp);
+  }
 }
 
 // The head as the task path calls it: the runtime's head client, with the
@@ -128,10 +186,16 @@ class CoreRuntimeImpl : public CoreRuntime {
         blocked_([] { return CurrentTaskDepth(); },
                  [this](int shallowest) { TellBlocked(shallowest); }),
         io_(&objects_, threshold_, ObjectHooks()),
-        copies_([this] { return SendPrograms(); },
-                [this](const absl::StatusOr<ProgramCopies::Hashes>& copies) {
-                  TellSubmitters(copies);
-                }) {}
+        copies_(
+            [this] {
+              return SendPrograms(*head_, options_.workers_run_this_program,
+                                  cpp_binary_hash_.empty()
+                                      ? std::string()
+                                      : program_.cpp_binary_path);
+            },
+            [this](const absl::StatusOr<ProgramCopies::Hashes>& copies) {
+              TellSubmitters(copies);
+            }) {}
 
   ~CoreRuntimeImpl() override { Shutdown(); }
 
@@ -150,7 +214,10 @@ class CoreRuntimeImpl : public CoreRuntime {
     RETURN_IF_ERROR(ShareProgram(status));
     std::string store_agent;
     RunOnLoop([&] { store_agent = MakeTaskPath(status); });
-    ConnectStore(store_agent);
+    // Large objects go through the store of the node agent on this host.
+    io_.SetStore(
+        StoreOf(store_agent, options_.token, "driver " + job_id_ + " objects"),
+        owner_);
     return absl::OkStatus();
   }
 
@@ -244,29 +311,12 @@ class CoreRuntimeImpl : public CoreRuntime {
 
   absl::StatusOr<std::string> Lend(
       const std::shared_ptr<RefHandle>& ref) override {
-    if (ref == nullptr) return OtherError("an empty ref cannot be lent");
-    if (objects_.IsBorrowed(ref->id())) {
-      return rpc::RunOnLoopAndWait<absl::StatusOr<std::string>>(
-          loop_.get(),
-          [&](rpc::LoopDone<absl::StatusOr<std::string>>::Type done) {
-            lending_->borrowed.Export(ref->id(), std::move(done));
-          });
-    }
-    absl::StatusOr<std::string> owner;
-    RunOnLoop([&] { owner = lending_->lent.Export(ref); });
-    return owner;
+    return lending_->Lend(ref);
   }
 
   absl::StatusOr<std::shared_ptr<RefHandle>> Borrow(
       const std::string& id, const std::string& owner_address) override {
-    // Most often held already: the result it came in keeps it.
-    if (auto held = objects_.HandleFor(id); held.ok()) return held;
-    proto::BorrowedRef ref;
-    ref.set_object_id(id);
-    ref.set_owner_address(owner_address);
-    std::shared_ptr<RefHandle> handle;
-    RunOnLoop([&] { handle = lending_->borrowed.Borrow(ref, 0); });
-    return handle;
+    return lending_->Borrow(id, owner_address);
   }
 
   absl::StatusOr<ObjectValue> Get(const RefHandle& ref,
@@ -293,12 +343,7 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   absl::StatusOr<bool> Cancel(const std::string& id, bool force) override {
-    if (objects_.IsBorrowed(id)) {  // its owner cancels it
-      return rpc::RunOnLoopAndWait<absl::StatusOr<bool>>(
-          loop_.get(), [&](rpc::LoopDone<absl::StatusOr<bool>>::Type done) {
-            lending_->borrowed.Cancel(id, force, std::move(done));
-          });
-    }
+    if (objects_.IsBorrowed(id)) return lending_->CancelBorrowed(id, force);
     absl::StatusOr<bool> cancelled = false;
     RunOnLoop([&] { cancelled = path_ ? path_->Cancel(id, force) : false; });
     return cancelled;
@@ -395,10 +440,9 @@ class CoreRuntimeImpl : public CoreRuntime {
     return absl::OkStatus();
   }
 
-  // Loop: the parts that lease workers and record task events; returns the
-  // agent of this host ("" if none).
+  // Loop: the parts that lease workers, record task events and lend refs;
+  // returns the agent of this host ("" if none).
   std::string MakeTaskPath(const proto::ClusterStatus& status) {
-    ProgramCopies::Hashes copies = copies_.Known();
     TaskPath::Options path;
     path.token = options_.token;
     path.peer_name = peer_name_;
@@ -408,85 +452,26 @@ class CoreRuntimeImpl : public CoreRuntime {
     path.task_events_interval_ms = TaskEventsIntervalMs();
     path.worker_id = options_.worker_id;
     path.worker_agent_address = options_.worker_agent_address;
-    TaskSubmitter::Options& submit = path.submit;
     // Nested tasks lease under the driver's job, to reuse its workers.
-    submit.job_id = lease_job_id();
-    submit.binary_path = program_.binary_path;
-    submit.binary_hash = program_.binary_hash;
-    submit.blob_hash = copies.program;
-    submit.worker_command = options_.worker_command;
-    submit.lease_idle_ms = options_.lease_idle_ms;
-    submit.program_wanted = [this] {
+    FillSubmitOptions(options_, program_, copies_.Known(), cpp_binary_hash_,
+                      lease_job_id(), &path);
+    path.submit.program_wanted = [this] {
       if (!stopping_) copies_.Wanted();
     };
-    if (!cpp_binary_hash_.empty()) {
-      TaskSubmitter::Options cpp = submit;
-      cpp.binary_path = program_.cpp_binary_path;
-      cpp.binary_hash = cpp_binary_hash_;
-      cpp.blob_hash = copies.cpp_program;
-      cpp.worker_command = WorkerCommand();
-      path.cpp_submit = std::move(cpp);
+    if (path.cpp_submit) {
+      path.cpp_submit->program_wanted = path.submit.program_wanted;
     }
     path.borrowed = [this](const std::string& id, const auto& refs) {
-      KeepBorrowed(id, refs);
+      lending_->BorrowFromResult(id, refs);
     };
-    path.settled = [this](const std::string& id) {
-      lending_->lent.Settled(id);
-    };
+    path.settled = [this](const std::string& id) { lending_->Settled(id); };
     path_ = std::make_unique<TaskPath>(loop_.get(), &head_for_tasks_, &objects_,
                                        &window_, std::move(path));
     std::string agent = path_->Start(status);
-    MakeLending(agent);
+    lending_ =
+        std::make_unique<Lending>(loop_.get(), &objects_, &io_, path_.get(),
+                                  options_.token, peer_name_, agent);
     return agent;
-  }
-
-  // Loop: the parts that lend refs inside results and borrow them, whose
-  // listener is on `agent`'s host (this process's node).
-  void MakeLending(const std::string& agent) {
-    std::string host = env::Get(env::Var::kNodeIp);
-    if (host.empty()) host = agent.substr(0, agent.rfind(':'));
-    if (host.empty()) host = PrimaryIpAddress();
-    lending_ = std::make_unique<Lending>(
-        loop_.get(), &objects_, options_.token, peer_name_,
-        LentObjects::Options{
-            .host = host,
-            .token = options_.token,
-            .cancel = [this](const std::string& id,
-                             bool force) { return path_->Cancel(id, force); },
-            .lending = [this](bool lending) { path_->TellLending(lending); },
-        },
-        [this](const std::string& id) { path_->ObjectSettled(id); });
-  }
-
-  // Loop: the result `id` holds refs its worker lent: borrowed while it is
-  // kept.
-  void KeepBorrowed(
-      const std::string& id,
-      const google::protobuf::RepeatedPtrField<proto::BorrowedRef>& refs) {
-    std::vector<std::shared_ptr<RefHandle>> held;
-    for (const proto::BorrowedRef& ref : refs) {
-      held.push_back(lending_->borrowed.Borrow(ref, /*exports_taken=*/1));
-    }
-    if (objects_.Peek(id, nullptr, nullptr) != OwnedObjects::State::kUnknown) {
-      io_.KeepContained(id, std::move(held));
-    }
-  }
-
-  // Large objects go through the store of the node agent on this host.
-  void ConnectStore(const std::string& agent) {
-    if (agent.empty()) {
-      io_.SetStore(nullptr, owner_);
-      return;
-    }
-    auto store = ConnectNodeStore(agent, options_.token,
-                                  "driver " + job_id_ + " objects");
-    if (!store.ok()) {
-      SHOAL_LOG(INFO) << "objects stay in this process: "
-                      << store.status().message();
-      io_.SetStore(nullptr, owner_);
-      return;
-    }
-    io_.SetStore(std::move(*store), owner_);
   }
 
   // ---- Shutdown ----
@@ -592,7 +577,7 @@ class CoreRuntimeImpl : public CoreRuntime {
       io_.Forget(id);
       // A borrowed object's owner frees it (and the copies pulled here).
       if (borrowed) {
-        if (lending_ != nullptr) lending_->borrowed.Forgotten(id, nodes);
+        if (lending_ != nullptr) lending_->Forgotten(id, nodes);
         return;
       }
       if (!stored) return;
@@ -602,24 +587,6 @@ class CoreRuntimeImpl : public CoreRuntime {
   }
 
   // ---- Program copies (program_copies.h) ----
-
-  // Gives the head the programs workers run, for nodes of other hosts.
-  // Blocking: any thread but the loop.
-  absl::StatusOr<ProgramCopies::Hashes> SendPrograms() {
-    ProgramCopies::Hashes sent;
-    if (options_.workers_run_this_program) {
-      // Through /proc, in case the file was removed or rebuilt; by pid, as
-      // objcopy reads it (its own /proc/self is objcopy).
-      ASSIGN_OR_RETURN(
-          sent.program,
-          SendProgram(*head_, absl::StrCat("/proc/", getpid(), "/exe")));
-    }
-    if (!cpp_binary_hash_.empty()) {
-      ASSIGN_OR_RETURN(sent.cpp_program,
-                       SendProgram(*head_, program_.cpp_binary_path));
-    }
-    return sent;
-  }
 
   // Hands the submitters the copies (or why none were made), on the loop.
   void TellSubmitters(const absl::StatusOr<ProgramCopies::Hashes>& copies) {
