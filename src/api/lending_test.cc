@@ -10,10 +10,10 @@
 #include "api/lent_objects.h"
 #include "api/loop_testing.h"
 #include "api/owned_objects.h"
-#include "rpc/rpc.h"
 #include "api/task_error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/rpc.h"
 #include "shoal/shoal.pb.h"
 
 namespace shoal::internal {
