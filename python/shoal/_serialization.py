@@ -102,7 +102,9 @@ class _TableCloudPickler(cloudpickle.CloudPickler):
 # not waited for: the result carries its id and its owner's address, the
 # owner keeps the object for the reader, and the caller reads the ref back
 # as a ref it borrows (its get asks the owner). A ResolvedRef (a value that
-# came with its ref) carries its value again. Inside a put value, a ref that
+# came with its ref) carries its value again. A worker that ends after the
+# call (its function's max_calls) cannot lend: its refs wait and carry
+# their values. Inside a put value, a ref that
 # is ready carries its value; a pending one is its id, readable by the
 # process that owns the object.
 
@@ -110,6 +112,7 @@ _capture = threading.local()
 
 # How dumps() treats a ref outside a call's arguments.
 _EMBED_LENT = "lent"     # lent by its owner (a task's result)
+_EMBED_WAITING = "wait"  # its value, once ready (a result whose worker ends)
 _EMBED_READY = "ready"   # its value if ready now, else its id (a put value)
 
 
@@ -123,7 +126,7 @@ def _reduce_ref(ref):
         from shoal import _shoal
         return _borrowed_ref, (ref.hex(), _shoal.lend(ref))
     if embed is not None:
-        embedded = _embedded(ref)
+        embedded = _embedded(ref, embed == _EMBED_WAITING)
         if embedded is not None:
             return embedded
     return _ref_from_id, (ref.hex(),)
@@ -134,11 +137,12 @@ def _borrowed_ref(object_id, owner):
     return _shoal.borrow(object_id, owner)
 
 
-def _embedded(ref):
+def _embedded(ref, wait):
     """The reduction of ``ref`` that carries its object's stored bytes (or
-    its error), or None when it is not ready."""
+    its error), or None when it is not ready and ``wait`` is False (the
+    worker's CPU is lent while it waits, as in any get)."""
     from shoal import _shoal
-    if not _shoal.wait([ref], 1, 0, False):
+    if not wait and not _shoal.wait([ref], 1, 0, False):
         return None
     try:
         stored = _shoal.get([ref], -1, False)[0]
@@ -302,9 +306,10 @@ def _dumps_stored(value, embed):
     return _dumps_embedding(value, embed)
 
 
-def dumps_result(value):
-    """dumps() of a task's result: the refs inside it are lent."""
-    return _dumps_stored(value, _EMBED_LENT)
+def dumps_result(value, lend=True):
+    """dumps() of a task's result: the refs inside it are lent, or, without
+    ``lend`` (the worker ends after it), carry their values."""
+    return _dumps_stored(value, _EMBED_LENT if lend else _EMBED_WAITING)
 
 
 def dumps_put(value):

@@ -134,13 +134,23 @@ class Runtime:
                                        settings.get("retry"))
             finally:
                 undo()
-            pieces, size = dumps_result(result)
+            # A worker that ends after this call cannot lend the refs in
+            # its result (it would take them with it): they carry their
+            # values instead.
+            pieces, size = dumps_result(
+                result, lend=not self._ends_after(key, settings))
             return ("ok", pieces, size, self._last_call(key, settings))
         except BaseException as e:  # noqa: BLE001 - reported to the caller
             return _failure(e)
         finally:
             _call.resources = None
             _call.task = None
+
+    def _ends_after(self, key, settings):
+        """Whether this call, if it succeeds, is the function's last one
+        here (its max_calls)."""
+        limit = settings.get("max_calls")
+        return bool(limit) and self._calls.get(key, 0) + 1 >= limit
 
     def _last_call(self, key, settings):
         """Whether this worker ends after this call: the function's

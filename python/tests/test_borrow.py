@@ -109,6 +109,24 @@ def test_a_borrowed_ref_passes_on_to_other_tasks(connected):
     assert shoal.get(shoal.get(again.remote(refs), timeout=30)) == 20
 
 
+def test_a_worker_that_ends_after_the_call_carries_values(connected):
+    @shoal.remote
+    def inner():
+        time.sleep(0.1)
+        return 7
+
+    @shoal.remote(max_calls=1, max_retries=0)
+    def last():
+        return os.getpid(), [inner.remote()]
+
+    pid, [ref] = shoal.get(last.remote(), timeout=30)
+    deadline = time.time() + 30
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)  # it ended, as max_calls says
+    assert shoal.get(ref, timeout=30) == 7
+
+
 def test_cancel_reaches_the_owner_of_a_borrowed_ref(connected):
     signal_actor = SignalActor.remote()
     _, [inner] = shoal.get(lend_waiting.remote(signal_actor),
