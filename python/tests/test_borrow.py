@@ -14,7 +14,7 @@ import pytest
 import shoal
 from shoal.exceptions import (GetTimeoutError, ObjectLostError,
                               TaskCancelledError)
-from shoal.test_utils import SignalActor
+from shoal.test_utils import SignalActor, wait_for_pid_to_exit
 
 from conftest import driver_of, running_cluster
 
@@ -120,10 +120,7 @@ def test_a_worker_that_ends_after_the_call_carries_values(connected):
         return os.getpid(), [inner.remote()]
 
     pid, [ref] = shoal.get(last.remote(), timeout=30)
-    deadline = time.time() + 30
-    while _alive(pid) and time.time() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid)  # it ended, as max_calls says
+    wait_for_pid_to_exit(pid, timeout=30)  # it ended, as max_calls says
     assert shoal.get(ref, timeout=30) == 7
 
 
@@ -177,14 +174,8 @@ def test_an_idle_owner_is_kept_while_its_objects_are_borrowed(monkeypatch):
             assert owner != other
             # The worker that ran `inner` lends nothing: it ends once idle.
             # The owner of `ref` lives on while the driver borrows it.
-            deadline = time.time() + 30
-            while _alive(other) and time.time() < deadline:
-                time.sleep(0.1)
-            assert not _alive(other)
+            wait_for_pid_to_exit(other, timeout=30)
             assert _alive(owner)
             # Released: the owner is idle for good, and ends too.
             del ref
-            deadline = time.time() + 30
-            while _alive(owner) and time.time() < deadline:
-                time.sleep(0.1)
-            assert not _alive(owner)
+            wait_for_pid_to_exit(owner, timeout=30)

@@ -51,6 +51,13 @@ absl::Status ErrorOf(const proto::OwnedObjectState& state) {
   return error;
 }
 
+namespace {
+absl::Status NoSuchObject(const std::string& id) {
+  return absl::NotFoundError(
+      absl::StrCat("its owner holds no object ", id, " any more"));
+}
+}  // namespace
+
 LentObjects::LentObjects(rpc::EventLoop* loop, OwnedObjects* objects,
                          Options options)
     : loop_(loop), objects_(objects), options_(std::move(options)) {}
@@ -119,8 +126,7 @@ void LentObjects::Wait(const proto::BorrowRequest& request,
   const std::string& id = request.object_id();
   Lent* lent = Find(id);
   if (lent == nullptr) {
-    return r.Error(absl::NotFoundError(
-        absl::StrCat("its owner holds no object ", id, " any more")));
+    return r.Error(NoSuchObject(id));
   }
   lent->exports = std::max(0, lent->exports - request.exports_taken());
   lent->borrowers.insert(r.connection_id());
@@ -133,8 +139,7 @@ bool LentObjects::Answer(const std::string& id, const rpc::Responder& r) {
       DescribeObject(*objects_, id, &found, &pending);
   if (pending) return false;
   if (!found) {
-    r.Error(absl::NotFoundError(
-        absl::StrCat("its owner holds no object ", id, " any more")));
+    r.Error(NoSuchObject(id));
   } else {
     r.Reply(state);
   }
@@ -142,6 +147,7 @@ bool LentObjects::Answer(const std::string& id, const rpc::Responder& r) {
 }
 
 void LentObjects::Settled(const std::string& id) {
+  if (lent_.empty()) return;  // every task's end passes here
   auto it = lent_.find(id);
   if (it == lent_.end() || it->second.waiters.empty()) return;
   std::vector<rpc::Responder> waiters = std::move(it->second.waiters);
@@ -177,8 +183,7 @@ void LentObjects::AddExport(const proto::BorrowRequest& request,
                             const rpc::Responder& r) {
   Lent* lent = Find(request.object_id());
   if (lent == nullptr) {
-    return r.Error(absl::NotFoundError(absl::StrCat(
-        "its owner holds no object ", request.object_id(), " any more")));
+    return r.Error(NoSuchObject(request.object_id()));
   }
   ++lent->exports;
   r.Reply(proto::Empty());
