@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
 #include "api/submit_options.h"
@@ -139,13 +141,14 @@ void Init(const std::string& address, const std::string& token,
           const std::string& cluster_program,
           const std::vector<std::string>& worker_argv,
           const std::map<std::string, std::string>& worker_env,
-          const std::string& cpp_program) {
+          const std::string& cpp_program, int dashboard_port) {
   shoal::InitOptions options;
   options.address = address;
   options.token = token;
   options.temp_dir = temp_dir;
   options.num_cpus = num_cpus;
   options.resources = resources;
+  options.dashboard_port = dashboard_port;
   shoal::internal::DriverProgram program;
   program.cluster_program = cluster_program;
   program.workers_run_this_program = false;
@@ -432,37 +435,83 @@ py::object GetActor(const std::string& name) {
                         found->spec().class_name());
 }
 
-void KvPut(const std::string& key, const py::bytes& value, bool overwrite) {
+// The head's key-value store. `user_ns` None: Shoal's own space (function
+// and class blobs); bytes: the users' space (Ray's internal_kv) in that
+// namespace. Keys are bytes (a str is its UTF-8).
+shoal::proto::KvSpace KvSpaceOf(const std::optional<std::string>& user_ns) {
+  shoal::proto::KvSpace space;
+  if (user_ns.has_value()) {
+    space.set_user(true);
+    space.set_ns(*user_ns);
+  }
+  return space;
+}
+
+// Runs one call to the head's key-value store without the GIL; its error
+// says what failed, with the key escaped (any bytes may be in it).
+template <typename Reply, typename Call>
+Reply KvCall(const char* what, const std::string& key, Call call) {
+  absl::StatusOr<Reply> reply;
+  {
+    py::gil_scoped_release release;
+    reply = call(shoal::internal::RequireRuntime()->head());
+  }
+  if (!reply.ok()) {
+    throw shoal::Error(absl::StrCat(
+        "cannot ", what, " \"", absl::CHexEscape(key),
+        "\" in the head's key-value store: ", reply.status().message()));
+  }
+  return *std::move(reply);
+}
+
+bool KvPut(const std::string& key, const py::bytes& value, bool overwrite,
+           const std::optional<std::string>& user_ns) {
   shoal::proto::KvPutRequest req;
   req.set_key(key);
   req.set_value(std::string(value));
   req.set_overwrite(overwrite);
-  py::gil_scoped_release release;
-  auto reply = shoal::internal::RequireRuntime()->head().KvPut(req);
-  if (!reply.ok()) {
-    throw shoal::Error("cannot store " + key +
-                       " in the head's key-value "
-                       "store: " +
-                       std::string(reply.status().message()));
-  }
+  *req.mutable_space() = KvSpaceOf(user_ns);
+  return KvCall<shoal::proto::KvPutReply>(
+             "store", key,
+             [&](shoal::rpc::HeadClient& head) { return head.KvPut(req); })
+      .added();
 }
 
-py::object KvGet(const std::string& key) {
+py::object KvGet(const std::string& key,
+                 const std::optional<std::string>& user_ns) {
   shoal::proto::KvGetRequest req;
   req.set_key(key);
-  absl::StatusOr<shoal::proto::KvGetReply> reply;
-  {
-    py::gil_scoped_release release;
-    reply = shoal::internal::RequireRuntime()->head().KvGet(req);
-  }
-  if (!reply.ok()) {
-    throw shoal::Error("cannot read " + key +
-                       " from the head's key-value "
-                       "store: " +
-                       std::string(reply.status().message()));
-  }
-  if (!reply->found()) return py::none();
-  return py::bytes(reply->value());
+  *req.mutable_space() = KvSpaceOf(user_ns);
+  auto reply = KvCall<shoal::proto::KvGetReply>(
+      "read", key,
+      [&](shoal::rpc::HeadClient& head) { return head.KvGet(req); });
+  if (!reply.found()) return py::none();
+  return py::bytes(reply.value());
+}
+
+int64_t KvDel(const std::string& key, bool by_prefix,
+              const std::optional<std::string>& user_ns) {
+  shoal::proto::KvDelRequest req;
+  req.set_key(key);
+  req.set_by_prefix(by_prefix);
+  *req.mutable_space() = KvSpaceOf(user_ns);
+  return KvCall<shoal::proto::KvDelReply>(
+             "delete", key,
+             [&](shoal::rpc::HeadClient& head) { return head.KvDel(req); })
+      .deleted();
+}
+
+py::list KvKeys(const std::string& prefix,
+                const std::optional<std::string>& user_ns) {
+  shoal::proto::KvKeysRequest req;
+  req.set_prefix(prefix);
+  *req.mutable_space() = KvSpaceOf(user_ns);
+  auto reply = KvCall<shoal::proto::KvKeysReply>(
+      "list the keys under", prefix,
+      [&](shoal::rpc::HeadClient& head) { return head.KvKeys(req); });
+  py::list keys;
+  for (const std::string& key : reply.keys()) keys.append(py::bytes(key));
+  return keys;
 }
 
 // The head's records of the tasks that match every KEY=VALUE filter
@@ -831,28 +880,39 @@ std::string StateJson(const google::protobuf::Message& message) {
   return out;
 }
 
-// The reply of `call` (a blocking HeadClient call) as JSON; ShoalError
-// naming `what` when the head cannot answer.
+// The reply of `call` (a blocking HeadClient call) as JSON, or the error
+// the head (or the way to it) gave.
 template <typename Call>
-std::string StateCall(const std::string& what, Call call) {
+absl::StatusOr<std::string> StateReply(Call call) {
   std::shared_ptr<shoal::internal::CoreRuntime> runtime =
       shoal::internal::RequireRuntime();
-  std::string json;
-  absl::Status status;
-  {
-    py::gil_scoped_release release;
-    auto reply = call(runtime->head());
-    if (reply.ok()) {
-      json = StateJson(*reply);
-    } else {
-      status = reply.status();
-    }
-  }
-  if (!status.ok()) {
-    throw shoal::Error("cannot " + what + ": " + std::string(status.message()) +
-                       " (is the cluster's head up? `shoal status` says)");
-  }
-  return json;
+  py::gil_scoped_release release;
+  auto reply = call(runtime->head());
+  if (!reply.ok()) return reply.status();
+  return StateJson(*reply);
+}
+
+[[noreturn]] void StateFailed(const std::string& what,
+                              const absl::Status& status) {
+  throw shoal::Error("cannot " + what + ": " + std::string(status.message()) +
+                     " (is the cluster's head up? `shoal status` says)");
+}
+
+// The head's reply to `call` as JSON; shoal::Error, saying what failed.
+template <typename Call>
+std::string StateCall(const std::string& what, Call call) {
+  absl::StatusOr<std::string> json = StateReply(call);
+  if (!json.ok()) StateFailed(what, json.status());
+  return *std::move(json);
+}
+
+// As StateCall, for one record the head may not know: None then.
+template <typename Call>
+py::object StateLookup(const std::string& what, Call call) {
+  absl::StatusOr<std::string> json = StateReply(call);
+  if (absl::IsNotFound(json.status())) return py::none();
+  if (!json.ok()) StateFailed(what, json.status());
+  return py::str(*json);
 }
 
 void DefineStateCalls(py::module_& m) {
@@ -901,25 +961,27 @@ void DefineStateCalls(py::module_& m) {
       py::arg("timeout_ms"), "JobList as JSON: the submitted jobs.");
   m.def(
       "state_get_actor",
-      [](const std::string& actor_id, int64_t timeout_ms) -> py::object {
+      [](const std::string& actor_id, int64_t timeout_ms) {
         shoal::proto::GetActorRequest req;
         req.set_actor_id(actor_id);
-        std::shared_ptr<shoal::internal::CoreRuntime> runtime =
-            shoal::internal::RequireRuntime();
-        absl::StatusOr<shoal::proto::ActorInfo> found;
-        {
-          py::gil_scoped_release release;
-          found = runtime->head().GetActor(req, timeout_ms);
-        }
-        if (absl::IsNotFound(found.status())) return py::none();
-        if (!found.ok()) {
-          throw shoal::Error("cannot look up actor " + actor_id + ": " +
-                             std::string(found.status().message()));
-        }
-        return py::str(StateJson(*found));
+        return StateLookup("look up actor " + actor_id, [&](auto& head) {
+          return head.GetActor(req, timeout_ms);
+        });
       },
       py::arg("actor_id"), py::arg("timeout_ms"),
       "ActorInfo of the actor as JSON, or None when the head knows none.");
+  m.def(
+      "state_get_placement_group",
+      [](const std::string& pg_id, int64_t timeout_ms) {
+        shoal::proto::GetPlacementGroupRequest req;
+        req.set_pg_id(pg_id);
+        return StateLookup("look up placement group " + pg_id, [&](auto& head) {
+          return head.GetPlacementGroup(req, timeout_ms);
+        });
+      },
+      py::arg("pg_id"), py::arg("timeout_ms"),
+      "PlacementGroupInfo of the group as JSON, or None when the head knows "
+      "none.");
   m.def("host_id", &shoal::HostId,
         "What tells this host apart (the nodes' host_id).");
   m.def("primary_ip_address", &shoal::PrimaryIpAddress,
@@ -988,7 +1050,8 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("init", &Init, py::arg("address"), py::arg("token"),
         py::arg("temp_dir"), py::arg("num_cpus"), py::arg("resources"),
         py::arg("cluster_program"), py::arg("worker_argv"),
-        py::arg("worker_env"), py::arg("cpp_program"));
+        py::arg("worker_env"), py::arg("cpp_program"),
+        py::arg("dashboard_port") = -1);
   m.def(
       "shutdown",
       [] {
@@ -1010,6 +1073,27 @@ PYBIND11_MODULE(_shoal, m) {
       },
       "What init() returns: the head's address, this process's node and "
       "job.");
+  m.def(
+      "dashboard_address",
+      [] {
+        shoal::proto::ClusterStatusRequest req;
+        req.set_nodes_and_groups(true);
+        std::shared_ptr<shoal::internal::CoreRuntime> runtime =
+            shoal::internal::RequireRuntime();
+        absl::StatusOr<shoal::proto::ClusterStatus> status;
+        {
+          py::gil_scoped_release release;
+          status = runtime->head().ClusterStatus(req);
+        }
+        if (!status.ok()) {
+          throw shoal::Error(
+              absl::StrCat("cannot ask the head where its "
+                           "dashboard is: ",
+                           status.status().message()));
+        }
+        return status->dashboard_address();
+      },
+      "host:port of the head's dashboard (\"\": it serves none).");
   m.def(
       "job_id", [] { return shoal::internal::RequireRuntime()->JobId(); },
       "The job whose workers run what this process submits.");
@@ -1106,8 +1190,13 @@ PYBIND11_MODULE(_shoal, m) {
       },
       py::arg("actor_id"), py::arg("no_restart"));
   m.def("kv_put", &KvPut, py::arg("key"), py::arg("value"),
-        py::arg("overwrite"));
-  m.def("kv_get", &KvGet, py::arg("key"));
+        py::arg("overwrite"), py::arg("user_ns") = py::none(),
+        "Stores the pair (unless the key has a value and not `overwrite`); "
+        "True when the key was new.");
+  m.def("kv_get", &KvGet, py::arg("key"), py::arg("user_ns") = py::none());
+  m.def("kv_del", &KvDel, py::arg("key"), py::arg("by_prefix"),
+        py::arg("user_ns") = py::none(), "How many keys were deleted.");
+  m.def("kv_keys", &KvKeys, py::arg("prefix"), py::arg("user_ns") = py::none());
   m.def("run_worker", &RunWorker, py::arg("runtime"),
         "Serves this process's agent as a worker whose tasks `runtime` "
         "runs; never returns.");

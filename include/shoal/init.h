@@ -24,6 +24,9 @@ struct InitOptions {
   std::string temp_dir;
   double num_cpus = -1;
   std::map<std::string, double> resources;
+  // The local cluster's dashboard (REST API and /metrics): -1 none; else
+  // this port, or any free one when it is taken (0: any free one).
+  int dashboard_port = -1;
 };
 
 void Init();

@@ -181,9 +181,22 @@ class InitContext(dict):
         shutdown()
 
 
+# Where the dashboard is, as programs are told (get_dashboard_url(), init's
+# "webui_url"), whatever the head says: for a dashboard behind a proxy.
+DASHBOARD_URL_OVERRIDE = "SHOAL_OVERRIDE_DASHBOARD_URL"
+
+
+def _dashboard_url():
+    """host:port of the cluster's dashboard ("" when it serves none)."""
+    override = os.environ.get(DASHBOARD_URL_OVERRIDE)
+    if override:
+        return override
+    return _shoal.dashboard_address()
+
+
 def _connected_context():
-    info = _shoal.connection_info() if hasattr(
-        _shoal, "connection_info") else {}
+    info = _shoal.connection_info()
+    info["webui_url"] = _dashboard_url()
     return InitContext(info)
 
 
@@ -208,17 +221,19 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
 
     Calling it again while joined is an error unless
     ``ignore_reinit_error=True`` (then it returns the same context).
-    Ray's logging and dashboard options are taken; ``local_mode`` runs
-    tasks in workers all the same (Ray deprecated it).
+    A local cluster serves a dashboard (REST API and /metrics) on
+    ``dashboard_port`` (8265, else any free port), unless
+    ``include_dashboard=False``; ``get_dashboard_url()`` says where. Ray's
+    logging options are taken; ``local_mode`` runs tasks in workers all
+    the same (Ray deprecated it).
     """
     global _atexit_registered
     unknown = sorted(set(kwargs) - _INIT_PRIVATE)
     if unknown:
         raise RuntimeError(f"Unknown keyword argument(s): "
                            f"{', '.join(unknown)}")
-    del (labels, local_mode, include_dashboard, dashboard_host,
-         dashboard_port, configure_logging, logging_level,
-         logging_format, logging_config, object_store_memory)
+    del (labels, local_mode, dashboard_host, configure_logging,
+         logging_level, logging_format, logging_config, object_store_memory)
     if job_config is not None:
         runtime_env = runtime_env or job_config.runtime_env
         namespace = namespace or job_config.ray_namespace
@@ -260,7 +275,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 kwargs.get("_temp_dir") or "",
                 -1.0 if num_cpus is None else float(num_cpus),
                 resources, program, argv, env,
-                cpp_program or kwargs.get("_cpp_program") or "")
+                cpp_program or kwargs.get("_cpp_program") or "",
+                # A local cluster's dashboard, as Ray's init() starts one:
+                # on 8265 (else any free port) unless told otherwise.
+                -1 if include_dashboard is False else int(
+                    dashboard_port if dashboard_port is not None else 8265))
     _remote.set_job_namespace(namespace, _in_worker())
     _remote.joined_cluster()
     if not _in_worker():
@@ -544,6 +563,12 @@ class RuntimeContext:
         """The job's id (a worker's: its driver's)."""
         _require_init()
         return _shoal.job_id()
+
+    def get_dashboard_url(self):
+        """host:port of the cluster's dashboard ("" when it serves none;
+        SHOAL_OVERRIDE_DASHBOARD_URL, when set, instead)."""
+        _require_init()
+        return _dashboard_url()
 
     def get_node_id(self):
         """The node this code runs on. A driver's is the node of its own

@@ -38,7 +38,7 @@ class Option:
             raise TypeError(f"The type of keyword '{name}' must be "
                             f"{self.types}, but received type {type(value)}")
         if self.check is not None and not self.check(value):
-            raise ValueError(self.message.format(name))
+            raise ValueError(self.message.format(name, value=value))
 
 
 _RETRIES = ("The keyword '{}' only accepts None, 0, -1 or a positive "
@@ -54,10 +54,12 @@ _COMMON = {
     "accelerator_type": Option((str, _NONE)),
     "name": Option((str, _NONE)),
     "placement_group": Option(object),
+    # Ray's words for a bad index ("bundle index N is invalid").
     "placement_group_bundle_index": Option(int, _at_least(-1),
-                                           "The keyword '{}' only accepts "
-                                           "-1 (any bundle) or a bundle "
-                                           "index"),
+                                           "placement group bundle index "
+                                           "{value} is invalid ('{}' takes "
+                                           "-1 for any bundle, or a "
+                                           "bundle's index)"),
     "placement_group_capture_child_tasks": Option((bool, _NONE)),
     "scheduling_strategy": Option(object),
     "runtime_env": Option((dict, _NONE)),

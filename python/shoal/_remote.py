@@ -35,6 +35,7 @@ from shoal._shoal import ObjectRef
 _TASK_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "max_retries", "memory",
     "accelerator_type", "placement_group", "placement_group_bundle_index",
+    "placement_group_capture_child_tasks",
     "scheduling_strategy", "num_returns", "name", "runtime_env",
     "retry_exceptions", "max_calls", "label_selector", "_metadata",
 }
@@ -42,6 +43,7 @@ _ACTOR_OPTIONS = {
     "num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
     "name", "namespace", "lifetime", "max_restarts", "max_task_retries",
     "max_concurrency", "placement_group", "placement_group_bundle_index",
+    "placement_group_capture_child_tasks",
     "scheduling_strategy", "get_if_exists", "runtime_env", "label_selector",
     "_metadata",
 }
@@ -306,34 +308,76 @@ def _resources(options, default_cpus):
     return out
 
 
-def _placement(options, request=None, what=""):
-    """(group id, bundle index) from placement_group= or
-    scheduling_strategy=PlacementGroupSchedulingStrategy(...); a
-    ValueError when ``request`` fits no bundle it may use."""
+def _chosen_group(options):
+    """(group, bundle index, capture) that ``options`` choose: from
+    placement_group= or scheduling_strategy=PlacementGroupSchedulingStrategy,
+    else, as Ray does, the group of the task or actor this code runs in
+    when that one captures its children (placement_group_capture_child_tasks)
+    and these options leave the choice open. ``capture``: whether the
+    chosen one captures its own children (its option, else inherited)."""
     strategy = options.get("scheduling_strategy")
-    group = options.get("placement_group")
-    index = options.get("placement_group_bundle_index", -1)
+    capture = options.get("placement_group_capture_child_tasks")
     if strategy is not None and hasattr(strategy, "placement_group"):
+        if strategy.placement_group_capture_child_tasks is not None:
+            capture = strategy.placement_group_capture_child_tasks
         group = strategy.placement_group
         index = strategy.placement_group_bundle_index
-    elif strategy not in (None, "DEFAULT", "SPREAD") and \
-            not hasattr(strategy, "node_id"):
-        raise ValueError(f"scheduling_strategy {strategy!r} is not "
-                         "supported (DEFAULT, SPREAD, a "
-                         "PlacementGroupSchedulingStrategy or a "
-                         "NodeAffinitySchedulingStrategy)")
+    else:
+        if strategy not in (None, "DEFAULT", "SPREAD") and \
+                not hasattr(strategy, "node_id"):
+            raise ValueError(f"scheduling_strategy {strategy!r} is not "
+                             "supported (DEFAULT, SPREAD, a "
+                             "PlacementGroupSchedulingStrategy or a "
+                             "NodeAffinitySchedulingStrategy)")
+        group = options.get("placement_group", "default")
+        index = options.get("placement_group_bundle_index", -1)
+        if group == "default" and strategy is None:
+            from shoal import _worker
+            current = _worker.current_placement()
+            if capture is None and current is not None:
+                capture = current[3]
+            if capture and current is not None:
+                from shoal.util.placement_group import PlacementGroup
+                group = PlacementGroup(current[0], current[1], current[2])
+                index = -1
     if group is None or group == "default":
+        return None, index, False
+    return group, index, bool(capture)
+
+
+def _placement(options, request=None, what="", chosen=None):
+    """(group id, bundle index) of ``chosen`` (else what ``options``
+    choose: _chosen_group); a ValueError when ``request`` fits no bundle it
+    may use."""
+    group, index, _ = chosen or _chosen_group(options)
+    if group is None:
+        if index not in (None, -1):
+            raise ValueError("If placement group is not set, the value of "
+                             "bundle index must be -1: give the placement "
+                             "group too, or no bundle index")
         return "", -1
     if index is None or index < 0:
         index = -1  # any bundle with room
     elif group.bundle_count and index >= group.bundle_count:
+        # Ray's words ("bundle index N is invalid"), and the valid ones.
         raise ValueError(
-            f"placement_group_bundle_index {index} is out of range: the "
-            f"placement group has {group.bundle_count} bundles")
+            f"placement group bundle index {index} is invalid: the "
+            f"placement group has {group.bundle_count} bundles (valid "
+            f"indexes: 0-{group.bundle_count - 1}, or -1 for any)")
     if request is not None:
         from shoal.util.placement_group import check_request_fits
         check_request_fits(group, index, request, what)
     return group.id, index
+
+
+def _placement_setting(chosen):
+    """What the worker keeps of the group a call runs in
+    (get_current_placement_group): (id, bundles, name, capture)."""
+    group, _, capture = chosen
+    if group is None:
+        return None
+    return (group.id, [dict(b) for b in group.bundle_specs], group.name,
+            capture)
 
 
 _NODE_ID_LABEL = "ray.io/node-id"
@@ -512,22 +556,28 @@ class RemoteFunction(_Remote):
 
     def _prepare(self, options):
         """What every call with ``options`` submits but its arguments:
-        made once per options (the function's own, or one .options())."""
-        if self._prepared is not None and self._prepared[0] is options:
-            return self._prepared[1]
+        made once per options (the function's own, or one .options()) and
+        placement group (a caller's group may capture the call)."""
+        chosen = _chosen_group(options)
+        placement = _placement_setting(chosen)
+        if (self._prepared is not None and self._prepared[0] is options
+                and self._prepared[1] == placement):
+            return self._prepared[2]
         resources = _resources(options, default_cpus=1)
         group, index = _placement(options, resources,
-                                  self._function.__qualname__)
+                                  self._function.__qualname__, chosen)
         selector, soft = _selector(options)
         retries = options.get("max_retries")
         settings = _call_settings(options, resources.get("CPU", 0))
         settings["resources"] = _shoal.shape_of(resources, group, index)
+        if placement is not None:
+            settings["placement"] = placement
         if options.get("name"):  # get_runtime_context().get_task_name()
             settings["name"] = str(options["name"])
         prepared = (settings, resources, 3 if retries is None else
                     int(retries), group, index, selector, soft,
                     bool(options.get("max_calls")))
-        self._prepared = (options, prepared)
+        self._prepared = (options, placement, prepared)
         return prepared
 
     def _run(self, options, args, kwargs):
@@ -845,15 +895,13 @@ class ActorClass(_Remote):
             if found is not None:
                 return found
         resources = _resources(options, default_cpus=None)
-        if (options.get("placement_group") not in (None, "default")
-                or hasattr(options.get("scheduling_strategy"),
-                           "placement_group")) and (
-                    options.get("num_cpus") is None):
+        chosen = _chosen_group(options)
+        if chosen[0] is not None and options.get("num_cpus") is None:
             # In a group an actor takes a CPU unless it says otherwise, as
             # in Ray (outside one it holds none while it runs).
             resources["CPU"] = 1.0
         group, index = _placement(options, resources,
-                                  self._cls.__qualname__)
+                                  self._cls.__qualname__, chosen)
         retries = options.get("max_task_retries")
         concurrency = options.get("max_concurrency")
         if concurrency is None:
@@ -863,6 +911,9 @@ class ActorClass(_Remote):
                              f"not {concurrency!r}")
         settings = _call_settings(options, resources.get("CPU", 0))
         settings["resources"] = _shoal.shape_of(resources, group, index)
+        placement = _placement_setting(chosen)
+        if placement is not None:
+            settings["placement"] = placement
         selector, soft = _selector(options)
         try:
             actor_id = _shoal.create_actor(
@@ -1074,8 +1125,10 @@ def kill(actor, *, no_restart=True):
     """Ends ``actor``'s process; with no_restart=False it may restart
     (within its max_restarts)."""
     if not isinstance(actor, ActorHandle):
-        raise TypeError(f"kill() takes an actor handle, not "
-                        f"{type(actor).__name__}")
+        # ValueError, as Ray's kill() raises.
+        raise ValueError(f"kill() takes an actor handle, not "
+                         f"{type(actor).__name__}: a task is stopped with "
+                         f"cancel()")
     _require_init()
     _shoal.kill_actor(actor._actor_id, bool(no_restart))
 

@@ -66,6 +66,16 @@ def current_runtime():
     return _runtime
 
 
+def current_placement():
+    """(group id, bundles, name, capture) of the placement group the task
+    that runs on this thread, or this worker's actor, runs in; None where
+    none (a driver, or a call outside any group)."""
+    placement = getattr(_call, "placement", None)
+    if placement is None and _runtime is not None:
+        placement = _runtime.actor_placement
+    return placement
+
+
 def held_resources():
     """The resources the running task, or this worker's actor, holds, as
     agents name them ({"CPU": 1.0}, {"CPU_group_<pg>": 1.0, ...}); None
@@ -103,6 +113,7 @@ class Runtime:
         self._exit_hooks_run = False
         self._calls = {}  # function key -> calls of it (max_calls)
         self.actor_resources = None  # what the actor holds, once made
+        self.actor_placement = None  # its group (current_placement)
         _runtime = self
 
     def _load(self, key):
@@ -125,6 +136,7 @@ class Runtime:
             fn = self._load(key)
             call_args, kwargs, settings = decode_call(args, True)
             _call.resources = settings.get("resources")
+            _call.placement = settings.get("placement")
             _call.task = (_shoal.current_task_id(),
                           settings.get("name") or getattr(fn, "__name__", key),
                           _function_name(fn))
@@ -144,6 +156,7 @@ class Runtime:
             return _failure(e)
         finally:
             _call.resources = None
+            _call.placement = None
             _call.task = None
 
     def _ends_after(self, key, settings):
@@ -193,6 +206,7 @@ class Runtime:
             call_args, kwargs, settings = decode_call(args, True)
             _apply(settings)  # the actor's process keeps its runtime_env
             self.actor_resources = settings.get("resources")
+            self.actor_placement = settings.get("placement")
             self._holds_actor = True
             self._async = is_async_class(cls)
             self._constructing = True

@@ -18,6 +18,7 @@ process's ``SHOAL_TOKEN`` while the cluster lives, so that
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -53,9 +54,10 @@ def _cli():
 class Node:
     """One node of a Cluster: its agent (and, for the head, the head)."""
 
-    def __init__(self, temp_dir, head):
+    def __init__(self, temp_dir, head, start_args=()):
         self.temp_dir = temp_dir
         self.head = head
+        self._start_args = list(start_args)  # of `shoal start`
         session = os.path.join(temp_dir, "session_latest")
         self.node_id = _read(session, "node_id")
         self.unique_id = self.node_id
@@ -69,6 +71,38 @@ class Node:
     def kill_raylet(self):
         """Ends the node's agent at once (SIGKILL), as a crash would."""
         _stop(self.temp_dir, force=True)
+
+    def kill_gcs_server(self):
+        """Ends the head's process at once (SIGKILL), as a crash would. The
+        agents, workers and drivers live on; the cluster's state is in the
+        head's storage (start_gcs_server takes it up)."""
+        if not self.head:
+            raise ValueError("kill_gcs_server(): only the head node runs "
+                             "the head")
+        session = os.path.join(self.temp_dir, "session_latest")
+        pid = int(_read(session, "head.pid") or 0)
+        if pid <= 0:
+            raise RuntimeError(f"no head runs from {self.temp_dir}")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        from shoal.test_utils import wait_for_pid_to_exit
+        wait_for_pid_to_exit(pid, timeout=30)
+
+    def start_gcs_server(self):
+        """Starts the head again on its session (after kill_gcs_server): it
+        takes up the cluster's state, its address and token."""
+        if not self.head:
+            raise ValueError("start_gcs_server(): only the head node runs "
+                             "the head")
+        done = subprocess.run([_cli(), "start", *self._start_args,
+                               "--temp-dir", self.temp_dir],
+                              env=_env(self.temp_dir), capture_output=True,
+                              text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"restarting the head failed: "
+                               f"{done.stderr.strip()}")
 
     def all_processes_alive(self):
         try:
@@ -116,6 +150,8 @@ def _start_args(args):
             out += ["--resources", json.dumps(value)]
         elif key == "labels":
             out += ["--labels", json.dumps(value)]
+        elif key == "_storage":  # the head's: a file, or redis://HOST:PORT
+            out += ["--storage", str(value)]
         else:
             raise ValueError(f"Cluster.add_node(): unknown option {key!r}")
     return out
@@ -171,7 +207,7 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"shoal start {' '.join(args)} failed: "
                                f"{done.stderr.strip()}")
-        node = Node(temp_dir, head)
+        node = Node(temp_dir, head, args)
         if head:
             session = os.path.join(temp_dir, "session_latest")
             self.address = _read(session, "cluster_address")

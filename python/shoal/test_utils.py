@@ -30,6 +30,7 @@ __all__ = [
     "dicts_equal",
     "generate_system_config_map",
     "get_error_message",
+    "get_other_nodes",
     "init_error_pubsub",
     "kill_actor_and_wait_for_failure",
     "placement_group_assert_no_leak",
@@ -141,6 +142,14 @@ def convert_actor_state(state):
     """The name an actor's state has in ``shoal.state.actors()`` ("ALIVE"),
     for a state given by its number or its name."""
     return state if isinstance(state, str) else _ACTOR_STATES[state]
+
+
+def get_other_nodes(cluster, exclude_head=False):
+    """The nodes of ``cluster`` (a cluster_utils.Cluster) other than the one
+    this process joined through, without the head if ``exclude_head``."""
+    mine = shoal.get_runtime_context().get_node_id()
+    return [node for node in cluster.list_all_nodes()
+            if node.node_id != mine and not (exclude_head and node.head)]
 
 
 def kill_actor_and_wait_for_failure(actor, timeout=10, retry_interval_ms=100):

@@ -403,3 +403,46 @@ def test_output_of_a_worker_on_another_host_names_its_ip():
                 subprocess.run([cli, "stop", "--temp-dir", temp_dir],
                                env=dict(env, SHOAL_TEMP_DIR=temp_dir),
                                capture_output=True, timeout=60)
+
+
+def _http_status(url, token=None):
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(url, headers={
+        "Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_get_dashboard_url_is_where_the_dashboard_answers(local_cluster,
+                                                          monkeypatch):
+    # init() starts a local cluster with a dashboard, as Ray's does.
+    url = shoal.get_runtime_context().get_dashboard_url()
+    assert url.startswith("127.0.0.1:")
+    # It answers (and wants the cluster's token, as every endpoint does).
+    assert _http_status(f"http://{url}/api/cluster_status") == 401
+    import glob
+    token_file, = glob.glob(os.path.join(local_cluster, "session_2*",
+                                         "token"))
+    with open(token_file) as f:
+        token = f.read().strip()
+    assert _http_status(f"http://{url}/api/cluster_status", token) == 200
+    monkeypatch.setenv("SHOAL_OVERRIDE_DASHBOARD_URL", "dash.example:1234")
+    assert shoal.get_runtime_context().get_dashboard_url() == \
+        "dash.example:1234"
+
+
+def test_init_without_a_dashboard(monkeypatch):
+    with tempfile.TemporaryDirectory(prefix="shoal-py-") as temp_dir:
+        monkeypatch.setenv("SHOAL_TEMP_DIR", temp_dir)
+        monkeypatch.delenv("SHOAL_ADDRESS", raising=False)
+        monkeypatch.delenv("SHOAL_TOKEN", raising=False)
+        info = shoal.init(num_cpus=1, include_dashboard=False)
+        try:
+            assert info["webui_url"] == "" and info.dashboard_url == ""
+            assert shoal.get_runtime_context().get_dashboard_url() == ""
+        finally:
+            shoal.shutdown()

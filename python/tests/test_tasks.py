@@ -133,8 +133,8 @@ def test_options_and_resources(connected):
         add.options(max_calls=1)
     # One Ray has that Shoal does not honour yet is refused, not ignored.
     with pytest.raises(ValueError,
-                       match="cannot take placement_group_capture_child"):
-        add.options(placement_group_capture_child_tasks=True).remote(1)
+                       match="cannot take object_store_memory"):
+        add.options(object_store_memory=1 << 20).remote(1)
     with pytest.raises(TypeError, match="called directly"):
         add(1, 2)
 

@@ -166,7 +166,7 @@ void internal::InitDriver(const InitOptions& options,
     auto cluster = internal::LocalClusterProcesses::Start(
         program.cluster_program.empty() ? SelfExecutable()
                                         : program.cluster_program,
-        temp_dir, options.num_cpus, options.resources);
+        temp_dir, options.num_cpus, options.resources, options.dashboard_port);
     if (!cluster.ok()) {
       throw Error(absl::StrCat("cannot start a local cluster: ",
                                cluster.status().message()));

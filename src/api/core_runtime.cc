@@ -275,6 +275,7 @@ class CoreRuntimeImpl : public CoreRuntime {
       FillWorkerCommand(options_.worker_command, spec.mutable_worker_command());
     }
     spec.set_owner(owner_);
+    spec.set_owner_actor_id(ProcessActorId());
     spec.set_depth(SubmitDepth());
     // Arguments in object stores stay alive with this runtime.
     std::vector<std::shared_ptr<RefHandle>> keep;

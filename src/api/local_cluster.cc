@@ -64,7 +64,8 @@ absl::StatusOr<std::string> WaitForSessionFile(const std::string& session_dir,
 absl::StatusOr<std::unique_ptr<LocalClusterProcesses>>
 LocalClusterProcesses::Start(const std::string& program,
                              const std::string& temp_dir, double num_cpus,
-                             const std::map<std::string, double>& resources) {
+                             const std::map<std::string, double>& resources,
+                             int dashboard_port) {
   std::unique_ptr<LocalClusterProcesses> c(new LocalClusterProcesses());
   ASSIGN_OR_RETURN(c->session_dir_, CreateSessionDir(temp_dir));
   MarkSessionEmbedded(c->session_dir_);
@@ -74,6 +75,11 @@ LocalClusterProcesses::Start(const std::string& program,
   SpawnOptions head;
   head.argv = {self,     "_head", "--node-ip-address", "127.0.0.1",
                "--port", "0",     "--session-dir",     c->session_dir_};
+  if (dashboard_port >= 0) {
+    head.argv.insert(head.argv.end(),
+                     {"--dashboard-port", std::to_string(dashboard_port),
+                      "--dashboard-port-fallback", "1"});
+  }
   head.env = {{"SHOAL_ROLE", "cli"}, {"SHOAL_TOKEN", c->token_}};
   head.unset_env = {"SHOAL_ADDRESS"};
   head.log_path = c->session_dir_ + "/logs/head.log";

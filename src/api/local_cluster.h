@@ -18,10 +18,10 @@ class LocalClusterProcesses {
  public:
   // `program` is started as `program _head ...` and `program _agent ...`:
   // the `shoal` CLI, or any program built with Shoal (its entry point runs
-  // them).
+  // them). `dashboard_port`: as InitOptions' (-1: no dashboard).
   static absl::StatusOr<std::unique_ptr<LocalClusterProcesses>> Start(
       const std::string& program, const std::string& temp_dir, double num_cpus,
-      const std::map<std::string, double>& resources);
+      const std::map<std::string, double>& resources, int dashboard_port = -1);
   ~LocalClusterProcesses();
 
   const std::string& head_address() const { return head_address_; }

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "common/mutex.h"
+
 namespace shoal::internal {
 namespace {
 
@@ -30,6 +32,24 @@ void SetCurrentTaskCancelled(bool cancelled) {
 }
 
 bool CurrentTaskCancelled() { return g_task_cancelled.load(); }
+
+namespace {
+Mutex g_actor_mu;
+std::string* g_process_actor_id ABSL_GUARDED_BY(g_actor_mu) = nullptr;
+}  // namespace
+
+void SetProcessActorId(const std::string& actor_id) {
+  MutexLock lock(&g_actor_mu);
+  if (g_process_actor_id == nullptr) {
+    g_process_actor_id = new std::string();  // never freed: read at exit too
+  }
+  *g_process_actor_id = actor_id;
+}
+
+std::string ProcessActorId() {
+  MutexLock lock(&g_actor_mu);
+  return g_process_actor_id != nullptr ? *g_process_actor_id : std::string();
+}
 
 namespace {
 thread_local std::vector<std::pair<std::string, std::string>> t_lent_refs;

@@ -27,6 +27,12 @@ const std::string& CurrentTaskId();
 void SetCurrentTaskCancelled(bool cancelled);
 bool CurrentTaskCancelled();
 
+// The actor this worker process is made for, from the moment its
+// constructor begins ("" in a driver or a task's worker): the actors it
+// creates are its own, and end with its process (Ray's owner fate-sharing).
+void SetProcessActorId(const std::string& actor_id);
+std::string ProcessActorId();
+
 // Refs lent inside the result being written on this thread (the id and its
 // owner's address, CoreRuntime::Lend): the worker sends them with the
 // result, so that its submitter borrows them.

@@ -168,8 +168,10 @@ absl::StatusOr<int> Run(const Flags& f) {
   if (dashboard != nullptr) {
     std::string url_host =
         f.dashboard_host == "0.0.0.0" ? options.host : f.dashboard_host;
-    WriteFile(f.session_dir + "/dashboard_address",
-              absl::StrCat(url_host, ":", dashboard->port()))
+    const std::string dashboard_address =
+        absl::StrCat(url_host, ":", dashboard->port());
+    (*head)->SetDashboardAddress(dashboard_address);
+    WriteFile(f.session_dir + "/dashboard_address", dashboard_address)
         .IgnoreError();
     SHOAL_LOG(INFO) << "dashboard on " << f.dashboard_host << ":"
                     << dashboard->port();

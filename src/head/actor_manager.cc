@@ -325,6 +325,13 @@ void ActorManager::Apply(const ActorAction& action, bool kept) {
   if (e == nullptr) return;
   LogChange(e->info);
   waiters_.Wake(id, [&](rpc::Responder r) { r.Reply(WithAge(*e)); });
+  if (e->info.state() == proto::ActorInfo::DEAD ||
+      e->info.state() == proto::ActorInfo::RESTARTING) {
+    // Its process ended: so do the actors it owns.
+    for (const ActorAction& owned : table_.OwnerActorEnded(id)) {
+      Apply(owned, kept);
+    }
+  }
 }
 
 // ---- Placement ----

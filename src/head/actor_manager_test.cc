@@ -728,6 +728,35 @@ TEST_F(ActorManagerTest, OwnerJobEndingKillsItsActorsButNotDetachedOnes) {
   EXPECT_EQ(KilledLeases(node).size(), 1u);
 }
 
+TEST_F(ActorManagerTest, AnActorsRestartEndsTheActorsItOwnsAndTheirs) {
+  FakeNode* node = AddNode("n1", 8);
+  ASSERT_TRUE(Create(Spec("parent", /*max_restarts=*/1)).ok());
+  proto::ActorSpec child = Spec("child", /*max_restarts=*/-1);
+  child.set_owner_actor_id("parent");
+  proto::ActorSpec grandchild = Spec("grandchild", /*max_restarts=*/-1);
+  grandchild.set_owner_actor_id("child");
+  proto::ActorSpec service = Spec("service", /*max_restarts=*/-1, "service");
+  service.set_owner_actor_id("parent");
+  service.set_detached(true);
+  for (const proto::ActorSpec& spec : {child, grandchild, service}) {
+    ASSERT_TRUE(Create(spec).ok());
+    ASSERT_EQ(Info(spec.actor_id()).state(), proto::ActorInfo::ALIVE);
+  }
+
+  // The parent restarts: its process ended, and its actors with it.
+  ASSERT_TRUE(Kill("parent", /*no_restart=*/false).ok());
+  executor_.RunUntilIdle();
+  EXPECT_EQ(Info("parent").state(), proto::ActorInfo::ALIVE);
+  for (const char* id : {"child", "grandchild"}) {
+    proto::ActorInfo dead = Info(id);
+    EXPECT_EQ(dead.state(), proto::ActorInfo::DEAD) << id;
+    EXPECT_THAT(dead.death_cause(), HasSubstr("its owner, actor ")) << id;
+  }
+  EXPECT_EQ(Info("service").state(), proto::ActorInfo::ALIVE);
+  // The parent's old worker and both owned actors' workers were ended.
+  EXPECT_EQ(KilledLeases(node).size(), 3u);
+}
+
 TEST_F(ActorManagerTest, AHeadThatRestartsTakesUpItsActors) {
   FakeNode* node = AddNode("n1", 8);
   proto::ActorSpec detached = Spec("keeper", 1, "keeper");

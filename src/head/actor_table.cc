@@ -151,6 +151,25 @@ std::vector<ActorAction> ActorTable::OwnerJobEnded(const std::string& job_id) {
   return actions;
 }
 
+std::vector<ActorAction> ActorTable::OwnerActorEnded(
+    const std::string& owner_id) {
+  std::vector<ActorAction> actions;
+  if (owner_id.empty()) return actions;
+  for (auto& [id, e] : actors_) {
+    if (e.info.state() == proto::ActorInfo::DEAD || e.info.spec().detached() ||
+        e.info.spec().owner_actor_id() != owner_id) {
+      continue;
+    }
+    actions.push_back(
+        Die(e,
+            absl::StrCat("its owner, actor ", owner_id,
+                         ", ended (an actor's non-detached actors end with its "
+                         "process; create it detached to keep it)"),
+            false));
+  }
+  return actions;
+}
+
 std::vector<ActorAction> ActorTable::NodeDied(const std::string& node_id,
                                               const std::string& cause) {
   std::vector<ActorAction> actions;

@@ -103,6 +103,12 @@ class ActorTable {
   // The job that created them ended: its non-detached actors are DEAD.
   std::vector<ActorAction> OwnerJobEnded(const std::string& job_id);
 
+  // The process of actor `owner_id` ended (it died, restarts or exited):
+  // the non-detached actors it created are DEAD, as Ray's owned actors
+  // end with their owner. Their own actors follow when the IO side applies
+  // these actions (each is an owner that ended).
+  std::vector<ActorAction> OwnerActorEnded(const std::string& owner_id);
+
   // Node `node_id` died: its ALIVE actors' workers died with `cause`.
   std::vector<ActorAction> NodeDied(const std::string& node_id,
                                     const std::string& cause);

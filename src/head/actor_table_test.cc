@@ -306,6 +306,39 @@ TEST(ActorTableTest, OwnerJobEndingKillsItsNonDetachedActors) {
   EXPECT_THAT(table.OwnerJobEnded("job1"), IsEmpty());
 }
 
+TEST(ActorTableTest, AnActorsOwnActorsEndWithItsProcess) {
+  ActorTable table;
+  CreateAlive(table, Spec("parent", 5));
+  proto::ActorSpec child = Spec("child", 5);
+  child.set_owner_actor_id("parent");
+  CreateAlive(table, child);
+  proto::ActorSpec service = Spec("service", 5, "", "job1", /*detached=*/true);
+  service.set_owner_actor_id("parent");
+  CreateAlive(table, service);
+  proto::ActorSpec grandchild = Spec("grandchild", 5);
+  grandchild.set_owner_actor_id("child");
+  CreateAlive(table, grandchild);
+  CreateAlive(table, Spec("stranger", 5));
+
+  // The table ends only the direct children; the IO side goes on from each.
+  std::vector<ActorAction> actions = table.OwnerActorEnded("parent");
+  EXPECT_THAT(Ids(actions), UnorderedElementsAre("child"));
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_TRUE(actions[0].release_worker);
+  EXPECT_FALSE(actions[0].lease_worker);
+  // Dead, restarts left or not: its owner's process is gone.
+  EXPECT_EQ(table.Find("child")->state(), proto::ActorInfo::DEAD);
+  EXPECT_THAT(table.Find("child")->death_cause(),
+              HasSubstr("its owner, actor parent, ended"));
+  EXPECT_EQ(table.Find("service")->state(), proto::ActorInfo::ALIVE);
+  EXPECT_EQ(table.Find("grandchild")->state(), proto::ActorInfo::ALIVE);
+  EXPECT_EQ(table.Find("stranger")->state(), proto::ActorInfo::ALIVE);
+  EXPECT_THAT(Ids(table.OwnerActorEnded("child")),
+              UnorderedElementsAre("grandchild"));
+  EXPECT_THAT(table.OwnerActorEnded("parent"), IsEmpty());
+  EXPECT_THAT(table.OwnerActorEnded(""), IsEmpty());
+}
+
 TEST(ActorTableTest, NodeDeathLosesItsActorsWorkers) {
   ActorTable table;
   CreateAlive(table, Spec("a1", 1), "n1");

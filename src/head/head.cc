@@ -91,6 +91,10 @@ class HeadImpl : public Head {
     while (!stop_requested_) stop_cv_.Wait(&stop_mu_);
   }
 
+  void SetDashboardAddress(const std::string& address) override {
+    loop_->RunSync([&] { dashboard_address_ = address; });
+  }
+
   void Stop() override {
     if (!loop_) return;
     RequestStop();
@@ -288,7 +292,15 @@ class HeadImpl : public Head {
         });
     rpc::RegisterProto<proto::KvGetRequest>(
         s, proto::KV_GET, [this](const auto& r, rpc::Responder resp) {
-          resp.Reply(kv_->Get(r));
+          Answer(resp, kv_->Get(r));
+        });
+    rpc::RegisterProto<proto::KvDelRequest>(
+        s, proto::KV_DEL, [this](const auto& r, rpc::Responder resp) {
+          Answer(resp, kv_->Del(r));
+        });
+    rpc::RegisterProto<proto::KvKeysRequest>(
+        s, proto::KV_KEYS, [this](const auto& r, rpc::Responder resp) {
+          Answer(resp, kv_->Keys(r));
         });
     rpc::RegisterProto<proto::PlacementGroupSpec>(
         s, proto::CREATE_PLACEMENT_GROUP,
@@ -403,6 +415,7 @@ class HeadImpl : public Head {
     nodes_->table().AddToStatus(&status, nodes.empty() ? nullptr : &nodes,
                                 details);
     status.set_head_address(Address());
+    status.set_dashboard_address(dashboard_address_);
     status.set_session_dir(options_.session_dir);
     status.set_num_jobs(driver_jobs_->num_jobs());
     pgs_->AddToStatus(&status);
@@ -467,6 +480,7 @@ class HeadImpl : public Head {
   BlobStore blobs_;
   TaskEventStore task_events_;
   std::unique_ptr<KvTable> kv_;
+  std::string dashboard_address_;  // "" until the dashboard listens
   std::unique_ptr<DriverJobTable> driver_jobs_;
   std::unique_ptr<GangTable> gangs_;
   std::unique_ptr<NodeManager> nodes_;

@@ -52,6 +52,9 @@ class Head {
   // Blocks until a SHUTDOWN_HEAD request or Stop().
   virtual void Wait() = 0;
   virtual void Stop() = 0;
+  // Where the head's dashboard serves (host:port), once it listens: told
+  // to drivers in ClusterStatus (Ray's get_dashboard_url()).
+  virtual void SetDashboardAddress(const std::string& address) = 0;
 };
 
 }  // namespace shoal

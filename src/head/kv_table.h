@@ -1,7 +1,9 @@
-// The cluster's key-value store (KV_PUT, KV_GET): flat keys, byte values,
-// kept in the head's storage (table "kv") so that a restarted head has them.
-// Callers make namespaces with key prefixes ("<group>/rank0", say): the
-// table gives a prefix no meaning.
+// The cluster's key-value store (KV_PUT, KV_GET, KV_DEL, KV_KEYS): byte keys,
+// byte values, kept in the head's storage so that a restarted head has them.
+// Two spaces that never see each other (proto::KvSpace): Shoal's own keys
+// (table "kv"; callers make groups with key prefixes, "<group>/rank0") and
+// the users' (table "user_kv", Ray's internal_kv), where every key lives in
+// a namespace.
 //
 // Threading: lives on the head's event loop; not thread-safe.
 #ifndef SHOAL_HEAD_KV_TABLE_H_
@@ -21,11 +23,33 @@ class KvTable {
 
   // Stores the pair unless the key has a value and `overwrite` is false;
   // `added` says whether the key was new. An error: the storage refused
-  // the write, and nothing changed.
+  // the write, or the request names a namespace that cannot be (a NUL
+  // byte in it), and nothing changed.
   absl::StatusOr<proto::KvPutReply> Put(const proto::KvPutRequest& request);
-  proto::KvGetReply Get(const proto::KvGetRequest& request) const;
+  absl::StatusOr<proto::KvGetReply> Get(
+      const proto::KvGetRequest& request) const;
+  // Deletes the key, or every key that starts with it (`by_prefix`), and
+  // says how many went. An error: as Put's; what was deleted before a
+  // refused write stays deleted.
+  absl::StatusOr<proto::KvDelReply> Del(const proto::KvDelRequest& request);
+  // Every key of the space (and namespace) that starts with `prefix`,
+  // ordered.
+  absl::StatusOr<proto::KvKeysReply> Keys(
+      const proto::KvKeysRequest& request) const;
 
  private:
+  // Where a space's keys live: the storage table, and the prefix that a
+  // namespace puts before them.
+  struct Place {
+    const char* table;
+    std::string prefix;
+  };
+  static absl::StatusOr<Place> PlaceOf(const proto::KvSpace& space);
+  // The space's keys (without the namespace's prefix) that start with
+  // `prefix`.
+  std::vector<std::string> KeysUnder(const Place& place,
+                                     const std::string& prefix) const;
+
   TableStorage* const storage_;
 };
 

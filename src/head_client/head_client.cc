@@ -161,6 +161,16 @@ absl::StatusOr<proto::KvGetReply> HeadClient::KvGet(
   return CallAndWait<proto::KvGetReply>(proto::KV_GET, request, timeout_ms);
 }
 
+absl::StatusOr<proto::KvDelReply> HeadClient::KvDel(
+    const proto::KvDelRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::KvDelReply>(proto::KV_DEL, request, timeout_ms);
+}
+
+absl::StatusOr<proto::KvKeysReply> HeadClient::KvKeys(
+    const proto::KvKeysRequest& request, int64_t timeout_ms) {
+  return CallAndWait<proto::KvKeysReply>(proto::KV_KEYS, request, timeout_ms);
+}
+
 absl::StatusOr<proto::PlacementGroupInfo> HeadClient::CreatePlacementGroup(
     const proto::PlacementGroupSpec& spec, int64_t timeout_ms) {
   return CallAndWait<proto::PlacementGroupInfo>(proto::CREATE_PLACEMENT_GROUP,

@@ -114,6 +114,12 @@ class HeadClient {
   absl::StatusOr<proto::KvGetReply> KvGet(
       const proto::KvGetRequest& request,
       int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::KvDelReply> KvDel(
+      const proto::KvDelRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::StatusOr<proto::KvKeysReply> KvKeys(
+      const proto::KvKeysRequest& request,
+      int64_t timeout_ms = kDefaultTimeoutMs);
 
   // ---- Placement groups (NotFound: no such group) ----
   absl::StatusOr<proto::PlacementGroupInfo> CreatePlacementGroup(

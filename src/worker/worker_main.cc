@@ -355,6 +355,8 @@ void CreateActorInstance(const proto::ActorCreation& creation,
     result.set_error_type("shoal::UnknownFunction");
   } else if (ResolveArgs(spec.args(), spec.stored_args(), &args, &result)) {
     int64_t start = MonotonicUs();
+    // What the constructor creates is this actor's own.
+    SetProcessActorId(spec.actor_id());
     RunCaught(
         [&] {
           ActorInstance instance =

@@ -18,6 +18,7 @@ import sys
 import types
 
 import shoal
+import shoal.state
 import shoal.test_utils
 
 # ---------------------------------------------------------------------------
@@ -47,6 +48,8 @@ _CONSTANTS = dict(
     EXCESS_QUEUEING_WARNING="excess_queueing_warning",
     DASHBOARD_AGENT_DIED_ERROR="dashboard_agent_died",
     FUNCTION_SIZE_WARN_THRESHOLD=10**7,
+    INFEASIBLE_TASK_ERROR="infeasible_task",
+    RAY_OVERRIDE_DASHBOARD_URL=shoal.DASHBOARD_URL_OVERRIDE,
 )
 
 
@@ -55,12 +58,22 @@ def _create_remote_signal_actor(ray):
 
 
 class _GlobalWorker:
-    """The one attribute of Ray's ``global_worker`` that tests read to
-    learn where they run: ``mode`` (a driver's, or a worker's)."""
+    """The attributes of Ray's ``global_worker`` that tests read to learn
+    where they run, from Shoal's public API: ``mode`` (a driver's, or a
+    worker's), ``worker_id`` and ``node.unique_id``."""
 
     @property
     def mode(self):
         return _WORKER_MODE if shoal._in_worker() else _SCRIPT_MODE
+
+    @property
+    def worker_id(self):
+        return shoal.get_runtime_context().get_worker_id()
+
+    @property
+    def node(self):
+        return types.SimpleNamespace(
+            unique_id=shoal.get_runtime_context().get_node_id())
 
 
 _SCRIPT_MODE, _WORKER_MODE, _LOCAL_MODE = 0, 1, 2
@@ -75,7 +88,7 @@ def _worker_module():
 # Modules the files import that neither Shoal nor Ray's public API has.
 _SHIMS = {
     "ray._private": lambda: _module(
-        "ray._private", worker=_worker_module(),
+        "ray._private", worker=_worker_module(), state=shoal.state,
         ray_constants=_module("ray._private.ray_constants", **_CONSTANTS)),
     "ray._private.worker": lambda: sys.modules["ray._private"].worker,
     "ray._common": lambda: _module("ray._common"),
@@ -103,6 +116,10 @@ _SHIMS = {
     # Which processes are the cluster's (tests look for them by name).
     "ray.autoscaler": lambda: _module("ray.autoscaler"),
     "ray.autoscaler._private": lambda: _module("ray.autoscaler._private"),
+    # The key of the autoscaler's last error (Shoal has no autoscaler).
+    "ray.autoscaler._private.util": lambda: _module(
+        "ray.autoscaler._private.util",
+        DEBUG_AUTOSCALING_ERROR="__autoscaling_error"),
     "ray.autoscaler._private.constants": lambda: _module(
         "ray.autoscaler._private.constants",
         RAY_PROCESSES=[["shoal", False]]),
@@ -148,5 +165,13 @@ class _RayAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _RayAlias())
+
+# Shoal's modules loaded already are Ray's under their names from the start:
+# importing one through the alias would bind it on its package, over a name
+# the package gives it (``ray.util.placement_group``, the function, would
+# become the module; Ray's package keeps the function).
+for _name, _module_object in list(sys.modules.items()):
+    if _name.startswith("shoal.") and _module_object is not None:
+        sys.modules.setdefault("ray" + _name[5:], _module_object)
 # `from ray import ray_constants` looks the name up on the package first.
 shoal.ray_constants = _SHIMS["ray.ray_constants"]()

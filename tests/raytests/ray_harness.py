@@ -27,8 +27,10 @@ import select
 import signal
 import socket
 import socketserver
+import subprocess
 import tempfile
 import threading
+import time
 import urllib.parse
 
 import pytest
@@ -109,6 +111,12 @@ def ray_start_2_cpus(request):
 
 
 @pytest.fixture
+def ray_start_no_cpu(request):
+    with _ray_start(**{**_param(request), "num_cpus": 0}) as info:
+        yield info
+
+
+@pytest.fixture
 def ray_start_10_cpus(request):
     with _ray_start(**{**_param(request), "num_cpus": 10}) as info:
         yield info
@@ -143,8 +151,9 @@ def _ray_start_cluster(**kwargs):
     cluster = Cluster()
     try:
         for i in range(num_nodes):
-            if i > 0:
+            if i > 0:  # the head's own settings
                 init_kwargs.pop("_system_config", None)
+                init_kwargs.pop("_storage", None)
             cluster.add_node(**init_kwargs)
             if i == 0 and do_init:
                 shoal.init(address=cluster.address, namespace=namespace)
@@ -164,6 +173,45 @@ def ray_start_cluster(request):
 def ray_start_cluster_head(request):
     param = _param(request)
     with _ray_start_cluster(num_nodes=1, do_init=True, **param) as cluster:
+        yield cluster
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def external_redis(_own_temp_dir):
+    """Ray's fixture: a real Redis server of the test's own, for a head
+    that keeps the cluster's state there (``shoal start --storage``)."""
+    port = _free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", _own_temp_dir],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("redis-server did not start")
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.fixture
+def ray_start_cluster_head_with_external_redis(request, external_redis):
+    param = _param(request)
+    with _ray_start_cluster(num_nodes=1, do_init=True, _storage=external_redis,
+                            **param) as cluster:
         yield cluster
 
 

@@ -5,16 +5,20 @@ the shared Queue (``shoal.util.queue``), the state API
 import os
 
 from shoal.util.actor_pool import ActorPool
-from shoal.util.placement_group import (PlacementGroup, get_placement_group,
-                                        placement_group,
+from shoal.util.placement_group import (PlacementGroup,
+                                        get_current_placement_group,
+                                        get_placement_group, placement_group,
+                                        placement_group_table,
                                         remove_placement_group)
 
 __all__ = [
     "ActorPool",
     "PlacementGroup",
+    "get_current_placement_group",
     "get_node_ip_address",
     "get_placement_group",
     "placement_group",
+    "placement_group_table",
     "remove_placement_group",
 ]
 

@@ -9,18 +9,21 @@
 """
 
 from shoal import _shoal
+from shoal._ids import PlacementGroupID
 
 _ready_task = None  # the remote function behind PlacementGroup.ready()
 
 
-def _wait_placed(group_id, bundle_count):
-    return _shoal.wait_placement_group(group_id, bundle_count, -1)
+def _wait_placed(group):
+    """The group, once placed (what ``ready()`` resolves to, as in Ray)."""
+    _shoal.wait_placement_group(group.id, group.bundle_count, -1)
+    return group
 
 
 class PlacementGroup:
     def __init__(self, group_id, bundle_specs, name="",
                  bundle_label_selector=None):
-        self.id = group_id
+        self.id = PlacementGroupID(group_id)
         self.bundle_specs = [dict(b) for b in bundle_specs]
         self.name = name
         self.bundle_label_selector = [
@@ -39,17 +42,24 @@ class PlacementGroup:
                                            timeout_ms)
 
     def ready(self):
-        """An ObjectRef that is ready once the group is placed (Ray's
-        ``shoal.get(pg.ready())``): a task of no resources waits for it."""
+        """An ObjectRef of the group itself, ready once the group is
+        placed (Ray's ``shoal.get(pg.ready())``): a task of no resources
+        waits for it."""
         global _ready_task
         if _ready_task is None:
             import shoal
             _ready_task = shoal.remote(num_cpus=0)(_wait_placed)
-        return _ready_task.remote(self.id, self.bundle_count)
+        return _ready_task.remote(self)
 
     def bundle_nodes(self):
         """The node id of each bundle (empty until placed)."""
         return _shoal.placement_group_nodes(self.id, self.bundle_count)
+
+    def __eq__(self, other):
+        return isinstance(other, PlacementGroup) and other.id == self.id
+
+    def __hash__(self):
+        return hash(self.id)
 
     def __reduce__(self):
         return PlacementGroup, (self.id, self.bundle_specs, self.name,
@@ -141,6 +151,26 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None,
 def remove_placement_group(group):
     """Gives the group's reservations back; tasks in it fail."""
     _shoal.remove_placement_group(group.id, group.bundle_count)
+
+
+def placement_group_table(placement_group=None):
+    """The head's record of ``placement_group`` (its state: PENDING,
+    CREATED or REMOVED; its bundles and their nodes), or of every group
+    when None, as Ray's ``placement_group_table``."""
+    from shoal.util import state
+    return state.placement_group_table(
+        None if placement_group is None else placement_group.id)
+
+
+def get_current_placement_group():
+    """The placement group the calling task or actor runs in; None in a
+    driver, or in a task or actor that runs in none."""
+    from shoal import _worker
+    placement = _worker.current_placement()
+    if placement is None:
+        return None
+    group_id, bundles, name, _ = placement
+    return PlacementGroup(group_id, bundles, name)
 
 
 def get_placement_group(name):

@@ -2,13 +2,16 @@
 
 
 class PlacementGroupSchedulingStrategy:
-    """Runs a task or actor in a bundle of a placement group."""
+    """Runs a task or actor in a bundle of a placement group. With
+    ``placement_group_capture_child_tasks``, the tasks and actors it starts
+    run in the same group unless they name where to run."""
 
     def __init__(self, placement_group, placement_group_bundle_index=-1,
                  placement_group_capture_child_tasks=None):
-        del placement_group_capture_child_tasks
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
+        self.placement_group_capture_child_tasks = (
+            placement_group_capture_child_tasks)
 
 
 class NodeAffinitySchedulingStrategy:

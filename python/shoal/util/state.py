@@ -195,6 +195,41 @@ def _placement_group_record(pg):
     )
 
 
+def placement_group_table(placement_group_id=None,
+                          timeout=DEFAULT_RPC_TIMEOUT):
+    """Ray's ``placement_group_table``: the group's placement_group_id,
+    name, bundles ({index: resources}), bundles_to_node_id, strategy and
+    state ({} when the head knows no such group); without an id, every
+    pending or created group's, by id."""
+    _connected()
+    if placement_group_id is None:
+        groups = _cluster_status(timeout).get("placement_groups", [])
+    else:
+        found = _shoal.state_get_placement_group(str(placement_group_id),
+                                                 _timeout_ms(timeout))
+        if found is None:
+            return {}
+        groups = [json.loads(found)]
+    rows = {}
+    for pg in groups:
+        record = _placement_group_record(pg)
+        rows[record.placement_group_id] = {
+            "placement_group_id": record.placement_group_id,
+            "name": record.name,
+            "bundles": {i: b["unit_resources"]
+                        for i, b in enumerate(record.bundles)},
+            "bundles_to_node_id": {i: b["node_id"] or ""
+                                   for i, b in enumerate(record.bundles)},
+            "strategy": record.strategy,
+            "state": record.state,
+            "is_detached": record.is_detached,
+            "stats": None,
+        }
+    if placement_group_id is None:
+        return rows
+    return next(iter(rows.values()))
+
+
 _TASK_STATE_INDEX = {"PENDING_NODE_ASSIGNMENT": 2, "SUBMITTED_TO_WORKER": 3,
                      "RUNNING": 4, "FINISHED": 5, "FAILED": 6}
 
