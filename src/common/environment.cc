@@ -94,6 +94,11 @@ constexpr Variable kTable[] = {
      "0", 0, false,
      "1: a Python driver does not print the \"Unhandled error\" line for a "
      "failed task whose result was dropped without get()."},
+    {Var::kOverrideDashboardUrl, "SHOAL_OVERRIDE_DASHBOARD_URL", kText, kUser,
+     "", 0, false,
+     "What a Python driver's get_dashboard_url() (and init()'s webui_url) "
+     "says instead of the head's dashboard address: for a dashboard behind "
+     "a proxy."},
     // Set by Shoal for the processes it starts.
     {Var::kRole, "SHOAL_ROLE", kText, kShoal, "", 0, false,
      "What a program built with Shoal is started as: worker, launch-child, "

@@ -40,6 +40,7 @@ enum class Var : uint8_t {
   kCli,
   kAutoInit,
   kIgnoreUnhandledErrors,
+  kOverrideDashboardUrl,
   // Set by Shoal for the processes it starts.
   kRole,
   kNodeId,
