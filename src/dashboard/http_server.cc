@@ -382,6 +382,16 @@ HttpServer::HttpServer(const HttpLimits& limits, int stop_fd, int wake_fd)
     core_->Start();
     return new HandOffQueue([this] { core_->Stop(); });
   };
+  // httplib binds with SO_REUSEPORT by default, which lets a second
+  // server of the same user (another cluster's dashboard, a stranger's
+  // process) bind the same port and take half of its connections.
+  // SO_REUSEADDR alone still binds again past a closed port's TIME_WAIT; a
+  // port in use is refused, and the dashboard moves to a free one, saying
+  // so.
+  set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   set_pre_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) {
         return Admit(req, res);

@@ -96,6 +96,24 @@ class HttpServerTest : public ::testing::Test {
   std::atomic<int> bodies_read_ = 0;
 };
 
+TEST_F(HttpServerTest, ASecondServerCannotShareItsPort) {
+  Start(HttpLimits());
+  auto other = HttpServer::Create(HttpLimits());
+  ASSERT_TRUE(other.ok()) << other.status();
+  // Every connection to port_ stays this server's.
+  EXPECT_FALSE((*other)->bind_to_port("127.0.0.1", port_));
+  // Nor may a plain socket that asks to share it.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port_);
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  EXPECT_NE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+}
+
 TEST_F(HttpServerTest, ClientsThatSendHeadersSlowlyHoldNoWorker) {
   Start({.workers = 1, .header_timeout = std::chrono::milliseconds(1000)});
   std::vector<int> slow;
