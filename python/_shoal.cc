@@ -300,9 +300,9 @@ py::list Get(const std::vector<BufferRef>& refs, int64_t timeout_ms,
   return out;
 }
 
-bool Cancel(const BufferRef& ref, bool force) {
+bool Cancel(const BufferRef& ref, bool force, bool recursive) {
   py::gil_scoped_release release;
-  return shoal::internal::CancelTask(*ref.handle(), force);
+  return shoal::internal::CancelTask(*ref.handle(), force, recursive);
 }
 
 std::vector<size_t> Wait(const std::vector<BufferRef>& refs, size_t num_returns,
@@ -1077,7 +1077,7 @@ PYBIND11_MODULE(_shoal, m) {
       "dashboard_address",
       [] {
         shoal::proto::ClusterStatusRequest req;
-        req.set_nodes_and_groups(true);
+        req.set_head_only(true);  // not every node, at every init()
         std::shared_ptr<shoal::internal::CoreRuntime> runtime =
             shoal::internal::RequireRuntime();
         absl::StatusOr<shoal::proto::ClusterStatus> status;
@@ -1143,7 +1143,9 @@ PYBIND11_MODULE(_shoal, m) {
         "bytes) for a value of another language. With read, the user read "
         "them (a failed result dropped unread is reported, one read is not).");
   m.def("cancel", &Cancel, py::arg("ref"), py::arg("force"),
-        "Cancels the task that makes `ref`: whether it was pending.");
+        py::arg("recursive"),
+        "Cancels the task that makes `ref` (and with `recursive`, the "
+        "tasks it submitted): whether it was pending.");
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"),
         py::arg("timeout_ms"), py::arg("interruptible") = false,
         "The indices of the refs that are ready.");

@@ -113,11 +113,14 @@ T Get(const ObjectRef<T>& ref, int64_t timeout_ms = -1) {
 // Cancels the task that makes `ref` (Ray's cancel): a task still waiting for
 // its arguments or a worker fails at once; a running one is interrupted (a
 // Python task raises KeyboardInterrupt; a C++ task runs on) or, with
-// `force`, its worker is ended. Its Get then throws TaskCancelledError; a
-// task that had ended keeps its result. Returns whether it was pending.
+// `force`, its worker is ended. With `recursive` (the default, as in Ray),
+// the tasks it submitted are cancelled too, with the same `force`, and
+// theirs in turn. Its Get then throws TaskCancelledError; a task that had
+// ended keeps its result. Returns whether it was pending.
 template <typename T>
-bool Cancel(const ObjectRef<T>& ref, bool force = false) {
-  return internal::CancelTask(*ref.handle(), force);
+bool Cancel(const ObjectRef<T>& ref, bool force = false,
+            bool recursive = true) {
+  return internal::CancelTask(*ref.handle(), force, recursive);
 }
 
 template <typename T>

@@ -522,15 +522,15 @@ def cancel(ref, *, force=False, recursive=True):
     blocking ``get`` in it returns within 0.1 s; a ``time.sleep`` ends
     first), or, with ``force``, its worker process is ended. A task that
     already finished keeps its result. An actor call can be cancelled only
-    while it waits for its arguments. ``recursive``: the tasks the
-    cancelled task submitted are not cancelled with it (they run on).
+    while it waits for its arguments. With ``recursive`` (the default), the
+    tasks the cancelled task submitted are cancelled too, with the same
+    ``force``, and theirs in turn; without it they run on.
     """
-    del recursive
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"cancel() takes the ObjectRef of a task's result, "
                         f"not {type(ref).__name__}")
     _require_init()
-    _shoal.cancel(ref, bool(force))
+    _shoal.cancel(ref, bool(force), bool(recursive))
 
 
 def cluster_resources():

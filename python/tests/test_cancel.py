@@ -2,7 +2,8 @@
 that has not reached a worker fails at once, a running one is interrupted
 (KeyboardInterrupt in it, a blocking get in it included) or its worker
 ended (force), dependents fail with it, and a finished task keeps its
-result."""
+result. A recursive cancel (the default) stops what the task submitted
+too, and what that submitted in turn."""
 
 import os
 import time
@@ -101,3 +102,58 @@ def test_a_finished_task_keeps_its_result(connected):
     assert shoal.get(ref) == 5
     with pytest.raises(TypeError, match="ObjectRef"):
         shoal.cancel("not a ref")
+
+
+@shoal.remote
+def submits(pids, signal, depth):
+    """Submits a chain `depth` tasks deep below it, then, as each of them,
+    tells its pid and waits for `signal`; tells when it is interrupted."""
+    below = submits.remote(pids, signal, depth - 1) if depth > 0 else None
+    shoal.get(pids.add.remote(os.getpid()))
+    try:
+        return shoal.get(signal.wait.remote()), below
+    except KeyboardInterrupt:
+        shoal.get(pids.add.remote("stopped"))
+        raise
+
+
+def _reported(pids, stopped=False):
+    """The pids the tasks told, or with `stopped`, their "stopped"s."""
+    return [x for x in shoal.get(pids.get.remote())
+            if (x == "stopped") == stopped]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_recursive_cancel_stops_what_the_task_submitted(connected, force):
+    signal = SignalActor.remote()
+    pids = Pids.remote()
+    ref = submits.remote(pids, signal, 2)  # three tasks, one CPU each
+    wait_for_condition(lambda: len(_reported(pids)) == 3, timeout=30)
+    workers = _reported(pids)
+    shoal.cancel(ref, force=force)  # recursive, as Ray's default
+    with pytest.raises(TaskCancelledError):
+        shoal.get(ref, timeout=20)
+    if force:
+        for pid in workers:  # each worker was ended, the deepest included
+            wait_for_pid_to_exit(pid)
+    else:
+        # Each task was interrupted (each worker lives on).
+        wait_for_condition(lambda: len(_reported(pids, stopped=True)) == 3,
+                           timeout=20)
+    shoal.get(signal.send.remote())
+    shoal.kill(pids)
+
+
+def test_a_cancel_that_is_not_recursive_leaves_the_children_running(connected):
+    signal = SignalActor.remote()
+    pids = Pids.remote()
+    ref = submits.remote(pids, signal, 1)
+    wait_for_condition(lambda: len(_reported(pids)) == 2, timeout=30)
+    shoal.cancel(ref, recursive=False)
+    with pytest.raises(TaskCancelledError):
+        shoal.get(ref, timeout=20)
+    wait_for_condition(lambda: _reported(pids, stopped=True), timeout=20)
+    time.sleep(1)  # a child cancelled with it would have stopped by now
+    assert len(_reported(pids, stopped=True)) == 1
+    shoal.get(signal.send.remote())  # the child ends on its own
+    shoal.kill(pids)

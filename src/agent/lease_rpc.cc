@@ -41,8 +41,9 @@ std::unique_ptr<LeaseRequester> RpcRequester(rpc::Responder responder) {
 void RegisterCancelHandler(WorkerLauncher* workers, rpc::Server* s) {
   rpc::RegisterProto<proto::CancelTaskRequest>(
       s, proto::CANCEL_TASK, [workers](const auto& r, rpc::Responder resp) {
-        Answer(resp, workers->CancelTask(r.worker_id(),
-                                         CancelToken(r.task_id()), r.force()));
+        Answer(resp,
+               workers->CancelTask(r.worker_id(), CancelToken(r.task_id()),
+                                   r.force(), r.recursive()));
       });
 }
 

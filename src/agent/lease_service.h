@@ -85,10 +85,11 @@ class WorkerLauncher {
                         proto::LeaseInfo* info) const = 0;
   // Stops the task named by `token` (common/cancel_token.h) that the
   // worker runs or has queued: it is asked to (a signal carrying the
-  // token), or, with `force`, the worker is ended. NOT_FOUND for a worker
-  // that is not running.
+  // token), or, with `force`, the worker is ended. With `recursive`, the
+  // worker first cancels the tasks that task submitted (a forced one then
+  // ends itself). NOT_FOUND for a worker that is not running.
   virtual absl::Status CancelTask(const std::string& worker_id, int32_t token,
-                                  bool force) = 0;
+                                  bool force, bool recursive) = 0;
 };
 
 struct LeaseServiceOptions {

@@ -62,7 +62,7 @@ class FakeLauncher : public WorkerLauncher {
     if (it == exits.end()) return std::nullopt;
     return it->second;
   }
-  absl::Status CancelTask(const std::string& worker_id, int32_t,
+  absl::Status CancelTask(const std::string& worker_id, int32_t, bool,
                           bool) override {
     return absl::NotFoundError(worker_id);
   }

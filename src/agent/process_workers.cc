@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/tpu_lock.h"
+#include "common/cancel_token.h"
 #include "common/logging.h"
 #include "common/process.h"
 
@@ -150,16 +151,26 @@ std::string ProcessWorkers::LeaseOf(const std::string& worker_id) const {
 }
 
 absl::Status ProcessWorkers::CancelTask(const std::string& worker_id,
-                                        int32_t token, bool force) {
+                                        int32_t token, bool force,
+                                        bool recursive) {
   const Worker* w = pool_.Find(worker_id);
   if (w == nullptr || w->pid <= 0) {
     return absl::NotFoundError(
         absl::StrCat("worker ", worker_id, " is not running"));
   }
-  if (force) {
-    pool_.Kill(worker_id, "its task was cancelled with force");
+  constexpr char kForced[] = "its task was cancelled with force";
+  if (force && !recursive) {
+    pool_.Kill(worker_id, kForced);
     return absl::OkStatus();
   }
+  if (force) {
+    // It cancels what the task submitted, then ends itself; killed if it
+    // has not within the grace.
+    constexpr int64_t kGraceUs = 2'000'000;
+    pool_.EndSoon(worker_id, kForced, options_.now_us() + kGraceUs);
+  }
+  const CancelSignal how{
+      .token = token, .recursive = recursive, .then_exit = force};
   // To the worker's main thread (its tid is its pid), which waits for this
   // signal (worker/worker_main.cc); a thread that a library started before
   // the worker blocked it would take its default action, the end.
@@ -168,8 +179,12 @@ absl::Status ProcessWorkers::CancelTask(const std::string& worker_id,
   info.si_code = SI_QUEUE;
   info.si_pid = getpid();
   info.si_uid = getuid();
-  info.si_value.sival_int = token;
+  info.si_value.sival_int = how.Encode();
   if (syscall(SYS_rt_tgsigqueueinfo, w->pid, w->pid, SIGUSR1, &info) != 0) {
+    if (force) {
+      pool_.Kill(worker_id, kForced);
+      return absl::OkStatus();
+    }
     return absl::UnavailableError(absl::StrCat(
         "cannot signal worker ", worker_id, ": ", strerror(errno)));
   }

@@ -90,7 +90,7 @@ class ProcessWorkers : public WorkerLauncher {
                   const std::string& why) override;
   bool Knows(const std::string& worker_id) override;
   absl::Status CancelTask(const std::string& worker_id, int32_t token,
-                          bool force) override;
+                          bool force, bool recursive) override;
   std::optional<std::string> ExitOf(const std::string& worker_id) override;
   void Describe(const std::string& worker_id,
                 proto::LeaseInfo* info) const override;

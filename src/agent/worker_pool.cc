@@ -157,6 +157,14 @@ void WorkerPool::Kill(const std::string& id, const std::string& why) {
   launcher_->Signal(it->second.pid, SIGKILL).IgnoreError();  // reaped later
 }
 
+void WorkerPool::EndSoon(const std::string& id, const std::string& why,
+                         int64_t deadline_us) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || it->second.pid <= 0) return;
+  it->second.stopped_because = why;
+  it->second.kill_at_us = deadline_us;
+}
+
 void WorkerPool::Remove(const std::string& id, const std::string& what) {
   if (workers_.erase(id) > 0) RememberExit(id, what);
 }
@@ -201,6 +209,11 @@ void WorkerPool::SetLending(const std::string& id, bool lending) {
 
 void WorkerPool::EndIdle(int64_t now_us) {
   for (auto& [id, w] : workers_) {
+    if (w.kill_at_us != 0 && w.pid > 0 && now_us >= w.kill_at_us) {
+      launcher_->Signal(w.pid, SIGKILL).IgnoreError();  // reaped later
+      w.kill_at_us = 0;
+      continue;
+    }
     if (w.state == Worker::State::kIdle && w.pid > 0 && !w.lending &&
         now_us - w.idle_since_us > options_.idle_timeout_ms * 1000) {
       launcher_->Signal(w.pid, SIGTERM).IgnoreError();

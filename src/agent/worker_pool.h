@@ -86,6 +86,8 @@ struct Worker {
   // Set when the agent itself ends the worker (why), so that its exit is
   // expected rather than a failure to warn about.
   std::string stopped_because;
+  // Asked to end itself (EndSoon): SIGKILLed past this time (0: not).
+  int64_t kill_at_us = 0;
 };
 
 class WorkerPool {
@@ -133,6 +135,10 @@ class WorkerPool {
   // SIGKILLs the worker (when it has a process), remembering `why` so that
   // its exit is logged as expected. Reap() reports it later.
   void Kill(const std::string& id, const std::string& why);
+  // The worker was asked to end itself (for `why`): its exit is expected,
+  // and EndIdle SIGKILLs it if it still runs at `deadline_us`.
+  void EndSoon(const std::string& id, const std::string& why,
+               int64_t deadline_us);
 
   // Forgets a worker without waiting for its process (it never started),
   // remembering `what` as its exit.
@@ -150,7 +156,8 @@ class WorkerPool {
       std::vector<ProcessLauncher::Exit>* others = nullptr);
 
   // SIGTERMs workers idle for longer than the idle timeout at `now_us`
-  // (again each period while one lingers; Reap() forgets them).
+  // (again each period while one lingers; Reap() forgets them), and
+  // SIGKILLs those past their EndSoon deadline.
   void EndIdle(int64_t now_us);
 
   // How worker `id` ended, if it did and is still remembered.

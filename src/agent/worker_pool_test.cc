@@ -197,6 +197,25 @@ TEST_F(WorkerPoolTest, EndIdleSignalsOnlyWorkersIdleTooLong) {
   EXPECT_NE(pool_->Find(busy), nullptr);
 }
 
+TEST_F(WorkerPoolTest, AWorkerAskedToEndItselfIsKilledPastItsDeadline) {
+  std::string slow = Running("lease1");
+  std::string prompt = Running("lease2");
+  pool_->EndSoon(slow, "its task was cancelled with force", 2'000'000);
+  pool_->EndSoon(prompt, "its task was cancelled with force", 2'000'000);
+  pool_->EndIdle(1'999'999);
+  EXPECT_TRUE(state_.signals.empty());           // it has its grace
+  launcher_->Exit(pool_->Find(prompt)->pid, 0);  // it ended itself
+  std::vector<WorkerPool::Exited> exited = pool_->Reap();
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].worker.stopped_because,
+            "its task was cancelled with force");  // expected, not a crash
+  pool_->EndIdle(2'000'000);
+  ASSERT_EQ(state_.signals.size(), 1u);
+  EXPECT_EQ(state_.signals[0], std::make_pair(pool_->Find(slow)->pid, SIGKILL));
+  pool_->EndIdle(3'000'000);
+  EXPECT_EQ(state_.signals.size(), 1u);  // once
+}
+
 TEST_F(WorkerPoolTest, StopAllEndsEveryProcess) {
   Running("lease1");
   Running("lease2");

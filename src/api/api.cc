@@ -97,6 +97,11 @@ std::shared_ptr<CoreRuntime> RequireRuntime() {
   }
   return rt;
 }
+
+int CancelChildrenHere(const std::string& parent_id, bool force) {
+  std::shared_ptr<CoreRuntime> rt = Runtime();
+  return rt == nullptr ? 0 : rt->CancelChildren(parent_id, force);
+}
 }  // namespace internal
 
 namespace {
@@ -419,8 +424,8 @@ std::shared_ptr<RefHandle> HandleFor(const std::string& id) {
   return ValueOrThrow(RequireRuntime()->HandleFor(id));
 }
 
-bool CancelTask(const RefHandle& ref, bool force) {
-  return ValueOrThrow(RequireRuntime()->Cancel(ref.id(), force));
+bool CancelTask(const RefHandle& ref, bool force, bool recursive) {
+  return ValueOrThrow(RequireRuntime()->Cancel(ref.id(), force, recursive));
 }
 
 ObjectValue GetObject(const RefHandle& ref, int64_t timeout_ms) {

@@ -116,12 +116,13 @@ void BorrowedObjects::Forgotten(const std::string& id,
       [](absl::StatusOr<proto::Empty>) {}, kOwnerCallMs);
 }
 
-void BorrowedObjects::Cancel(const std::string& id, bool force,
+void BorrowedObjects::Cancel(const std::string& id, bool force, bool recursive,
                              std::function<void(absl::StatusOr<bool>)> done) {
   const std::string owner = OwnerOf(id);
   proto::BorrowRequest request;
   request.set_object_id(id);
   request.set_force(force);
+  request.set_recursive(recursive);
   rpc::CallProto<proto::CancelOwnedReply>(
       OwnerChannel(owner), proto::CANCEL_OWNED, request,
       [done = std::move(done),

@@ -56,7 +56,7 @@ class BorrowedObjects {
   void Forgotten(const std::string& id,
                  const std::set<std::string>& copy_nodes);
   // Asks the owner to cancel the task that makes `id`.
-  void Cancel(const std::string& id, bool force,
+  void Cancel(const std::string& id, bool force, bool recursive,
               std::function<void(absl::StatusOr<bool>)> done);
   // `id` goes into a result of this process: its owner keeps it for the
   // borrower that will read it. `done` gets the owner's address.

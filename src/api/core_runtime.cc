@@ -160,6 +160,31 @@ class HeadForTasks : public TaskPath::Head {
   std::unique_ptr<rpc::HeadClient>* const head_;  // made by Start()
 };
 
+// Where nodes find the program: a worker's is its driver's copy (the
+// agent says which, SHOAL_BLOB_HASH; one started before any copy was
+// sent has none and sends its own file when a node needs it: the same
+// bytes, so the same copy). A driver sends a copy now when nodes of other
+// hosts need one, and so do this host's when the program was removed or
+// rebuilt since it started. Otherwise none is sent until a node lacks
+// the program: a host that joins later
+// (TaskSubmitter::Options::program_wanted).
+absl::Status ShareProgram(const RuntimeOptions& options,
+                          const WorkerProgram& program, ProgramCopies& copies,
+                          const proto::ClusterStatus& status) {
+  if (!options.worker_id.empty()) {
+    if (std::optional<std::string> blob = env::Find(env::Var::kBlobHash)) {
+      copies.Adopt(*blob);
+    }
+    return absl::OkStatus();
+  }
+  if (NodesElsewhere(status, HostId()) ||
+      (options.workers_run_this_program &&
+       !RunsTheFileAt(program.binary_path))) {
+    return copies.SendOnce();
+  }
+  return absl::OkStatus();
+}
+
 // The runtime of a driver (and of each worker, for the tasks its tasks
 // submit): the public calls on user threads, its start and its shutdown,
 // wired to the parts that do the work:
@@ -211,7 +236,7 @@ class CoreRuntimeImpl : public CoreRuntime {
         JobRegistration::HeadHooks(head_.get(), loop_.get()));
     RETURN_IF_ERROR(Register());
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
-    RETURN_IF_ERROR(ShareProgram(status));
+    RETURN_IF_ERROR(ShareProgram(options_, program_, copies_, status));
     std::string store_agent;
     RunOnLoop([&] { store_agent = MakeTaskPath(status); });
     // Large objects go through the store of the node agent on this host.
@@ -343,10 +368,26 @@ class CoreRuntimeImpl : public CoreRuntime {
     });
   }
 
-  absl::StatusOr<bool> Cancel(const std::string& id, bool force) override {
-    if (objects_.IsBorrowed(id)) return lending_->CancelBorrowed(id, force);
+  absl::StatusOr<bool> Cancel(const std::string& id, bool force,
+                              bool recursive) override {
+    if (objects_.IsBorrowed(id)) {
+      return lending_->CancelBorrowed(id, force, recursive);
+    }
     absl::StatusOr<bool> cancelled = false;
-    RunOnLoop([&] { cancelled = path_ ? path_->Cancel(id, force) : false; });
+    RunOnLoop([&] {
+      cancelled = path_ ? path_->Cancel(id, force, recursive) : false;
+    });
+    return cancelled;
+  }
+
+  int CancelChildren(const std::string& parent_id, bool force) override {
+    int cancelled = 0;
+    RunOnLoop([&] {
+      cancelled = path_ ? path_->CancelChildren(parent_id, force) : 0;
+    });
+    // The loop writes what a turn queued as the turn ends: one more turn
+    // has them sent.
+    if (cancelled > 0) RunOnLoop([] {});
     return cancelled;
   }
 
@@ -414,29 +455,6 @@ class CoreRuntimeImpl : public CoreRuntime {
     if (!program_.cpp_binary_path.empty()) {
       ASSIGN_OR_RETURN(cpp_binary_hash_,
                        CppProgramHash(program_.cpp_binary_path));
-    }
-    return absl::OkStatus();
-  }
-
-  // Where nodes find the program: a worker's is its driver's copy (the
-  // agent says which, SHOAL_BLOB_HASH; one started before any copy was
-  // sent has none and sends its own file when a node needs it: the same
-  // bytes, so the same copy). A driver sends a copy now when nodes of other
-  // hosts need one, and so do this host's when the program was removed or
-  // rebuilt since it started. Otherwise none is sent until a node lacks
-  // the program: a host that joins later
-  // (TaskSubmitter::Options::program_wanted).
-  absl::Status ShareProgram(const proto::ClusterStatus& status) {
-    if (!options_.worker_id.empty()) {
-      if (std::optional<std::string> blob = env::Find(env::Var::kBlobHash)) {
-        copies_.Adopt(*blob);
-      }
-      return absl::OkStatus();
-    }
-    if (NodesElsewhere(status, HostId()) ||
-        (options_.workers_run_this_program &&
-         !RunsTheFileAt(program_.binary_path))) {
-      return copies_.SendOnce();
     }
     return absl::OkStatus();
   }
@@ -547,6 +565,7 @@ class CoreRuntimeImpl : public CoreRuntime {
     task->id = NewId();
     task->args.args = std::move(args);
     task->depth = SubmitDepth();
+    task->parent_id = CurrentTaskId();
     objects_.AddPending(task->id);
     auto handle = objects_.NewHandle(task->id);
     TaskEntry* raw = task.release();

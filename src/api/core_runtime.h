@@ -105,8 +105,12 @@ class CoreRuntime {
   // tasks (blocked_waits.h). Nested calls count once.
   virtual void SetBlocked(bool blocked) = 0;
   // Cancels the task whose result is `object_id` (CancelTask).
-  virtual absl::StatusOr<bool> Cancel(const std::string& object_id,
-                                      bool force) = 0;
+  virtual absl::StatusOr<bool> Cancel(const std::string& object_id, bool force,
+                                      bool recursive) = 0;
+  // Cancels, recursively, the tasks that task `parent_id` submitted here
+  // (its own cancel was recursive), returning once the requests to their
+  // workers are sent. Returns how many were pending.
+  virtual int CancelChildren(const std::string& parent_id, bool force) = 0;
   // The job whose workers run what this process submits: its own, or in a
   // worker, its driver's.
   virtual std::string JobId() const = 0;
@@ -123,6 +127,10 @@ std::string Demangle(const std::string& name);
 // The process's runtime; in a worker, joins the cluster on first use. Throws
 // shoal::Error before shoal::Init().
 std::shared_ptr<CoreRuntime> RequireRuntime();
+
+// CancelChildren on this process's runtime; 0 when it has none (the task
+// submitted nothing).
+int CancelChildrenHere(const std::string& parent_id, bool force);
 
 }  // namespace shoal::internal
 

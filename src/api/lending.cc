@@ -34,15 +34,16 @@ Lending::Lending(rpc::EventLoop* loop, OwnedObjects* objects, ObjectIo* io,
       channels_(loop, token, peer_name),
       borrowed_(objects, &channels_,
                 [path](const std::string& id) { path->ObjectSettled(id); }),
-      lent_(
-          loop, objects,
-          LentObjects::Options{
-              .host = ListenHost(agent_address),
-              .token = token,
-              .cancel = [path](const std::string& id,
-                               bool force) { return path->Cancel(id, force); },
-              .lending = [path](bool lending) { path->TellLending(lending); },
-          }) {}
+      lent_(loop, objects,
+            LentObjects::Options{
+                .host = ListenHost(agent_address),
+                .token = token,
+                .cancel =
+                    [path](const std::string& id, bool force, bool recursive) {
+                      return path->Cancel(id, force, recursive);
+                    },
+                .lending = [path](bool lending) { path->TellLending(lending); },
+            }) {}
 
 absl::StatusOr<std::string> Lending::Lend(
     const std::shared_ptr<RefHandle>& ref) {
@@ -72,11 +73,11 @@ absl::StatusOr<std::shared_ptr<RefHandle>> Lending::Borrow(
   return handle;
 }
 
-absl::StatusOr<bool> Lending::CancelBorrowed(const std::string& id,
-                                             bool force) {
+absl::StatusOr<bool> Lending::CancelBorrowed(const std::string& id, bool force,
+                                             bool recursive) {
   return rpc::RunOnLoopAndWait<absl::StatusOr<bool>>(
       loop_, [&](rpc::LoopDone<absl::StatusOr<bool>>::Type done) {
-        borrowed_.Cancel(id, force, std::move(done));
+        borrowed_.Cancel(id, force, recursive, std::move(done));
       });
 }
 

@@ -42,7 +42,8 @@ class Lending {
   absl::StatusOr<std::shared_ptr<RefHandle>> Borrow(const std::string& id,
                                                     const std::string& owner);
   // Cancels borrowed `id` through its owner.
-  absl::StatusOr<bool> CancelBorrowed(const std::string& id, bool force);
+  absl::StatusOr<bool> CancelBorrowed(const std::string& id, bool force,
+                                      bool recursive);
 
   // ---- Loop ----
   // The refs the result `id` lent: borrowed, their exports taken over,

@@ -34,8 +34,9 @@ class LendingTest : public LoopTest {
               .host = "127.0.0.1",
               .token = kToken,
               .cancel =
-                  [this](const std::string& id, bool force) {
-                    cancels_.push_back(id + (force ? " force" : ""));
+                  [this](const std::string& id, bool force, bool recursive) {
+                    cancels_.push_back(id + (force ? " force" : "") +
+                                       (recursive ? " recursive" : ""));
                     return absl::StatusOr<bool>(true);
                   },
               .lending = [this](bool on) { lending_.push_back(on); },
@@ -236,11 +237,14 @@ TEST_F(LendingTest, CancelGoesToTheOwner) {
   absl::StatusOr<bool> cancelled = false;
   cancelled = rpc::RunOnLoopAndWait<absl::StatusOr<bool>>(
       loop_.get(), [&](rpc::LoopDone<absl::StatusOr<bool>>::Type done) {
-        borrowed_->Cancel("r", /*force=*/true, std::move(done));
+        borrowed_->Cancel("r", /*force=*/true, /*recursive=*/true,
+                          std::move(done));
       });
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_TRUE(*cancelled);
-  Run([&] { EXPECT_EQ(cancels_, std::vector<std::string>{"r force"}); });
+  Run([&] {
+    EXPECT_EQ(cancels_, std::vector<std::string>{"r force recursive"});
+  });
 }
 
 TEST_F(LendingTest, ABorrowerPassesItsRefOnThroughTheOwner) {

@@ -192,7 +192,8 @@ void LentObjects::AddExport(const proto::BorrowRequest& request,
 void LentObjects::Cancel(const proto::BorrowRequest& request,
                          const rpc::Responder& r) {
   absl::StatusOr<bool> cancelled =
-      options_.cancel ? options_.cancel(request.object_id(), request.force())
+      options_.cancel ? options_.cancel(request.object_id(), request.force(),
+                                        request.recursive())
                       : absl::StatusOr<bool>(false);
   if (!cancelled.ok()) return r.Error(cancelled.status());
   proto::CancelOwnedReply reply;

@@ -57,7 +57,8 @@ class LentObjects {
     std::string host;  // the listener's address, reachable by other nodes
     std::string token;
     // Cancels the task whose result is `id` (the owner's own cancel).
-    std::function<absl::StatusOr<bool>(const std::string& id, bool force)>
+    std::function<absl::StatusOr<bool>(const std::string& id, bool force,
+                                       bool recursive)>
         cancel;
     // Told with true when this process starts lending objects, and with
     // false when it lends none any more (a worker asks its agent to keep it

@@ -58,6 +58,17 @@ LeasedWorker* ShapeQueue::FindWorker(const std::string& lease_id) {
   return nullptr;
 }
 
+const LeasedWorker* ShapeQueue::WorkerHolding(
+    const std::string& task_id) const {
+  for (const auto& w : workers_) {
+    if (std::find(w->in_flight.begin(), w->in_flight.end(), task_id) !=
+        w->in_flight.end()) {
+      return w.get();
+    }
+  }
+  return nullptr;
+}
+
 LeasedWorker* ShapeQueue::IdleWorker() const {
   for (const auto& w : workers_) {
     if (w->in_flight.empty()) return w.get();

@@ -68,6 +68,8 @@ class ShapeQueue {
   // ---- Leased workers ----
   void AddWorker(std::unique_ptr<LeasedWorker> worker);
   LeasedWorker* FindWorker(const std::string& lease_id);
+  // The worker that runs or has queued task `task_id`; null if none does.
+  const LeasedWorker* WorkerHolding(const std::string& task_id) const;
   const std::vector<std::unique_ptr<LeasedWorker>>& workers() const {
     return workers_;
   }

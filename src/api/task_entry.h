@@ -37,8 +37,11 @@ struct TaskEntry {
   std::string shape_key;
   int retries_left = 3;
   int attempt = 0;
-  std::string actor_id;         // a call of this actor's method
-  int depth = 0;                // how deeply it is nested (a driver's: 0)
+  std::string actor_id;  // a call of this actor's method
+  int depth = 0;         // how deeply it is nested (a driver's: 0)
+  // The task that submitted it, as it ran here ("" from a driver): a
+  // recursive cancel of that task cancels this one (CancelChildren).
+  std::string parent_id;
   bool in_cpp_program = false;  // runs in the job's C++ program's workers
   bool in_window = false;       // holds a place in the SubmitWindow
   bool sent = false;            // its spec went to a worker (this attempt)

@@ -159,7 +159,7 @@ void TaskLifecycle::CallFailed(const std::string& task_id, ErrorKind kind,
 }
 
 TaskLifecycle::Cancelled TaskLifecycle::Cancel(const std::string& task_id,
-                                               bool force) {
+                                               bool force, bool recursive) {
   auto t = tasks_.find(task_id);
   if (t == tasks_.end()) return Cancelled::kNotPending;
   TaskEntry& task = *t->second;
@@ -171,15 +171,34 @@ TaskLifecycle::Cancelled TaskLifecycle::Cancel(const std::string& task_id,
   }
   if (!task.actor_id.empty()) return Cancelled::kActorCall;
   if (!task.cancelled && hooks_.cancel_sent) {
+    if (!hooks_.cancel_sent(task, force, recursive)) {
+      // Queued again, its worker lost after it was sent: it has not run
+      // since, and the submitter skips it (FillSpec answers false).
+      Fail(task.id, CancelledError(task, "before it ran"));
+      return Cancelled::kNow;
+    }
     task.cancelled = true;
-    hooks_.cancel_sent(task, force);
   }
   return Cancelled::kAsked;
 }
 
+int TaskLifecycle::CancelChildren(const std::string& parent_id, bool force) {
+  if (parent_id.empty()) return 0;
+  std::vector<std::string> children;
+  for (const auto& [id, task] : tasks_) {
+    if (task->parent_id == parent_id) children.push_back(id);
+  }
+  int cancelled = 0;
+  for (const std::string& id : children) {
+    Cancelled how = Cancel(id, force, /*recursive=*/true);
+    if (how == Cancelled::kNow || how == Cancelled::kAsked) ++cancelled;
+  }
+  return cancelled;
+}
+
 absl::StatusOr<bool> TaskLifecycle::CancelTask(const std::string& task_id,
-                                               bool force) {
-  switch (Cancel(task_id, force)) {
+                                               bool force, bool recursive) {
+  switch (Cancel(task_id, force, recursive)) {
     case Cancelled::kNow:
     case Cancelled::kAsked:
       return true;

@@ -50,7 +50,10 @@ class TaskLifecycle {
     std::function<std::string(const std::string& node_id)> transfer_address_of;
     // Asks the worker that was sent task `task` to stop it (`force`: end
     // the worker). Unset: sent tasks cannot be cancelled.
-    std::function<void(const TaskEntry& task, bool force)> cancel_sent;
+    // Asks the worker that holds the task to stop it: false when no worker
+    // holds it now (it went back to its queue as its worker was lost).
+    std::function<bool(const TaskEntry& task, bool force, bool recursive)>
+        cancel_sent;
     // The result of `id` holds refs its worker lent (lent_objects.h): this
     // process borrows them for as long as it keeps the result. Optional.
     std::function<void(
@@ -103,10 +106,16 @@ class TaskLifecycle {
     kAsked,       // its worker was asked to stop it; it fails when it does
     kActorCall,   // an actor call already given to its actor
   };
-  Cancelled Cancel(const std::string& task_id, bool force);
+  // With `recursive`, its worker also cancels the tasks it submitted.
+  Cancelled Cancel(const std::string& task_id, bool force, bool recursive);
   // Cancel, as the API answers it: whether the task was pending; an error
   // for an actor call given to its actor, or an id of no object here.
-  absl::StatusOr<bool> CancelTask(const std::string& task_id, bool force);
+  absl::StatusOr<bool> CancelTask(const std::string& task_id, bool force,
+                                  bool recursive);
+  // Cancels (recursively) every task here that task `parent_id` submitted
+  // while it ran in this process: it is being cancelled recursively.
+  // Returns how many were.
+  int CancelChildren(const std::string& parent_id, bool force);
 
   // Object `id`, which another process owns, is no longer pending: the
   // tasks that take it go on.

@@ -50,8 +50,10 @@ class TaskLifecycleTest : public ::testing::Test {
         .transfer_address_of =
             [](const std::string& node) { return node + ":7001"; },
         .cancel_sent =
-            [this](const TaskEntry& t, bool force) {
-              asked_to_stop_.push_back(t.id + (force ? " force" : ""));
+            [this](const TaskEntry& t, bool force, bool recursive) {
+              asked_to_stop_.push_back(t.id + (force ? " force" : "") +
+                                       (recursive ? " recursive" : ""));
+              return !worker_lost_;
             },
     };
   }
@@ -61,7 +63,8 @@ class TaskLifecycleTest : public ::testing::Test {
   std::shared_ptr<RefHandle> Submit(const std::string& id,
                                     std::vector<TaskArg> args = {},
                                     int retries = 0,
-                                    const std::string& actor = "") {
+                                    const std::string& actor = "",
+                                    const std::string& parent = "") {
     EXPECT_TRUE(window_.Acquire(false).ok());
     auto task = std::make_unique<TaskEntry>();
     task->id = id;
@@ -69,6 +72,7 @@ class TaskLifecycleTest : public ::testing::Test {
     task->args.args = std::move(args);
     task->retries_left = retries;
     task->actor_id = actor;
+    task->parent_id = parent;
     task->in_window = true;
     objects_.AddPending(id);
     auto handle = objects_.NewHandle(id);
@@ -95,6 +99,7 @@ class TaskLifecycleTest : public ::testing::Test {
   TaskLifecycle lifecycle_;
   std::vector<std::string> queued_, ready_, dropped_, asked_to_stop_;
   std::vector<std::function<void()>> posted_;
+  bool worker_lost_ = false;  // cancel_sent finds no worker holding the task
 };
 
 TEST_F(TaskLifecycleTest, ATaskWithValuesIsQueuedAndItsResultRecorded) {
@@ -152,7 +157,8 @@ TEST_F(TaskLifecycleTest, ACancelBeforeTheTaskReachesAWorkerFailsItAtOnce) {
   ref.ref = a;
   auto b = Submit("b", {ref});  // waits for a
   auto c = Submit("c", {ref});
-  EXPECT_EQ(lifecycle_.Cancel("b", false), TaskLifecycle::Cancelled::kNow);
+  EXPECT_EQ(lifecycle_.Cancel("b", false, false),
+            TaskLifecycle::Cancelled::kNow);
   absl::Status error;
   EXPECT_EQ(StateOf("b", &error), OwnedObjects::State::kFailed);
   EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
@@ -160,7 +166,8 @@ TEST_F(TaskLifecycleTest, ACancelBeforeTheTaskReachesAWorkerFailsItAtOnce) {
                                          "cancelled before it ran"));
   // The queued one: its spec is never written, and its dependent fails
   // with its error.
-  EXPECT_EQ(lifecycle_.Cancel("a", true), TaskLifecycle::Cancelled::kNow);
+  EXPECT_EQ(lifecycle_.Cancel("a", true, false),
+            TaskLifecycle::Cancelled::kNow);
   proto::TaskSpec spec;
   EXPECT_FALSE(lifecycle_.FillSpec("a", "n1", "w", &spec));
   EXPECT_EQ(StateOf("c", &error), OwnedObjects::State::kFailed);
@@ -168,12 +175,12 @@ TEST_F(TaskLifecycleTest, ACancelBeforeTheTaskReachesAWorkerFailsItAtOnce) {
   EXPECT_THAT(asked_to_stop_, IsEmpty());
   EXPECT_EQ(window_.in_flight(), 0);
   // Once ended, a cancel changes nothing; an id of nothing here is an error.
-  EXPECT_EQ(lifecycle_.Cancel("a", false),
+  EXPECT_EQ(lifecycle_.Cancel("a", false, false),
             TaskLifecycle::Cancelled::kNotPending);
-  absl::StatusOr<bool> again = lifecycle_.CancelTask("a", false);
+  absl::StatusOr<bool> again = lifecycle_.CancelTask("a", false, false);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(*again);
-  EXPECT_EQ(lifecycle_.CancelTask("nothing", false).status().code(),
+  EXPECT_EQ(lifecycle_.CancelTask("nothing", false, false).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -181,8 +188,10 @@ TEST_F(TaskLifecycleTest, ARunningTaskIsAskedToStopAndFailsWhenItDoes) {
   auto t = Submit("t", {}, /*retries=*/3);
   proto::TaskSpec spec;
   ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
-  EXPECT_EQ(lifecycle_.Cancel("t", false), TaskLifecycle::Cancelled::kAsked);
-  EXPECT_EQ(lifecycle_.Cancel("t", false), TaskLifecycle::Cancelled::kAsked);
+  EXPECT_EQ(lifecycle_.Cancel("t", false, false),
+            TaskLifecycle::Cancelled::kAsked);
+  EXPECT_EQ(lifecycle_.Cancel("t", false, false),
+            TaskLifecycle::Cancelled::kAsked);
   EXPECT_THAT(asked_to_stop_, ElementsAre("t"));  // once
   EXPECT_EQ(StateOf("t"), OwnedObjects::State::kPending);
   // The task raised as it was interrupted (KeyboardInterrupt).
@@ -201,7 +210,8 @@ TEST_F(TaskLifecycleTest, AForcedCancelIsNotRetriedWhenItsWorkerDies) {
   auto t = Submit("t", {}, /*retries=*/3);
   proto::TaskSpec spec;
   ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
-  EXPECT_EQ(lifecycle_.Cancel("t", true), TaskLifecycle::Cancelled::kAsked);
+  EXPECT_EQ(lifecycle_.Cancel("t", true, false),
+            TaskLifecycle::Cancelled::kAsked);
   EXPECT_THAT(asked_to_stop_, ElementsAre("t force"));
   lifecycle_.WorkerDied("t", "killed by signal 9");
   EXPECT_THAT(queued_, ElementsAre("t"));  // not queued again
@@ -211,11 +221,56 @@ TEST_F(TaskLifecycleTest, AForcedCancelIsNotRetriedWhenItsWorkerDies) {
   EXPECT_THAT(error.message(), HasSubstr("its worker was ended"));
 }
 
+TEST_F(TaskLifecycleTest, ATaskBackInItsQueueAfterItsWorkerWasLostFailsAtOnce) {
+  auto t = Submit("t", {}, /*retries=*/3);
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
+  worker_lost_ = true;  // w was lost; t waits in its queue for another
+  EXPECT_EQ(lifecycle_.Cancel("t", true, true), TaskLifecycle::Cancelled::kNow);
+  absl::Status error;
+  EXPECT_EQ(StateOf("t", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
+  EXPECT_FALSE(lifecycle_.FillSpec("t", "n1", "w2", &spec));  // skipped
+}
+
+TEST_F(TaskLifecycleTest, ARecursiveCancelAsksTheWorkerToCancelChildrenToo) {
+  auto t = Submit("t");
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
+  EXPECT_EQ(lifecycle_.Cancel("t", false, true),
+            TaskLifecycle::Cancelled::kAsked);
+  EXPECT_THAT(asked_to_stop_, ElementsAre("t recursive"));
+}
+
+TEST_F(TaskLifecycleTest, CancelChildrenCancelsWhatTheTaskSubmittedHere) {
+  // Task p, running in this process, submitted a (now on a worker) and b
+  // (still queued); task q submitted o.
+  auto a = Submit("a", {}, 0, "", "p");
+  auto b = Submit("b", {}, 0, "", "p");
+  auto o = Submit("o", {}, 0, "", "q");
+  proto::TaskSpec spec;
+  ASSERT_TRUE(lifecycle_.FillSpec("a", "n1", "w1", &spec));
+  ASSERT_TRUE(lifecycle_.FillSpec("o", "n1", "w2", &spec));
+
+  EXPECT_EQ(lifecycle_.CancelChildren("p", /*force=*/true), 2);
+  // a's worker cancels a, and a's own children in turn.
+  EXPECT_THAT(asked_to_stop_, ElementsAre("a force recursive"));
+  absl::Status error;
+  EXPECT_EQ(StateOf("b", &error), OwnedObjects::State::kFailed);
+  EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
+  EXPECT_EQ(StateOf("o"), OwnedObjects::State::kPending);
+  // A driver's tasks (no parent) are no task's children.
+  EXPECT_EQ(lifecycle_.CancelChildren("", false), 0);
+  // Again: a is still pending, and its worker is not asked twice.
+  EXPECT_EQ(lifecycle_.CancelChildren("p", false), 1);
+  EXPECT_EQ(asked_to_stop_.size(), 1u);
+}
+
 TEST_F(TaskLifecycleTest, ATaskThatFinishesBeforeItsCancelKeepsItsResult) {
   auto t = Submit("t");
   proto::TaskSpec spec;
   ASSERT_TRUE(lifecycle_.FillSpec("t", "n1", "w", &spec));
-  lifecycle_.Cancel("t", false);
+  lifecycle_.Cancel("t", false, false);
   lifecycle_.TaskReplied("t", "n1", Value("done"));
   EXPECT_EQ(StateOf("t"), OwnedObjects::State::kReady);
 }
@@ -226,9 +281,10 @@ TEST_F(TaskLifecycleTest, AnActorCallIsCancelledOnlyWhileItWaitsForArguments) {
   ref.ref = a;
   auto waiting = Submit("w", {ref}, 0, "actor1");
   auto given = Submit("g", {}, 0, "actor1");
-  EXPECT_EQ(lifecycle_.Cancel("w", false), TaskLifecycle::Cancelled::kNow);
+  EXPECT_EQ(lifecycle_.Cancel("w", false, false),
+            TaskLifecycle::Cancelled::kNow);
   EXPECT_THAT(dropped_, ElementsAre("actor1/w"));
-  EXPECT_EQ(lifecycle_.CancelTask("g", false).status().code(),
+  EXPECT_EQ(lifecycle_.CancelTask("g", false, false).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(StateOf("g"), OwnedObjects::State::kPending);
 }

@@ -62,10 +62,10 @@ TaskLifecycle::Hooks TaskPath::LifecycleHooks() {
             return nodes_->TransferAddressOf(node);
           },
       .cancel_sent =
-          [this](const TaskEntry& t, bool force) {
+          [this](const TaskEntry& t, bool force, bool recursive) {
             TaskSubmitter& submitter =
                 t.in_cpp_program ? *cpp_submitter_ : *submitter_;
-            submitter.CancelPushed(t.id, force);
+            return submitter.CancelPushed(t.id, force, recursive);
           },
       .borrowed = options_.borrowed,
       .settled = options_.settled,

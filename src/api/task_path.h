@@ -95,8 +95,12 @@ class TaskPath : public TaskSubmitter::Delegate,
   // This process killed the actor without a restart.
   void ActorKilled(const std::string& actor_id) { actors_.Killed(actor_id); }
   // Cancels the task whose result is `task_id`: whether it was pending.
-  absl::StatusOr<bool> Cancel(const std::string& task_id, bool force) {
-    return lifecycle_.CancelTask(task_id, force);
+  absl::StatusOr<bool> Cancel(const std::string& task_id, bool force,
+                              bool recursive) {
+    return lifecycle_.CancelTask(task_id, force, recursive);
+  }
+  int CancelChildren(const std::string& parent_id, bool force) {
+    return lifecycle_.CancelChildren(parent_id, force);
   }
   // Borrowed object `id` is no longer pending.
   void ObjectSettled(const std::string& id) { lifecycle_.ObjectSettled(id); }

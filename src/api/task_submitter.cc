@@ -22,11 +22,12 @@ namespace {
 
 // CANCEL_TASK to the agent of the worker that runs (or has queued) the task.
 void SendCancel(rpc::Channel* agent, const std::string& worker_id,
-                const std::string& task_id, bool force) {
+                const std::string& task_id, bool force, bool recursive) {
   proto::CancelTaskRequest req;
   req.set_worker_id(worker_id);
   req.set_task_id(task_id);
   req.set_force(force);
+  req.set_recursive(recursive);
   rpc::CallProto<proto::Empty>(agent, proto::CANCEL_TASK, req,
                                [task_id](absl::StatusOr<proto::Empty> r) {
                                  // A worker that ended has ended the task too.
@@ -379,14 +380,13 @@ void TaskSubmitter::AddWorker(ShapeQueue& q, const std::string& agent,
   q.AddWorker(std::move(w));
 }
 
-bool TaskSubmitter::CancelPushed(const std::string& task_id, bool force) {
+bool TaskSubmitter::CancelPushed(const std::string& task_id, bool force,
+                                 bool recursive) {
   for (auto& [key, q] : shapes_) {
-    for (const auto& w : q.workers()) {
-      if (std::find(w->in_flight.begin(), w->in_flight.end(), task_id) !=
-          w->in_flight.end()) {
-        SendCancel(nodes_->Channel(w->agent), w->worker_id, task_id, force);
-        return true;
-      }
+    if (const LeasedWorker* w = q.WorkerHolding(task_id)) {
+      SendCancel(nodes_->Channel(w->agent), w->worker_id, task_id, force,
+                 recursive);
+      return true;
     }
   }
   return false;

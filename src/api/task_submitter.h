@@ -103,8 +103,9 @@ class TaskSubmitter {
   // tasks of those queues fail, saying so). May come unasked: a copy sent
   // for another reason.
   void SetProgramCopy(absl::StatusOr<std::string> blob_hash);
-  // Has task `task_id`'s worker stopped (by force: ended); false if none.
-  bool CancelPushed(const std::string& task_id, bool force);
+  // Has task `task_id`'s worker stopped (by force: ended), and with
+  // `recursive` cancel what the task submitted; false if no worker has it.
+  bool CancelPushed(const std::string& task_id, bool force, bool recursive);
   void Clear() { shapes_.clear(); }
 
   // For tests and status.

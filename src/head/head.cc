@@ -241,6 +241,11 @@ class HeadImpl : public Head {
     rpc::RegisterProto<proto::ClusterStatusRequest>(
         s, proto::GET_CLUSTER_STATUS,
         [this](const auto& r, rpc::Responder resp) {
+          if (r.head_only()) {
+            proto::ClusterStatus status;
+            AddHeadFields(&status);
+            return resp.Reply(status);
+          }
           auto selector = LabelSelector::FromProto(r.nodes());
           if (!selector.ok()) return resp.Error(selector.status());
           resp.Reply(Status(*selector, !r.nodes_and_groups()));
@@ -414,13 +419,18 @@ class HeadImpl : public Head {
     proto::ClusterStatus status;
     nodes_->table().AddToStatus(&status, nodes.empty() ? nullptr : &nodes,
                                 details);
-    status.set_head_address(Address());
-    status.set_dashboard_address(dashboard_address_);
-    status.set_session_dir(options_.session_dir);
-    status.set_num_jobs(driver_jobs_->num_jobs());
+    AddHeadFields(&status);
     pgs_->AddToStatus(&status);
     if (actors_ && details) actors_->AddToStatus(&status);
     return status;
+  }
+
+  // What the head tells of itself (ClusterStatusRequest.head_only).
+  void AddHeadFields(proto::ClusterStatus* status) const {
+    status->set_head_address(Address());
+    status->set_dashboard_address(dashboard_address_);
+    status->set_session_dir(options_.session_dir);
+    status->set_num_jobs(driver_jobs_->num_jobs());
   }
 
   void OnDisconnect(uint64_t conn) {

@@ -353,7 +353,8 @@ std::optional<std::string> SimNode::ExitOf(const std::string& worker_id) {
 
 void SimNode::Describe(const std::string&, proto::LeaseInfo*) const {}
 
-absl::Status SimNode::CancelTask(const std::string& worker_id, int32_t, bool) {
+absl::Status SimNode::CancelTask(const std::string& worker_id, int32_t, bool,
+                                 bool) {
   return absl::FailedPreconditionError(absl::StrCat(
       "worker ", worker_id, " is simulated: it runs no task to cancel"));
 }

@@ -83,7 +83,7 @@ class SimNode : public agent::WorkerLauncher {
                 proto::LeaseInfo* info) const override;
   // A simulated worker runs no task code: there is nothing to stop.
   absl::Status CancelTask(const std::string& worker_id, int32_t token,
-                          bool force) override;
+                          bool force, bool recursive) override;
 
   SimShared* const shared_;
   const SimNodeSpec spec_;

@@ -14,6 +14,7 @@
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
+#include "api/core_runtime.h"
 #include "api/object_client.h"
 #include "api/task_context.h"
 #include "common/cancel_token.h"
@@ -130,14 +131,25 @@ ForeignRuntime* g_foreign = nullptr;
 // Reports tasks that run long (null: task events are off).
 RunningTasks* g_running = nullptr;
 
+// Ends what this worker started (a task's subprocesses, a launch's ranks:
+// they carry its SHOAL_WORKER_ID), then the worker: when it ends on its
+// own (its agent gone, or SIGTERM), nothing it started outlives it.
+[[noreturn]] void EndWorker(const std::string& worker_id, int code) {
+  for (int64_t pid : ProcessesWithEnvironment("SHOAL_WORKER_ID", worker_id)) {
+    if (pid != getpid()) kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+  _exit(code);
+}
+
 // Cancels (shoal::Cancel), which the agent sends as SIGUSR1 with the task's
 // token (common/cancel_token.h): the token of the task that runs on the
-// loop thread now (0: none), and those of tasks cancelled before they
-// began (pushed behind the running one), the last kMaxCancelledEarly.
+// loop thread now (0: none) and its id, and those of tasks cancelled before
+// they began (pushed behind the running one), the last kMaxCancelledEarly.
 constexpr char kCancelledType[] = "shoal::TaskCancelled";
 constexpr size_t kMaxCancelledEarly = 1024;
 std::atomic<int32_t> g_running_token{0};
 shoal::Mutex g_cancel_mu;
+std::string g_running_task_id ABSL_GUARDED_BY(g_cancel_mu);
 std::deque<int32_t> g_cancelled_early ABSL_GUARDED_BY(g_cancel_mu);
 
 bool TakeCancelledEarly(int32_t token) {
@@ -151,7 +163,8 @@ bool TakeCancelledEarly(int32_t token) {
 
 // The task of `token` (0: one that cannot be cancelled, an actor call)
 // begins: false, with *result saying so, when it was cancelled already.
-bool BeginCancellable(int32_t token, proto::TaskResult* result) {
+bool BeginCancellable(int32_t token, const std::string& task_id,
+                      proto::TaskResult* result) {
   if (token == 0) return true;
   if (TakeCancelledEarly(token)) {
     result->set_error("the task was cancelled before it began");
@@ -159,6 +172,10 @@ bool BeginCancellable(int32_t token, proto::TaskResult* result) {
     return false;
   }
   SetCurrentTaskCancelled(false);
+  {
+    shoal::MutexLock lock(&g_cancel_mu);
+    g_running_task_id = task_id;
+  }
   g_running_token.store(token);
   return true;
 }
@@ -173,17 +190,33 @@ void EndCancellable(int32_t token, proto::TaskResult* result) {
   }
 }
 
-// On the main thread, for a SIGUSR1 carrying `token`: the running task is
-// interrupted (a Python task raises KeyboardInterrupt; a blocking get in it
-// returns), or a task not begun yet answers cancelled when its turn comes.
-void RequestCancel(int32_t token) {
-  if (token != 0 && g_running_token.load() == token) {
+// On the main thread, for a SIGUSR1 carrying a CancelSignal: the running
+// task is interrupted (a Python task raises KeyboardInterrupt; a blocking
+// get in it returns), or a task not begun yet answers cancelled when its
+// turn comes. A recursive cancel of the running task first cancels what
+// it submitted (which this process owns), with force when the worker is
+// to end; the worker then ends if asked to.
+void RequestCancel(int32_t value, const std::string& worker_id) {
+  const CancelSignal how = CancelSignal::Decode(value);
+  if (how.token != 0 && g_running_token.load() == how.token) {
+    // Set first, so that a child's cancellation the task sees counts as
+    // its own.
     SetCurrentTaskCancelled(true);
+    if (how.recursive) {
+      std::string task_id;
+      {
+        shoal::MutexLock lock(&g_cancel_mu);
+        task_id = g_running_task_id;
+      }
+      CancelChildrenHere(task_id, /*force=*/how.then_exit);
+    }
+    if (how.then_exit) EndWorker(worker_id, 0);
     if (g_foreign != nullptr) g_foreign->InterruptTask();
     return;
   }
+  if (how.then_exit) EndWorker(worker_id, 0);
   shoal::MutexLock lock(&g_cancel_mu);
-  g_cancelled_early.push_back(token);
+  g_cancelled_early.push_back(how.token);
   if (g_cancelled_early.size() > kMaxCancelledEarly) {
     g_cancelled_early.pop_front();
   }
@@ -263,7 +296,7 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   }
   // A plain task (on the loop thread) may be cancelled while it runs.
   const int32_t token = host == nullptr ? CancelToken(spec.task_id()) : 0;
-  if (!BeginCancellable(token, &result)) return result;
+  if (!BeginCancellable(token, spec.task_id(), &result)) return result;
   int64_t start = MonotonicUs();
   result.set_start_time_ms(NowMs());
   if (g_running != nullptr) g_running->Begin(&spec, result.start_time_ms());
@@ -392,16 +425,6 @@ void AdoptActor(const proto::ActorExitingRequest& r,
   responder.Reply(proto::Empty());
 }
 
-// Ends what this worker started (a task's subprocesses, a launch's ranks:
-// they carry its SHOAL_WORKER_ID), then the worker: when it ends on its
-// own (its agent gone, or SIGTERM), nothing it started outlives it.
-[[noreturn]] void EndWorker(const std::string& worker_id, int code) {
-  for (int64_t pid : ProcessesWithEnvironment("SHOAL_WORKER_ID", worker_id)) {
-    if (pid != getpid()) kill(static_cast<pid_t>(pid), SIGKILL);
-  }
-  _exit(code);
-}
-
 }  // namespace
 
 int RunWorker() {
@@ -474,7 +497,7 @@ int RunWorker() {
     siginfo_t info{};
     int sig = sigwaitinfo(&stop, &info);
     if (sig == SIGUSR1) {
-      RequestCancel(info.si_value.sival_int);
+      RequestCancel(info.si_value.sival_int, worker_id);
       continue;
     }
     if (sig == SIGTERM || sig == SIGINT) break;

@@ -105,9 +105,10 @@ std::shared_ptr<RefHandle> PutPieces(const std::vector<BufferPiece>& pieces,
 ObjectValue GetObject(const RefHandle& ref, int64_t timeout_ms);
 // Cancels the task whose result `ref` is (shoal::Cancel): true when it was
 // pending here (it fails as cancelled now, or once its worker stops it),
-// false when it had ended. Throws shoal::Error for a ref that is no task's
-// result here, or an actor call already given to its actor.
-bool CancelTask(const RefHandle& ref, bool force);
+// false when it had ended. With `recursive`, the tasks it submitted are
+// cancelled too. Throws shoal::Error for a ref that is no task's result
+// here, or an actor call already given to its actor.
+bool CancelTask(const RefHandle& ref, bool force, bool recursive);
 // Indices of the ready objects among `refs` (at least `num_ready` of them
 // unless the timeout passes first; timeout_ms < 0 waits forever).
 std::vector<size_t> WaitReady(const std::vector<const RefHandle*>& refs,
