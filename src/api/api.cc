@@ -98,9 +98,9 @@ std::shared_ptr<CoreRuntime> RequireRuntime() {
   return rt;
 }
 
-int CancelChildrenHere(const std::string& parent_id, bool force) {
+int CancelChildrenHere(int32_t parent_token, bool force) {
   std::shared_ptr<CoreRuntime> rt = Runtime();
-  return rt == nullptr ? 0 : rt->CancelChildren(parent_id, force);
+  return rt == nullptr ? 0 : rt->CancelChildren(parent_token, force);
 }
 }  // namespace internal
 

@@ -380,10 +380,10 @@ class CoreRuntimeImpl : public CoreRuntime {
     return cancelled;
   }
 
-  int CancelChildren(const std::string& parent_id, bool force) override {
+  int CancelChildren(int32_t parent_token, bool force) override {
     int cancelled = 0;
     RunOnLoop([&] {
-      cancelled = path_ ? path_->CancelChildren(parent_id, force) : 0;
+      cancelled = path_ ? path_->CancelChildren(parent_token, force) : 0;
     });
     // The loop writes what a turn queued as the turn ends: one more turn
     // has them sent.

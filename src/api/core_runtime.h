@@ -7,6 +7,7 @@
 #ifndef SHOAL_API_CORE_RUNTIME_H_
 #define SHOAL_API_CORE_RUNTIME_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,10 +108,11 @@ class CoreRuntime {
   // Cancels the task whose result is `object_id` (CancelTask).
   virtual absl::StatusOr<bool> Cancel(const std::string& object_id, bool force,
                                       bool recursive) = 0;
-  // Cancels, recursively, the tasks that task `parent_id` submitted here
-  // (its own cancel was recursive), returning once the requests to their
-  // workers are sent. Returns how many were pending.
-  virtual int CancelChildren(const std::string& parent_id, bool force) = 0;
+  // Cancels, recursively, the tasks that the task of `parent_token`
+  // (common/cancel_token.h) submitted here (its own cancel was recursive),
+  // returning once the requests to their workers are sent. Returns how
+  // many were pending.
+  virtual int CancelChildren(int32_t parent_token, bool force) = 0;
   // The job whose workers run what this process submits: its own, or in a
   // worker, its driver's.
   virtual std::string JobId() const = 0;
@@ -130,7 +132,7 @@ std::shared_ptr<CoreRuntime> RequireRuntime();
 
 // CancelChildren on this process's runtime; 0 when it has none (the task
 // submitted nothing).
-int CancelChildrenHere(const std::string& parent_id, bool force);
+int CancelChildrenHere(int32_t parent_token, bool force);
 
 }  // namespace shoal::internal
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/owned_objects.h"
 #include "api/submit_window.h"
+#include "common/cancel_token.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -182,11 +183,14 @@ TaskLifecycle::Cancelled TaskLifecycle::Cancel(const std::string& task_id,
   return Cancelled::kAsked;
 }
 
-int TaskLifecycle::CancelChildren(const std::string& parent_id, bool force) {
-  if (parent_id.empty()) return 0;
+int TaskLifecycle::CancelChildren(int32_t parent_token, bool force) {
+  if (parent_token == 0) return 0;
   std::vector<std::string> children;
   for (const auto& [id, task] : tasks_) {
-    if (task->parent_id == parent_id) children.push_back(id);
+    if (!task->parent_id.empty() &&
+        CancelToken(task->parent_id) == parent_token) {
+      children.push_back(id);
+    }
   }
   int cancelled = 0;
   for (const std::string& id : children) {

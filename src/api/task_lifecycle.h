@@ -112,10 +112,11 @@ class TaskLifecycle {
   // for an actor call given to its actor, or an id of no object here.
   absl::StatusOr<bool> CancelTask(const std::string& task_id, bool force,
                                   bool recursive);
-  // Cancels (recursively) every task here that task `parent_id` submitted
-  // while it ran in this process: it is being cancelled recursively.
-  // Returns how many were.
-  int CancelChildren(const std::string& parent_id, bool force);
+  // Cancels (recursively) every task here that the task of `parent_token`
+  // (common/cancel_token.h) submitted while it ran in this process: it is
+  // being cancelled recursively. Returns how many were pending. The token
+  // is matched at cancel time, so submitting costs nothing more.
+  int CancelChildren(int32_t parent_token, bool force);
 
   // Object `id`, which another process owns, is no longer pending: the
   // tasks that take it go on.

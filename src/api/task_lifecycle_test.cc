@@ -10,6 +10,7 @@
 
 #include "api/owned_objects.h"
 #include "api/submit_window.h"
+#include "common/cancel_token.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -252,7 +253,7 @@ TEST_F(TaskLifecycleTest, CancelChildrenCancelsWhatTheTaskSubmittedHere) {
   ASSERT_TRUE(lifecycle_.FillSpec("a", "n1", "w1", &spec));
   ASSERT_TRUE(lifecycle_.FillSpec("o", "n1", "w2", &spec));
 
-  EXPECT_EQ(lifecycle_.CancelChildren("p", /*force=*/true), 2);
+  EXPECT_EQ(lifecycle_.CancelChildren(CancelToken("p"), /*force=*/true), 2);
   // a's worker cancels a, and a's own children in turn.
   EXPECT_THAT(asked_to_stop_, ElementsAre("a force recursive"));
   absl::Status error;
@@ -260,9 +261,9 @@ TEST_F(TaskLifecycleTest, CancelChildrenCancelsWhatTheTaskSubmittedHere) {
   EXPECT_EQ(KindOf(error), ErrorKind::kCancelled);
   EXPECT_EQ(StateOf("o"), OwnedObjects::State::kPending);
   // A driver's tasks (no parent) are no task's children.
-  EXPECT_EQ(lifecycle_.CancelChildren("", false), 0);
+  EXPECT_EQ(lifecycle_.CancelChildren(0, false), 0);
   // Again: a is still pending, and its worker is not asked twice.
-  EXPECT_EQ(lifecycle_.CancelChildren("p", false), 1);
+  EXPECT_EQ(lifecycle_.CancelChildren(CancelToken("p"), false), 1);
   EXPECT_EQ(asked_to_stop_.size(), 1u);
 }
 

@@ -99,8 +99,8 @@ class TaskPath : public TaskSubmitter::Delegate,
                               bool recursive) {
     return lifecycle_.CancelTask(task_id, force, recursive);
   }
-  int CancelChildren(const std::string& parent_id, bool force) {
-    return lifecycle_.CancelChildren(parent_id, force);
+  int CancelChildren(int32_t parent_token, bool force) {
+    return lifecycle_.CancelChildren(parent_token, force);
   }
   // Borrowed object `id` is no longer pending.
   void ObjectSettled(const std::string& id) { lifecycle_.ObjectSettled(id); }

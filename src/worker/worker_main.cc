@@ -143,13 +143,12 @@ RunningTasks* g_running = nullptr;
 
 // Cancels (shoal::Cancel), which the agent sends as SIGUSR1 with the task's
 // token (common/cancel_token.h): the token of the task that runs on the
-// loop thread now (0: none) and its id, and those of tasks cancelled before
-// they began (pushed behind the running one), the last kMaxCancelledEarly.
+// loop thread now (0: none), and those of tasks cancelled before they
+// began (pushed behind the running one), the last kMaxCancelledEarly.
 constexpr char kCancelledType[] = "shoal::TaskCancelled";
 constexpr size_t kMaxCancelledEarly = 1024;
 std::atomic<int32_t> g_running_token{0};
 shoal::Mutex g_cancel_mu;
-std::string g_running_task_id ABSL_GUARDED_BY(g_cancel_mu);
 std::deque<int32_t> g_cancelled_early ABSL_GUARDED_BY(g_cancel_mu);
 
 bool TakeCancelledEarly(int32_t token) {
@@ -163,8 +162,7 @@ bool TakeCancelledEarly(int32_t token) {
 
 // The task of `token` (0: one that cannot be cancelled, an actor call)
 // begins: false, with *result saying so, when it was cancelled already.
-bool BeginCancellable(int32_t token, const std::string& task_id,
-                      proto::TaskResult* result) {
+bool BeginCancellable(int32_t token, proto::TaskResult* result) {
   if (token == 0) return true;
   if (TakeCancelledEarly(token)) {
     result->set_error("the task was cancelled before it began");
@@ -172,10 +170,6 @@ bool BeginCancellable(int32_t token, const std::string& task_id,
     return false;
   }
   SetCurrentTaskCancelled(false);
-  {
-    shoal::MutexLock lock(&g_cancel_mu);
-    g_running_task_id = task_id;
-  }
   g_running_token.store(token);
   return true;
 }
@@ -202,14 +196,7 @@ void RequestCancel(int32_t value, const std::string& worker_id) {
     // Set first, so that a child's cancellation the task sees counts as
     // its own.
     SetCurrentTaskCancelled(true);
-    if (how.recursive) {
-      std::string task_id;
-      {
-        shoal::MutexLock lock(&g_cancel_mu);
-        task_id = g_running_task_id;
-      }
-      CancelChildrenHere(task_id, /*force=*/how.then_exit);
-    }
+    if (how.recursive) CancelChildrenHere(how.token, /*force=*/how.then_exit);
     if (how.then_exit) EndWorker(worker_id, 0);
     if (g_foreign != nullptr) g_foreign->InterruptTask();
     return;
@@ -296,7 +283,7 @@ proto::TaskResult Execute(const proto::TaskSpec& spec, bool* exit_after) {
   }
   // A plain task (on the loop thread) may be cancelled while it runs.
   const int32_t token = host == nullptr ? CancelToken(spec.task_id()) : 0;
-  if (!BeginCancellable(token, spec.task_id(), &result)) return result;
+  if (!BeginCancellable(token, &result)) return result;
   int64_t start = MonotonicUs();
   result.set_start_time_ms(NowMs());
   if (g_running != nullptr) g_running->Begin(&spec, result.start_time_ms());
