@@ -1217,6 +1217,9 @@ PYBIND11_MODULE(_shoal, m) {
     shoal::internal::ActorHost* host = shoal::internal::ActorHost::Current();
     return host != nullptr ? host->actor_id() : std::string();
   });
+  m.def("process_actor_id", &shoal::internal::ProcessActorId,
+        "The actor this worker was last asked to make (\"\" where none): "
+        "its id while its constructor runs.");
   m.def("assigned_devices", &AssignedDevicesDict);
   m.def("create_placement_group", &CreatePlacementGroup, py::arg("bundles"),
         py::arg("strategy"), py::arg("name"), py::arg("detached"),

@@ -37,7 +37,7 @@ import time
 import warnings
 from _thread import get_ident as _get_ident
 
-from shoal import _errors, _output, _remote, _shoal
+from shoal import _errors, _handles, _output, _remote, _shoal
 from shoal import exceptions
 from shoal._remote import (ActorClass, ActorHandle, CppFunction,
                            RemoteFunction, cpp_function, get_actor, kill,
@@ -303,6 +303,7 @@ def shutdown():
     _output.stop()
     _errors.stop()
     _shoal.shutdown()
+    _handles.forget()
     if not _in_worker():
         _remote.inherited_env = {}
 
@@ -604,8 +605,15 @@ class RuntimeContext:
         return os.environ.get("SHOAL_WORKER_ID", "")
 
     def get_actor_id(self):
-        """The actor this process holds, or None."""
-        return _shoal.current_actor_id() or None
+        """The actor this process holds (its constructor included), or
+        None."""
+        actor_id = _shoal.current_actor_id()
+        if not actor_id and _in_worker():
+            from shoal._worker import current_runtime
+            runtime = current_runtime()
+            if runtime is not None and runtime.constructing():
+                actor_id = _shoal.process_actor_id()
+        return actor_id or None
 
     def get_actor_name(self):
         """The name of the actor this process holds ("" when unnamed), or

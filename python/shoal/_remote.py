@@ -20,12 +20,11 @@ import inspect
 import io
 import os
 import pickle
-import threading
 import uuid
 import warnings
 import zipfile
 
-from shoal import _errors, _options, _shoal
+from shoal import _errors, _handles, _options, _shoal
 from shoal._ids import ActorID
 from shoal._serialization import (ResolvedRef, as_inline, lift_bytes,
                                   dumps_capturing_refs, inline_plain,
@@ -49,13 +48,16 @@ _ACTOR_OPTIONS = {
 }
 
 
-def encode_call(args, kwargs, settings=None):
+def encode_call(args, kwargs, settings=None, passes=None):
     """The task arguments _shoal.submit takes for ``f(*args, **kwargs)``:
     the pickled frame, then each ObjectRef in it, which the runtime
     resolves before the task runs. A top-level ref argument reads back as
     its value, as in Ray; a ref inside a value (a list of refs) reads back
     as a ResolvedRef that shoal.get() takes. ``settings`` (a dict, see
-    _call_settings) say how the worker runs the call."""
+    _call_settings) say how the worker runs the call. ``passes`` (a list)
+    gets the ids of the actors this process owns whose handles the
+    arguments hold (_handles.track); without it they count as passed on
+    for good."""
     if not kwargs and all(map(is_scalar, args)):
         # Nothing to lift or capture: the common small call.
         call = (((list(args), {}), ([], []), settings) if settings else
@@ -69,7 +71,12 @@ def encode_call(args, kwargs, settings=None):
     positions = ([i for i, a in enumerate(args) if isinstance(a, ref_types)],
                  [k for k, v in kwargs.items() if isinstance(v, ref_types)])
     call = (frame, positions, settings) if settings else (frame, positions)
-    pieces, size, refs = dumps_capturing_refs(call, lift=False)
+    if passes is None:
+        pieces, size, refs = dumps_capturing_refs(call, lift=False)
+    else:
+        with _handles.passes() as ids:
+            pieces, size, refs = dumps_capturing_refs(call, lift=False)
+        passes.extend(ids)
     inline = as_inline(pieces, size)
     first = inline if inline is not None else _shoal.put_pieces(pieces, size)
     return [first] + refs
@@ -586,10 +593,12 @@ class RemoteFunction(_Remote):
         _require_init()
         (settings, resources, retries, group, index, selector, soft,
          may_end) = self._prepare(options)
+        passes = []
         ref = _shoal.submit(
-            self._shipped.key(), encode_call(args, kwargs, settings),
+            self._shipped.key(), encode_call(args, kwargs, settings, passes),
             resources, retries, group, index, label_selector=selector,
             label_selector_soft=soft, worker_may_end=may_end, watch=True)
+        _handles.track(ref, passes)
         num_returns = options.get("num_returns")
         return _split_returns(ref, 1 if num_returns is None else num_returns)
 
@@ -761,46 +770,8 @@ def _qualified(name, namespace):
 
 # ---- Handles and the actor's life ----
 #
-# A non-detached actor ends when its last handle is gone, as in Ray. This
-# process counts the handles it holds of each actor it created; when the
-# count falls to 0 and no handle was ever passed on (pickled into a task's
-# arguments, a result, another actor), it asks the actor to end after the
-# calls already made (__ray_terminate__). A handle that was passed on may
-# live anywhere: that actor ends with its job instead.
-
-_owned = {}  # actor id -> [handles held here, passed on]
-_owned_lock = threading.Lock()
-
-
-def _count_handle(actor_id, delta):
-    with _owned_lock:
-        entry = _owned.get(actor_id)
-        if entry is None:
-            return False
-        entry[0] += delta
-        if entry[0] > 0 or entry[1]:
-            return False
-        del _owned[actor_id]
-        return True
-
-
-def _passed_on(actor_id):
-    with _owned_lock:
-        entry = _owned.get(actor_id)
-        if entry is not None:
-            entry[1] = True
-
-
-def _end_unreferenced(handle):
-    """The last handle of an actor this process created is gone."""
-    try:
-        if not _shoal.is_initialized():
-            return
-        _shoal.submit_actor_task(
-            handle._actor_id, f"{handle._class_name}.__ray_terminate__",
-            encode_call((), {}))
-    except Exception:  # noqa: BLE001 - the actor then ends with its job
-        pass
+# A non-detached actor ends when its last handle anywhere is gone, as in
+# Ray: see shoal._handles.
 
 
 def _method_signatures(cls):
@@ -915,10 +886,12 @@ class ActorClass(_Remote):
         if placement is not None:
             settings["placement"] = placement
         selector, soft = _selector(options)
+        passes = []
         try:
             actor_id = _shoal.create_actor(
                 self._shipped.key(), self._cls.__qualname__,
-                encode_call(args, kwargs, settings), qualified, resources,
+                encode_call(args, kwargs, settings, passes), qualified,
+                resources,
                 int(options.get("max_restarts") or 0), int(retries or 0),
                 concurrency, lifetime == "detached", group, index,
                 label_selector=selector, label_selector_soft=soft)
@@ -935,12 +908,16 @@ class ActorClass(_Remote):
                     f"get_if_exists=True to get the live actor") from None
             raise
         if lifetime != "detached":
-            with _owned_lock:
-                _owned[actor_id] = [0, False]
+            _handles.created(actor_id, self._cls.__qualname__)
+        if passes:
+            # The constructor holds them until it has run.
+            _handles.track(_shoal.submit_actor_task(
+                actor_id, f"{self._cls.__qualname__}.__ray_ready__",
+                encode_call((), {})), passes)
         return ActorHandle(actor_id, self._cls.__qualname__, self._methods,
                            self._signatures, _invocation_decorators(self._cls),
                            _method_num_returns(self._cls),
-                           self._shipped.key())
+                           self._shipped.key(), lifetime != "detached")
 
 
 class ActorMethod:
@@ -971,9 +948,11 @@ class ActorMethod:
                     f"{self._handle._class_name}.{self._name}.remote()")
         # "Counter.incr": the name task lists and errors show, as Ray's do;
         # the worker calls the part after the last dot.
+        passes = []
         ref = _shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
-            encode_call(args, kwargs), watch=True)
+            encode_call(args, kwargs, passes=passes), watch=True)
+        _handles.track(ref, passes)
         return _split_returns(ref, num_returns)
 
     def _remote(self, args=None, kwargs=None, **options):
@@ -1001,7 +980,8 @@ class ActorHandle:
     ``dir()`` lists the actor's methods."""
 
     def __init__(self, actor_id, class_name, methods, signatures=None,
-                 decorators=None, num_returns=None, class_key=""):
+                 decorators=None, num_returns=None, class_key="",
+                 tracked=False):
         self._actor_id = ActorID(actor_id)
         self._class_name = class_name
         self._methods = list(methods) if methods is not None else None
@@ -1013,12 +993,13 @@ class ActorHandle:
         self._decorators = decorators or {}
         # {method: num_returns} of the methods @method declared with one.
         self._num_returns = num_returns or {}
-        _count_handle(actor_id, +1)
+        # Whether its owner follows where its handles go (_handles).
+        self._tracked = tracked
+        _handles.counted(actor_id, +1, tracked)
 
     def __del__(self):
         try:
-            if _count_handle(self._actor_id, -1):
-                _end_unreferenced(self)
+            _handles.counted(self._actor_id, -1, self._tracked)
         except Exception:  # noqa: BLE001 - at interpreter exit
             pass
 
@@ -1051,10 +1032,10 @@ class ActorHandle:
                        *(self._methods or ())})
 
     def __reduce__(self):
-        _passed_on(self._actor_id)
+        _handles.pickled(self._actor_id, self._tracked)
         return ActorHandle, (str(self._actor_id), self._class_name,
                              self._methods, None, None, self._num_returns,
-                             self._class_key)
+                             self._class_key, self._tracked)
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"

@@ -23,7 +23,7 @@ import tempfile
 import traceback
 import zipfile
 
-from shoal import _output, _remote, _shoal
+from shoal import _handles, _output, _remote, _shoal
 from shoal._remote import __file__ as _remote_file
 from shoal._remote import decode_call, is_async_class
 from shoal._serialization import dumps_result
@@ -130,7 +130,26 @@ class Runtime:
             self._functions[key] = fn
         return fn
 
+    # Each entry point says, once the call's frames are gone and before it
+    # is answered, which actor handles it was passed this process keeps
+    # (_handles.note_kept): the actor's owner reads that after the answer.
+
     def call(self, key, args):
+        outcome = self._call(key, args)
+        _handles.note_kept()
+        return outcome
+
+    def construct(self, key, args):
+        outcome = self._construct(key, args)
+        _handles.note_kept()
+        return outcome
+
+    def call_method(self, instance, method, args):
+        outcome = self._call_method(instance, method, args)
+        _handles.note_kept()
+        return outcome
+
+    def _call(self, key, args):
         settings = {}
         try:
             fn = self._load(key)
@@ -179,6 +198,10 @@ class Runtime:
     def holds_actor(self):
         return self._holds_actor
 
+    def constructing(self):
+        """Whether the actor's constructor runs now."""
+        return self._constructing
+
     def is_async_actor(self):
         return self._async
 
@@ -199,7 +222,7 @@ class Runtime:
         """Runs ``coroutine`` on the actor's loop; waits for its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def construct(self, key, args):
+    def _construct(self, key, args):
         try:
             cls = self._load(key)
             _output.announce_actor(getattr(cls, "__name__", "Actor"))
@@ -228,7 +251,7 @@ class Runtime:
         finally:
             self._constructing = False
 
-    def call_method(self, instance, method, args):
+    def _call_method(self, instance, method, args):
         # The method's name follows its class's ("Counter.incr").
         name = _method_names.get(method)
         if name is None:

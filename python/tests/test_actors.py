@@ -287,6 +287,101 @@ def test_an_actor_ends_when_its_last_handle_is_gone(connected):
     _wait_exit(pid)
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_an_actor_passed_to_a_task_ends_once_the_task_is_done(connected):
+    from shoal.test_utils import SignalActor
+
+    @shoal.remote
+    def use(counter, signal_actor):
+        shoal.get(signal_actor.wait.remote())
+        return shoal.get(counter.add.remote(5))
+
+    signal_actor = SignalActor.remote()
+    counter = Counter.remote()
+    pid = shoal.get(counter.pid.remote())
+    result = use.remote(counter, signal_actor)
+    del counter  # the task still holds a handle
+    time.sleep(1)
+    assert _alive(pid)
+    signal_actor.send.remote()
+    assert shoal.get(result) == 5
+    _wait_exit(pid)
+
+
+def test_an_actor_kept_by_whoever_it_was_passed_to_lives_on(connected):
+    @shoal.remote
+    class Keeper:
+        def __init__(self, counter=None):
+            self.counter = counter
+
+        def keep(self, counter):
+            self.counter = counter
+
+        def use(self):
+            return shoal.get(self.counter.add.remote(1))
+
+    @shoal.remote
+    def pass_on(counter):
+        # Passed on, not waited for: the task outlives this one.
+        return [use_later.remote(counter)]
+
+    @shoal.remote
+    def use_later(counter):
+        time.sleep(1)
+        return shoal.get(counter.add.remote(10))
+
+    kept_by_method, kept_by_constructor, passed = (
+        Counter.remote(), Counter.remote(), Counter.remote())
+    pids = shoal.get([c.pid.remote() for c in
+                      (kept_by_method, kept_by_constructor, passed)])
+    keeper = Keeper.remote()
+    shoal.get(keeper.keep.remote(kept_by_method))
+    other = Keeper.remote(kept_by_constructor)
+    inner = shoal.get(pass_on.remote(passed))[0]
+    del kept_by_method, kept_by_constructor, passed
+    time.sleep(1)
+    assert shoal.get(keeper.use.remote()) == 1
+    assert shoal.get(other.use.remote()) == 1
+    assert shoal.get(inner) == 10
+    assert all(_alive(pid) for pid in pids)
+
+
+def test_an_actor_made_with_a_handle_it_drops_lets_that_one_end(connected):
+    @shoal.remote
+    class Glance:
+        def __init__(self, counter):
+            self.seen = shoal.get(counter.add.remote(1))
+
+        def seen_value(self):
+            return self.seen
+
+    counter = Counter.remote()
+    pid = shoal.get(counter.pid.remote())
+    glance = Glance.remote(counter)
+    del counter
+    assert shoal.get(glance.seen_value.remote()) == 1
+    _wait_exit(pid)
+
+
+def test_a_kill_before_the_actor_runs_takes_one_of_its_restarts(connected):
+    # As in Ray: the kill restarts it (its placement goes on as that
+    # restart), so its one restart is used and the next kill ends it.
+    counter = Counter.options(max_restarts=1).remote()
+    shoal.kill(counter, no_restart=False)
+    assert shoal.get(counter.add.remote(1)) == 1
+    shoal.kill(counter, no_restart=False)
+    with pytest.raises(shoal.exceptions.ActorDiedError,
+                       match="restarts are used up"):
+        shoal.get(counter.add.remote(1))
+
+
 def test_namespaces_keep_names_apart(connected):
     a = Counter.options(name="same", namespace="one").remote(1)
     b = Counter.options(name="same", namespace="two").remote(2)

@@ -196,10 +196,8 @@ def test_the_runtimes_own_calls_are_not_reported_unread(local_cluster,
     # A handle left from an earlier cluster: dropping it sends
     # __ray_terminate__ to an actor this cluster does not know, which fails.
     # That is the runtime's own call, not a result the user dropped.
-    from shoal import _remote
-    handle = _remote.ActorHandle("0123456789ab-1", "Gone", ["ping"])
-    _remote._end_unreferenced(handle)
-    del handle
+    from shoal import _handles
+    _handles._end("0123456789ab-1", "Gone")
     ref = _fail.remote("the user's own")
     del ref
     _, err = _wait_for_output(capsys, "the user's own")

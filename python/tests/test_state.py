@@ -2,6 +2,8 @@
 a real cluster of two nodes: records with Ray's field names, filters and
 limits, task summaries, and where drivers, tasks and actors run."""
 
+import os
+import signal
 import time
 
 import pytest
@@ -43,6 +45,17 @@ class Named:
 
 @shoal.remote(num_cpus=1)
 class Probe:
+    def __init__(self):
+        # The constructor knows its actor, and whether it is a restart.
+        ctx = shoal.get_runtime_context()
+        self.made_as = (ctx.get_actor_id(), ctx.was_current_actor_reconstructed)
+
+    def made(self):
+        return self.made_as
+
+    def pid(self):
+        return os.getpid()
+
     def context(self):
         ctx = shoal.get_runtime_context()
         return {"actor_id": ctx.get_actor_id(),
@@ -72,6 +85,7 @@ def test_actors_and_nodes(connected):
     assert info["resources"] == {"CPU": 1.0}
     assert info["name"] == "probe-state"
     assert info["restarted"] is False and info["pg"] is None
+    assert shoal.get(probe.made.remote()) == (actor_id, False)
 
     alive = state.list_actors(filters=[("state", "=", "alive")])
     mine = [a for a in alive if a.actor_id == actor_id]
@@ -184,3 +198,13 @@ def test_a_task_knows_its_own_id_name_and_function(connected):
     assert async_id and async_id != task_id
     shoal.kill(actor)
 
+
+
+def test_a_restarted_actor_knows_it_from_its_constructor_on(connected):
+    probe = Probe.options(max_restarts=1, max_task_retries=1).remote()
+    assert shoal.get(probe.made.remote())[1] is False
+    os.kill(shoal.get(probe.pid.remote()), signal.SIGKILL)
+    # Calls made while it restarts wait for the new instance.
+    actor_id, restarted = shoal.get(probe.made.remote(), timeout=60)
+    assert (actor_id, restarted) == (probe._actor_id, True)
+    assert shoal.get(probe.context.remote())["restarted"] is True

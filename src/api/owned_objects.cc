@@ -186,7 +186,11 @@ std::vector<size_t> OwnedObjects::WaitAny(const std::vector<std::string>& ids,
   std::vector<size_t> ready;
   {
     shoal::MutexLock lock(&mu_);
-    if (CountSettledLocked(ids, &ready) >= num_ready) return ready;
+    // A zero timeout only asks: the caller does not block, so a worker
+    // lends no CPU for it.
+    if (CountSettledLocked(ids, &ready) >= num_ready || timeout_ms == 0) {
+      return ready;
+    }
   }
   if (blocked) blocked(true);
   {

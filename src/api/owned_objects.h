@@ -80,7 +80,8 @@ class OwnedObjects {
   absl::StatusOr<Ready> WaitReady(const std::string& id, int64_t timeout_ms,
                                   const BlockedFn& blocked);
   // Waits until `num_ready` of `ids` are not pending (or the timeout);
-  // returns the indices of those that are not.
+  // returns the indices of those that are not. A zero timeout only looks:
+  // `blocked` is not called.
   std::vector<size_t> WaitAny(const std::vector<std::string>& ids,
                               size_t num_ready, int64_t timeout_ms,
                               const BlockedFn& blocked);

@@ -202,6 +202,18 @@ TEST_F(OwnedObjectsTest, WaitAnyReturnsOnceEnoughAreDone) {
   EXPECT_THAT(objects_.WaitAny({"a", "b"}, 2, 10, nullptr), ElementsAre(0));
 }
 
+TEST_F(OwnedObjectsTest, AZeroTimeoutWaitOnlyLooks) {
+  objects_.AddPending("a");
+  objects_.AddValue("v", std::make_shared<const std::string>("x"));
+  int blocked_calls = 0;
+  auto blocked = [&](bool) { ++blocked_calls; };
+  EXPECT_THAT(objects_.WaitAny({"a", "v"}, 2, 0, blocked), ElementsAre(1));
+  EXPECT_EQ(blocked_calls, 0);
+  // A wait that may block says so, and again when it ends.
+  EXPECT_THAT(objects_.WaitAny({"a", "v"}, 2, 1, blocked), ElementsAre(1));
+  EXPECT_EQ(blocked_calls, 2);
+}
+
 TEST_F(OwnedObjectsTest, HandlesAreFoundWhileAlive) {
   objects_.AddValue("v", std::make_shared<const std::string>("x"));
   auto handle = objects_.NewHandle("v");

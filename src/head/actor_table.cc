@@ -117,10 +117,24 @@ absl::StatusOr<ActorAction> ActorTable::Kill(const std::string& actor_id,
     case proto::ActorInfo::ALIVE:
       if (no_restart) return Die(*e, "killed by shoal::Kill", false);
       return Lose(*e, "killed by shoal::Kill", /*killed=*/true);
-    default:
-      // Not running yet: nothing to restart.
+    default: {
       if (no_restart) return Die(*e, "killed by shoal::Kill", false);
-      return ActorAction{actor_id};
+      // Not running yet, so no process to end: as in Ray, the kill still
+      // takes one of its restarts (its placement goes on as that
+      // restart), and with none left it dies.
+      const int32_t max = e->info.spec().max_restarts();
+      if (max != -1 && e->info.num_restarts() >= max) {
+        return Die(*e,
+                   absl::StrCat("killed by shoal::Kill before it ran, and its "
+                                "restarts are used up (max_restarts=",
+                                max, ")"),
+                   false);
+      }
+      ActorAction action{actor_id};
+      e->info.set_num_restarts(e->info.num_restarts() + 1);
+      Bump(*e, action);
+      return action;
+    }
   }
 }
 

@@ -197,9 +197,15 @@ TEST(ActorTableTest, Transitions) {
        [](T& t) { return t.Kill("a1", false); }, proto::ActorInfo::DEAD,
        "killed by shoal::Kill and its restarts are used up (max_restarts=0)",
        true, true, false},
+      // Its placement goes on as the restart the kill took.
       {"kill restart while pending", 3, false,
        [](T& t) { return t.Kill("a1", false); }, proto::ActorInfo::PENDING, "",
-       false, false, false},
+       true, false, false},
+      {"kill restart while pending without restarts left", 0, false,
+       [](T& t) { return t.Kill("a1", false); }, proto::ActorInfo::DEAD,
+       "killed by shoal::Kill before it ran, and its restarts are used up "
+       "(max_restarts=0)",
+       true, true, false},
       {"kill no_restart while pending", 3, false,
        [](T& t) { return t.Kill("a1", true); }, proto::ActorInfo::DEAD,
        "killed by shoal::Kill", true, true, false},
@@ -249,6 +255,18 @@ TEST(ActorTableTest, Transitions) {
       EXPECT_EQ(info->pid(), 0);
     }
   }
+}
+
+TEST(ActorTableTest, AKillBeforeTheActorRunsTakesARestart) {
+  ActorTable table;
+  ASSERT_TRUE(table.Create(Spec("a1", 1), 0).ok());
+  ASSERT_TRUE(table.Kill("a1", false).ok());
+  EXPECT_EQ(table.Find("a1")->num_restarts(), 1);
+  table.Placed("a1", On("n1", "w1"));
+  EXPECT_EQ(table.Find("a1")->state(), proto::ActorInfo::ALIVE);
+  // Its one restart is used: the next kill ends it.
+  ASSERT_TRUE(table.Kill("a1", false).ok());
+  EXPECT_EQ(table.Find("a1")->state(), proto::ActorInfo::DEAD);
 }
 
 TEST(ActorTableTest, ADeadActorStaysDead) {
