@@ -549,6 +549,13 @@ class RemoteFunction(_Remote):
     _WHAT = "a remote function"
 
     def __init__(self, function, options):
+        if inspect.iscoroutinefunction(function):
+            # As Ray: a task runs no event loop for it.
+            raise ValueError(
+                f"'async def' should not be used for remote tasks "
+                f"({function.__qualname__}): wrap the coroutine, as in "
+                f"`def f(): return asyncio.run(g())`, or make it a method "
+                f"of an actor, whose async methods share an event loop")
         super().__init__(options)
         self._function = function
         self._shipped = _Shipped(function, "pyfn")
@@ -946,11 +953,12 @@ class ActorMethod:
         _require_init()
         _check_call(self._handle._signature_of(self._name), args, kwargs,
                     f"{self._handle._class_name}.{self._name}.remote()")
-        # "Counter.incr": the name task lists and errors show, as Ray's do;
-        # the worker calls the part after the last dot.
+        # "Counter.incr": the name task lists and errors show, as Ray's do
+        # (the class's own name, not where it was defined); the worker
+        # calls the part after the last dot.
         passes = []
         ref = _shoal.submit_actor_task(
-            self._handle._actor_id, f"{self._handle._class_name}.{self._name}",
+            self._handle._actor_id, f"{self._handle._short_name}.{self._name}",
             encode_call(args, kwargs, passes=passes), watch=True)
         _handles.track(ref, passes)
         return _split_returns(ref, num_returns)
@@ -984,6 +992,7 @@ class ActorHandle:
                  tracked=False):
         self._actor_id = ActorID(actor_id)
         self._class_name = class_name
+        self._short_name = class_name.rsplit(".", 1)[-1]
         self._methods = list(methods) if methods is not None else None
         # Checked at .remote(). Not sent with the handle: a process it is
         # passed to reads them from the class in the head's store

@@ -212,6 +212,12 @@ class ResolvedRef:
     def __hash__(self):
         return hash(self._id)
 
+    def __await__(self):
+        # ``await ref`` in an async actor, as for any ObjectRef: its value
+        # is here already.
+        return self.value()
+        yield  # noqa: unreachable - makes this a generator
+
     def __repr__(self):
         return f"ResolvedRef({self._id})"
 

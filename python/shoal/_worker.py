@@ -110,6 +110,9 @@ class Runtime:
         self._in_flight = 0
         self._idle = threading.Condition()
         self._exit_requested = False
+        # __ray_terminate__ came: calls after it answer that the actor
+        # exited; those running finish first, with their own results.
+        self._terminating = False
         self._exit_hooks_run = False
         self._calls = {}  # function key -> calls of it (max_calls)
         self.actor_resources = None  # what the actor holds, once made
@@ -257,8 +260,8 @@ class Runtime:
         if name is None:
             name = _method_names[method] = method.rsplit(".", 1)[-1]
         with self._idle:
-            if self._exit_requested:  # queued behind exit_actor()
-                return ("exit", _EXITED)
+            if self._exit_requested or self._terminating:
+                return ("exit", _EXITED)  # queued behind the exit
             self._in_flight += 1
         try:
             if name == "__ray_terminate__":
@@ -292,16 +295,17 @@ class Runtime:
             _call.task = None
             with self._idle:
                 self._in_flight -= 1
-                if self._exit_requested:  # _exit_when_idle waits
-                    self._idle.notify_all()
+                if self._exit_requested or self._terminating:
+                    self._idle.notify_all()  # an exit waits for the rest
 
     def _terminate(self):
         """``handle.__ray_terminate__``: the calls already running finish,
         then the actor ends."""
         with self._idle:
-            self._exit_requested = True
+            self._terminating = True
             while self._in_flight > 1:  # this call is one
                 self._idle.wait()
+            self._exit_requested = True
         return self._exit_outcome("the actor was terminated by "
                                   "__ray_terminate__")
 

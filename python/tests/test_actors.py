@@ -277,6 +277,24 @@ def test_terminate_runs_pending_calls_first(connected):
     _wait_exit(pid)
 
 
+def test_calls_running_when_the_last_handle_goes_keep_their_results(
+        connected):
+    import asyncio
+
+    @shoal.remote
+    class Slow:
+        async def echo(self, x):
+            await asyncio.sleep(0.5)
+            return x
+
+        async def await_inner(self, refs):
+            return await refs[0]  # a ref inside the arguments
+
+    # The handle is gone as soon as the call is made; the actor ends after.
+    assert shoal.get(Slow.remote().echo.remote(7)) == 7
+    assert shoal.get(Slow.remote().await_inner.remote([shoal.put(3)])) == 3
+
+
 def test_an_actor_ends_when_its_last_handle_is_gone(connected):
     counter = Counter.remote()
     copy = counter

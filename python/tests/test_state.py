@@ -198,6 +198,21 @@ def test_a_task_knows_its_own_id_name_and_function(connected):
     assert async_id and async_id != task_id
     shoal.kill(actor)
 
+    # A class made inside a function lists its calls by its own name, as
+    # Ray's do ("Local.ping", not "test_...<locals>.Local.ping").
+    @shoal.remote
+    class Local:
+        async def ping(self):
+            return shoal.get_runtime_context().get_task_id()
+
+    local = Local.remote()
+    ping_id = shoal.get(local.ping.remote())
+
+    def listed_by_name():
+        found = state.list_tasks(filters=[("name", "=", "Local.ping")])
+        assert [t.task_id for t in found] == [ping_id]
+
+    _eventually(listed_by_name)
 
 
 def test_a_restarted_actor_knows_it_from_its_constructor_on(connected):

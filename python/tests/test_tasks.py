@@ -137,6 +137,10 @@ def test_options_and_resources(connected):
         add.options(object_store_memory=1 << 20).remote(1)
     with pytest.raises(TypeError, match="called directly"):
         add(1, 2)
+    with pytest.raises(ValueError, match="'async def' should not be used"):
+        @shoal.remote
+        async def coroutine():
+            pass
 
 
 def test_arguments_that_do_not_fit_fail_at_the_call(connected):
