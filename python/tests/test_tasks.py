@@ -461,3 +461,37 @@ def test_unsupported_scheduling_options_say_so(connected):
     assert shoal.get(add.options(scheduling_strategy="SPREAD").remote(1)) == 1
     with pytest.raises(ValueError, match="scheduling_strategy"):
         add.options(scheduling_strategy="NEAREST").remote(1)
+
+
+def test_tasks_run_on_the_workers_main_thread(connected):
+    # As in Ray: signal handlers may be set (a SIGALRM timeout), and a
+    # fork sees one Python thread.
+    @shoal.remote
+    def on_main():
+        import signal
+        import threading
+        fired = []
+        signal.signal(signal.SIGALRM, lambda *_: fired.append(True))
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        deadline = time.time() + 10
+        while not fired and time.time() < deadline:
+            time.sleep(0.01)
+        return (threading.get_ident() == threading.main_thread().ident,
+                bool(fired), threading.active_count())
+
+    @shoal.remote
+    def forked_pool():
+        import math
+        import multiprocessing
+        with multiprocessing.get_context("fork").Pool(processes=2) as pool:
+            return sum(pool.map(math.factorial, range(8)))
+
+    @shoal.remote
+    class Plain:
+        def on_main(self):
+            import threading
+            return threading.get_ident() == threading.main_thread().ident
+
+    assert shoal.get(on_main.remote()) == (True, True, 1)
+    assert shoal.get(forked_pool.remote()) == 5914
+    assert shoal.get(Plain.remote().on_main.remote()) is True

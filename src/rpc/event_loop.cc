@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace shoal::rpc {
 namespace {
@@ -21,6 +22,25 @@ constexpr int64_t kBusyPollUs = 100;
 
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(
     const std::string& name) {
+  ASSIGN_OR_RETURN(std::unique_ptr<EventLoop> loop, Open());
+  EventLoop* raw = loop.get();
+  loop->thread_ = std::thread([raw, name] {
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    raw->Run();
+  });
+  return loop;
+}
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::CreateUnstarted() {
+  return Open();
+}
+
+void EventLoop::RunHere() {
+  SHOAL_CHECK(!thread_.joinable()) << "EventLoop::RunHere on a started loop";
+  Run();
+}
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Open() {
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) {
     return absl::InternalError(
@@ -31,13 +51,7 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(
     close(ep);
     return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
   }
-  std::unique_ptr<EventLoop> loop(new EventLoop(ep, wake));
-  EventLoop* raw = loop.get();
-  loop->thread_ = std::thread([raw, name] {
-    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-    raw->Run();
-  });
-  return loop;
+  return std::unique_ptr<EventLoop>(new EventLoop(ep, wake));
 }
 
 EventLoop::EventLoop(int epoll_fd, int wake_fd)
@@ -55,7 +69,13 @@ EventLoop::~EventLoop() {
 }
 
 void EventLoop::Stop() {
-  if (!thread_.joinable()) return;
+  if (!thread_.joinable()) {
+    // Never started, or running on its caller's thread (RunHere): that
+    // thread returns from RunHere once it sees this.
+    stopping_ = true;
+    Wake();
+    return;
+  }
   SHOAL_CHECK(!InLoop()) << "EventLoop::Stop called on its own thread";
   stopping_ = true;
   Wake();

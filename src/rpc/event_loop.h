@@ -42,6 +42,13 @@ class EventLoop final : public Executor {
   // Starts the loop on a new thread.
   static absl::StatusOr<std::unique_ptr<EventLoop>> Create(
       const std::string& name);
+  // A loop that runs on the thread that calls RunHere(): a worker's main
+  // thread, which runs its tasks (Python reserves signal handlers and more
+  // to the main thread). Post() may be called before it runs.
+  static absl::StatusOr<std::unique_ptr<EventLoop>> CreateUnstarted();
+  // Runs the loop on this thread until Stop() is called (on another
+  // thread; it does not wait for RunHere() to return).
+  void RunHere();
   ~EventLoop() override;
 
   EventLoop(const EventLoop&) = delete;
@@ -72,6 +79,7 @@ class EventLoop final : public Executor {
 
  private:
   EventLoop(int epoll_fd, int wake_fd);
+  static absl::StatusOr<std::unique_ptr<EventLoop>> Open();
   void Run();
   void Wake();
   int NextTimeoutMs();

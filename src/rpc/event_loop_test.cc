@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -51,6 +52,26 @@ TEST(EventLoopTest, EveryClosureAcceptedBeforeStopRunsOrIsFreedByStop) {
   EXPECT_EQ(live.load(), 0)
       << "a closure accepted before Stop was neither run nor freed";
   EXPECT_GT(ran.load(), 0);
+}
+
+// A worker's main thread runs its loop itself: what was posted before it
+// runs, on that thread, until another thread stops it.
+TEST(EventLoopTest, AnUnstartedLoopRunsOnTheThreadThatRunsIt) {
+  auto loop = EventLoop::CreateUnstarted();
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EventLoop* raw = loop->get();
+  const std::thread::id here = std::this_thread::get_id();
+  std::atomic<bool> on_this_thread{false};
+  raw->Post([&] { on_this_thread = std::this_thread::get_id() == here; });
+  std::thread stopper([raw] {
+    std::atomic<bool> ran{false};
+    raw->Post([&ran] { ran = true; });
+    while (!ran) std::this_thread::yield();
+    raw->Stop();
+  });
+  raw->RunHere();
+  stopper.join();
+  EXPECT_TRUE(on_this_thread);
 }
 
 TEST(EventLoopTest, RunSyncFromAnotherThreadRunsOnTheLoop) {

@@ -1,7 +1,10 @@
 #include "worker/worker_main.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <thread>
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
@@ -143,7 +147,7 @@ RunningTasks* g_running = nullptr;
 
 // Cancels (shoal::Cancel), which the agent sends as SIGUSR1 with the task's
 // token (common/cancel_token.h): the token of the task that runs on the
-// loop thread now (0: none), and those of tasks cancelled before they
+// loop (main) thread now (0: none), and those of tasks cancelled before they
 // began (pushed behind the running one), the last kMaxCancelledEarly.
 constexpr char kCancelledType[] = "shoal::TaskCancelled";
 constexpr size_t kMaxCancelledEarly = 1024;
@@ -184,7 +188,7 @@ void EndCancellable(int32_t token, proto::TaskResult* result) {
   }
 }
 
-// On the main thread, for a SIGUSR1 carrying a CancelSignal: the running
+// On the signal thread, for a SIGUSR1 carrying a CancelSignal: the running
 // task is interrupted (a Python task raises KeyboardInterrupt; a blocking
 // get in it returns), or a task not begun yet answers cancelled when its
 // turn comes. A recursive cancel of the running task first cancels what
@@ -412,6 +416,42 @@ void AdoptActor(const proto::ActorExitingRequest& r,
   responder.Reply(proto::Empty());
 }
 
+// The main thread runs the tasks (Python keeps signal handlers, and more,
+// to the main thread, and Ray runs tasks there), so signals are served by
+// a thread of their own:
+// - SIGTERM and SIGINT (blocked in every thread this process starts) end
+//   the worker;
+// - SIGUSR1, a cancel, is sent to the main thread (rt_tgsigqueueinfo: a
+//   thread a library started would die of it). A handler there passes its
+//   value through a pipe, since a cancel must be served while the task
+//   runs.
+int g_cancel_pipe[2] = {-1, -1};
+
+void OnCancelSignal(int, siginfo_t* info, void*) {
+  const int saved = errno;
+  int32_t value = info->si_value.sival_int;
+  ssize_t n = write(g_cancel_pipe[1], &value, sizeof(value));
+  (void)n;  // a full pipe (64 KiB of cancels) drops this one
+  errno = saved;
+}
+
+void ServeSignals(const std::string& worker_id, int stop_fd) {
+  pollfd fds[2] = {{g_cancel_pipe[0], POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  while (true) {
+    if (poll(fds, 2, -1) < 0) continue;  // EINTR
+    int32_t value;
+    while (read(g_cancel_pipe[0], &value, sizeof(value)) ==
+           static_cast<ssize_t>(sizeof(value))) {
+      RequestCancel(value, worker_id);
+    }
+    signalfd_siginfo info;
+    if (read(stop_fd, &info, sizeof(info)) ==
+        static_cast<ssize_t>(sizeof(info))) {
+      EndWorker(worker_id, 0);
+    }
+  }
+}
+
 }  // namespace
 
 int RunWorker() {
@@ -421,13 +461,32 @@ int RunWorker() {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGUSR1);  // a cancel (RequestCancel)
+  sigaddset(&stop, SIGUSR1);  // unblocked below, on this thread only
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   // The agent starts workers to be killed with it (PR_SET_PDEATHSIG,
   // SIGKILL); SIGTERM instead lets the worker end what it started first.
   prctl(PR_SET_PDEATHSIG, SIGTERM);
+  sigset_t ends;
+  sigemptyset(&ends);
+  sigaddset(&ends, SIGTERM);
+  sigaddset(&ends, SIGINT);
+  const int stop_fd = signalfd(-1, &ends, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (stop_fd < 0 || pipe2(g_cancel_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+    SHOAL_LOG(ERROR) << "worker cannot watch signals: " << strerror(errno);
+    return 1;
+  }
+  std::thread(ServeSignals, worker_id, stop_fd).detach();
+  struct sigaction cancel = {};
+  cancel.sa_sigaction = OnCancelSignal;
+  cancel.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&cancel.sa_mask);
+  sigaction(SIGUSR1, &cancel, nullptr);
+  sigset_t cancels;
+  sigemptyset(&cancels);
+  sigaddset(&cancels, SIGUSR1);
+  pthread_sigmask(SIG_UNBLOCK, &cancels, nullptr);
 
-  auto loop = rpc::EventLoop::Create("shoal-worker");
+  auto loop = rpc::EventLoop::CreateUnstarted();
   if (!loop.ok()) {
     SHOAL_LOG(ERROR) << loop.status();
     return 1;
@@ -480,15 +539,7 @@ int RunWorker() {
       EndWorker(worker_id, 0);
     });
   });
-  while (true) {
-    siginfo_t info{};
-    int sig = sigwaitinfo(&stop, &info);
-    if (sig == SIGUSR1) {
-      RequestCancel(info.si_value.sival_int, worker_id);
-      continue;
-    }
-    if (sig == SIGTERM || sig == SIGINT) break;
-  }
+  (*loop)->RunHere();  // until the worker ends (_exit)
   EndWorker(worker_id, 0);
 }
 
