@@ -270,7 +270,7 @@ class Runtime:
                 result = True
             else:
                 call_args, kwargs = decode_call(args)
-                fn = getattr(instance, name)
+                fn = _method(instance, name)
                 task_name = f"{type(instance).__name__}.{name}"
                 if self._async:
                     # Ray names an async actor's method by its qualname.
@@ -477,6 +477,23 @@ def _apply(settings):
 
 _omp_ours = None  # the OMP_NUM_THREADS the last call set, if any
 _method_names = {}  # "Class.method" -> "method"
+_methods = {}  # (class, name) -> the class's attribute (a descriptor)
+
+
+def _method(instance, name):
+    """``instance``'s method ``name``, found on its class as Ray finds it:
+    an attribute of the instance with the same name does not hide it."""
+    cls = type(instance)
+    try:
+        found = _methods[cls, name]
+    except KeyError:
+        try:
+            found = inspect.getattr_static(cls, name)
+        except AttributeError:
+            return getattr(instance, name)  # made by __getattr__
+        _methods[cls, name] = found
+    get = getattr(type(found), "__get__", None)
+    return get(found, instance, cls) if get is not None else found
 
 
 def _nothing_to_undo():

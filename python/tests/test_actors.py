@@ -45,6 +45,25 @@ def test_calls_run_in_order(connected):
     assert shoal.get(counter.pid.remote()) != os.getpid()
 
 
+def test_an_attribute_does_not_hide_a_method_of_the_same_name(connected):
+    # As in Ray, calls find the method on the class.
+    @shoal.remote
+    class Flag:
+        def __init__(self):
+            self.done = False
+
+        def done(self):  # noqa: F811 - the name the attribute shares
+            return "the method"
+
+        @staticmethod
+        def helper():
+            return "static"
+
+    flag = Flag.remote()
+    assert shoal.get(flag.done.remote()) == "the method"
+    assert shoal.get(flag.helper.remote()) == "static"
+
+
 def test_a_method_error_keeps_the_actor(connected):
     counter = Counter.remote()
     with pytest.raises(KeyError, match="no such thing"):
