@@ -444,3 +444,29 @@ def test_init_without_a_dashboard(monkeypatch):
             assert shoal.get_runtime_context().get_dashboard_url() == ""
         finally:
             shoal.shutdown()
+
+
+def test_a_driver_running_one_task_after_another_leaves_room_for_others(
+        local_cluster):
+    # The driver keeps an idle lease a moment for its next task; a lease
+    # that old goes back when idle, so the actor's request, waiting at the
+    # agent for the same resources, gets its turn.
+    @shoal.remote(num_cpus=0, resources={"slot": 3})
+    def all_slots():
+        return os.getpid()
+
+    @shoal.remote(num_cpus=0)
+    class Other:
+        def run_one(self):
+            return shoal.get(all_slots.remote())
+
+    other = Other.remote()
+    shoal.get(other.__ray_ready__.remote())
+    shoal.get(all_slots.remote())
+    theirs = other.run_one.remote()
+    deadline = time.time() + 30
+    while not shoal.wait([theirs], timeout=0)[0]:
+        assert time.time() < deadline, "the actor's task never got the slots"
+        shoal.get(all_slots.remote())
+        time.sleep(0.05)
+    assert shoal.get(theirs) > 0

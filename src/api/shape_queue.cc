@@ -125,12 +125,13 @@ std::unique_ptr<LeasedWorker> ShapeQueue::RemoveLost(
 }
 
 std::vector<std::unique_ptr<LeasedWorker>> ShapeQueue::TakeIdle(
-    int64_t now_us, int64_t idle_us) {
+    int64_t now_us, int64_t idle_us, int64_t max_age_us) {
   std::vector<std::unique_ptr<LeasedWorker>> idle;
   if (!queue_.empty()) return idle;
   for (auto it = workers_.begin(); it != workers_.end();) {
     LeasedWorker& w = **it;
-    if (w.in_flight.empty() && now_us - w.idle_since_us >= idle_us) {
+    if (w.in_flight.empty() && (now_us - w.idle_since_us >= idle_us ||
+                                now_us - w.leased_at_us >= max_age_us)) {
       idle.push_back(std::move(*it));
       it = workers_.erase(it);
     } else {

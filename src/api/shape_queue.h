@@ -38,6 +38,7 @@ struct LeasedWorker {
   std::unique_ptr<rpc::Channel> channel;  // to the worker
   std::deque<std::string> in_flight;      // task ids, in push order
   int64_t idle_since_us = 0;
+  int64_t leased_at_us = 0;  // when the lease was granted
 };
 
 class ShapeQueue {
@@ -93,9 +94,11 @@ class ShapeQueue {
                                            const std::string& never_sent,
                                            std::string* running);
   // Removes and returns the workers with nothing in flight since at least
-  // `idle_us` before `now_us` (none while tasks wait).
+  // `idle_us` before `now_us`, or with nothing in flight and leased at
+  // least `max_age_us` before it (none while tasks wait).
   std::vector<std::unique_ptr<LeasedWorker>> TakeIdle(int64_t now_us,
-                                                      int64_t idle_us);
+                                                      int64_t idle_us,
+                                                      int64_t max_age_us);
   std::vector<std::unique_ptr<LeasedWorker>> TakeAllWorkers();
 
   // ---- Lease requests ----

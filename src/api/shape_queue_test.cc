@@ -105,21 +105,40 @@ TEST(ShapeQueueTest, APushNeverSentIsNoRunningTaskAndGoesBack) {
   EXPECT_THAT(Drain(q), ElementsAre("unsent", "p1"));
 }
 
+constexpr int64_t kNoAgeLimit = int64_t{1} << 62;
+
 TEST(ShapeQueueTest, IdleLeasesAreTakenByTheClockAndNeverWhileTasksWait) {
   ShapeQueue q("k", ResourceSet(), 0);
   q.AddWorker(Worker("old", {}, 1000));
   q.AddWorker(Worker("recent", {}, 9000));
   q.AddWorker(Worker("busy", {"t"}, 0));
   q.Add("waiting", false);
-  EXPECT_THAT(q.TakeIdle(10000, 5000), IsEmpty());
+  EXPECT_THAT(q.TakeIdle(10000, 5000, kNoAgeLimit), IsEmpty());
   q.TakeNext();
-  auto idle = q.TakeIdle(10000, 5000);
+  auto idle = q.TakeIdle(10000, 5000, kNoAgeLimit);
   ASSERT_EQ(idle.size(), 1u);
   EXPECT_EQ(idle[0]->lease_id, "old");
-  EXPECT_EQ(q.TakeIdle(10000, 0).size(), 1u);  // "recent", at once
+  EXPECT_EQ(q.TakeIdle(10000, 0, kNoAgeLimit).size(), 1u);  // "recent", at once
   EXPECT_EQ(q.workers().size(), 1u);
   EXPECT_EQ(q.TakeAllWorkers().size(), 1u);
   EXPECT_THAT(q.workers(), IsEmpty());
+}
+
+TEST(ShapeQueueTest, AnOldLeaseIsTakenOnceIdleHoweverRecentlyUsed) {
+  ShapeQueue q("k", ResourceSet(), 0);
+  auto old = Worker("old", {}, 9999);
+  old->leased_at_us = 1000;
+  q.AddWorker(std::move(old));
+  auto busy = Worker("old-but-busy", {"t"}, 0);
+  busy->leased_at_us = 1000;
+  q.AddWorker(std::move(busy));
+  auto young = Worker("young", {}, 9999);
+  young->leased_at_us = 9000;
+  q.AddWorker(std::move(young));
+  auto taken = q.TakeIdle(10000, 5000, 2000);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0]->lease_id, "old");
+  EXPECT_EQ(q.workers().size(), 2u);
 }
 
 TEST(ShapeQueueTest, LeaseRequestsFollowTheWaitingTasksUpToTen) {

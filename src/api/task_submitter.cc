@@ -377,6 +377,7 @@ void TaskSubmitter::AddWorker(ShapeQueue& q, const std::string& agent,
   nodes_->NoteAgent(w->node_id, agent);
   w->channel = nodes_->Connect(reply.worker_address());
   w->idle_since_us = loop_->NowUs();
+  w->leased_at_us = w->idle_since_us;
   q.AddWorker(std::move(w));
 }
 
@@ -400,16 +401,19 @@ void TaskSubmitter::ReturnLease(const std::string& agent,
                                [](absl::StatusOr<proto::Empty>) {});
 }
 
-// Returns leases idle for lease_idle_ms; at once when tasks of another
-// shape are waiting for a lease (an idle lease of ours may be what holds
-// the resources they need).
+// Returns leases idle for lease_idle_ms, and idle ones held for
+// lease_reuse_ms; at once when tasks of another shape are waiting for a
+// lease (an idle lease of ours may be what holds the resources they need).
 void TaskSubmitter::ReturnIdleLeases() {
   int64_t now = loop_->NowUs();
   bool starving = false;
   for (const auto& [key, q] : shapes_) starving |= q.starving();
   int64_t idle_us = starving ? 0 : options_.lease_idle_ms * 1000;
+  int64_t max_age_us = options_.lease_reuse_ms * 1000;
   for (auto& [key, q] : shapes_) {
-    for (auto& w : q.TakeIdle(now, idle_us)) ReturnLease(w->agent, w->lease_id);
+    for (auto& w : q.TakeIdle(now, idle_us, max_age_us)) {
+      ReturnLease(w->agent, w->lease_id);
+    }
   }
 }
 

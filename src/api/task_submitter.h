@@ -63,6 +63,12 @@ class TaskSubmitter {
     WorkerCommand worker_command;  // empty: workers run the binary
     // How long a lease with no work is kept for further tasks of its shape.
     int64_t lease_idle_ms = 500;
+    // A lease held this long is returned as soon as it has no work, even
+    // if its next task comes at once: that task then asks its agent anew,
+    // behind the other owners' requests there, so that an owner running
+    // one task after another cannot keep the resources from them (a lease
+    // that is never idle, its shape's queue never empty, is kept).
+    int64_t lease_reuse_ms = 1000;
     // Called (on the loop thread, once until answered) when a node has no
     // copy of the program and the head holds none this submitter knows
     // of: the runtime sends one and answers with SetProgramCopy, later

@@ -574,6 +574,30 @@ TEST_F(TaskSubmitterTest, IdleLeaseIsReturnedAfterLeaseIdleMs) {
   Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 2u); });
 }
 
+// An owner that runs one task after another keeps reusing its lease; once
+// the lease is lease_reuse_ms old it goes back when idle, so that its next
+// task asks the agent again, behind other owners waiting there.
+TEST_F(TaskSubmitterTest, AnIdleLeaseIsReturnedOnceItIsLeaseReuseMsOld) {
+  Restart(/*lease_idle_ms=*/60000);
+  Run([&] { agent_->grant_to = worker_->address(); });
+  Submit("t1");
+  ASSERT_TRUE(Settled([&] { return !Outcome("t1").empty(); }));
+  executor_.AdvanceMs(999);
+  Submit("t2");  // reuses it, and it is idle again
+  ASSERT_TRUE(Settled([&] { return !Outcome("t2").empty(); }));
+  Run([&] { submitter_->Tick(); });
+  Run([&] {
+    EXPECT_THAT(agent_->returned, IsEmpty());
+    EXPECT_EQ(agent_->lease_requests.size(), 1u);
+  });
+  executor_.AdvanceMs(1);
+  Run([&] { submitter_->Tick(); });
+  Run([&] { EXPECT_THAT(agent_->returned, ElementsAre(agent_->granted[0])); });
+  Submit("t3");
+  ASSERT_TRUE(Settled([&] { return !Outcome("t3").empty(); }));
+  Run([&] { EXPECT_EQ(agent_->lease_requests.size(), 2u); });
+}
+
 TEST_F(TaskSubmitterTest, RecentlyUsedLeaseIsKeptAndReused) {
   Run([&] { agent_->grant_to = worker_->address(); });
   Submit("t1");
