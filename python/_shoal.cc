@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/core_runtime.h"
 #include "api/driver_init.h"
+#include "api/driver_warnings.h"
 #include "api/submit_options.h"
 #include "api/task_context.h"
 #include "api/task_error.h"
@@ -1180,6 +1181,9 @@ PYBIND11_MODULE(_shoal, m) {
       "Whether the refs that submit and submit_actor_task return with "
       "watch=True from now on are watched for being dropped before get() "
       "read them.");
+  m.def("take_warnings", &shoal::internal::TakeWarnings,
+        "(type, text) of the runtime's warnings for the driver since the "
+        "last call (logged already when they came).");
   m.def(
       "take_unread_dropped", [] { return UnreadResults::Get().TakeDropped(); },
       "The ids of watched results dropped unread since the last call.");

@@ -14,7 +14,9 @@ becomes at most one message, as a dict with Ray's keys (``type``,
                   killed or exited on purpose is not an error)
 
 The driver publishes warnings of its own there too (``pickling_large_object``
-for a function or class that pickles to more than 10 MB).
+for a function or class that pickles to more than 10 MB), and the native
+runtime's (``excess_queueing_warning``: more than 5,000 calls, then 10,000
+and so on, outstanding to one actor), which it logged as they came.
 
 Subscribers (``shoal.test_utils.init_error_pubsub``) read the messages
 published after they subscribed. The driver itself prints a line for each
@@ -180,6 +182,8 @@ class ErrorStream:
             except Exception:  # noqa: BLE001 - shut down, or head away
                 return
             self._take_dropped()
+            for error_type, text in _shoal.take_warnings():
+                self.publish(error_type, text)  # the runtime logged it
             failed.sort(key=lambda t: t["time_ms"])
             for task in failed:
                 self._take(task)

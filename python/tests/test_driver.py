@@ -470,3 +470,26 @@ def test_a_driver_running_one_task_after_another_leaves_room_for_others(
         shoal.get(all_slots.remote())
         time.sleep(0.05)
     assert shoal.get(theirs) > 0
+
+
+def test_thousands_of_calls_queued_to_an_actor_warn_the_driver(local_cluster,
+                                                                capfd):
+    @shoal.remote
+    class Stuck:
+        def wait(self, seconds):
+            time.sleep(seconds)
+
+    subscriber = test_utils.init_error_pubsub()
+    try:
+        stuck = Stuck.remote()
+        refs = [stuck.wait.remote(60) for _ in range(5001)]
+        errors = test_utils.get_error_message(
+            subscriber, 1, "excess_queueing_warning", timeout=20)
+        assert len(errors) == 1
+        assert ("More than 5000 tasks are pending submission to actor "
+                f"{stuck._actor_id}") in errors[0]["error_message"]
+        assert "More than 5000 tasks" in capfd.readouterr().err
+        del refs
+        shoal.kill(stuck)
+    finally:
+        subscriber.close()

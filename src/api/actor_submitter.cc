@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "api/driver_warnings.h"
 #include "common/logging.h"
 #include "rpc/rpc.h"
 
@@ -36,6 +37,15 @@ void ActorSubmitter::Add(const std::string& actor_id,
   call.task_id = task_id;
   SetRetries(a, call);
   a.waiting.push_back(std::move(call));
+  if (a.waiting.size() + a.in_flight.size() > a.warn_above) {
+    PublishWarning(
+        "excess_queueing_warning",
+        absl::StrCat("Warning: More than ", a.warn_above,
+                     " tasks are pending submission to actor ", actor_id,
+                     ". To reduce memory use, wait for these calls to "
+                     "finish before making more."));
+    a.warn_above *= 2;
+  }
   if (a.dead) {
     // Failed once the runtime has taken the call in (after this returns).
     loop_->Post([this, alive = alive_, actor_id] {

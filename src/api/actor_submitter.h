@@ -25,6 +25,9 @@ namespace shoal::internal {
 class ActorSubmitter {
  public:
   enum class Failure { kActorDied, kInfeasible };
+  // Calls outstanding to one actor past which the driver is warned (Ray's
+  // excess queueing warning), then past twice that, and so on.
+  static constexpr size_t kExcessQueueWarning = 5000;
 
   // What the submitter needs from the runtime that owns the calls' results.
   class Delegate {
@@ -94,6 +97,8 @@ class ActorSubmitter {
     uint64_t generation = 0;     // of `channel`
     std::deque<Call> waiting;    // not sent yet, in order
     std::deque<Call> in_flight;  // sent, in order
+    // More calls than this outstanding: warn the driver (and double it).
+    size_t warn_above = kExcessQueueWarning;
   };
 
   Actor& Get(const std::string& actor_id);

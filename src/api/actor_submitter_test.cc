@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/driver_warnings.h"
 #include "api/fake_worker_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -155,6 +156,26 @@ TEST_F(ActorSubmitterTest, CallsLeaveInSubmissionOrderOnceReady) {
   ASSERT_TRUE(Settled([&] { return runtime_->outcomes.size() == 3; }));
   Run([&] { EXPECT_THAT(actor_->seen, ElementsAre("t1", "t2", "t3")); });
   EXPECT_EQ(Outcome("t2"), "ok:t2");
+}
+
+// Ray's excess queueing warning: past 5,000 calls outstanding to one actor,
+// then past 10,000, and so on; once each.
+TEST_F(ActorSubmitterTest, ThousandsOfCallsQueuedWarnTheDriverAsTheyDouble) {
+  TakeWarnings();
+  Run([&] {
+    for (int i = 0; i <= 10000; ++i) {
+      submitter_->Add("a1", absl::StrCat("t", i));
+    }
+  });
+  auto warnings = TakeWarnings();
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0].first, "excess_queueing_warning");
+  EXPECT_THAT(warnings[0].second,
+              HasSubstr("More than 5000 tasks are pending submission to "
+                        "actor a1"));
+  EXPECT_THAT(warnings[1].second, HasSubstr("More than 10000 tasks"));
+  Run([&] { submitter_->Add("a1", "one-more"); });
+  EXPECT_THAT(TakeWarnings(), IsEmpty());
 }
 
 TEST_F(ActorSubmitterTest, PendingActorHoldsCallsUntilItIsAlive) {
