@@ -488,10 +488,25 @@ def test_tasks_run_on_the_workers_main_thread(connected):
 
     @shoal.remote
     class Plain:
+        def __init__(self):
+            import threading
+            self.local = threading.local()
+
         def on_main(self):
             import threading
             return threading.get_ident() == threading.main_thread().ident
 
+        def remember(self, value):
+            self.local.value = value
+
+        def recall(self):
+            return getattr(self.local, "value", None)
+
     assert shoal.get(on_main.remote()) == (True, True, 1)
     assert shoal.get(forked_pool.remote()) == 5914
-    assert shoal.get(Plain.remote().on_main.remote()) is True
+    plain = Plain.remote()
+    assert shoal.get(plain.on_main.remote()) is True
+    # One thread runs every call, so its thread-local state lasts from one
+    # call to the next (it was made anew for each one).
+    shoal.get(plain.remember.remote(42))
+    assert shoal.get(plain.recall.remote()) == 42
