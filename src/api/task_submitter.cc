@@ -39,6 +39,20 @@ void SendCancel(rpc::Channel* agent, const std::string& worker_id,
                                });
 }
 
+// Gives lease `lease_id` back to `agent`, the agent that granted it; `done`
+// (if set) runs once it answered or after `timeout_ms` (0: the channel's).
+void SendReturnLease(rpc::Channel* agent, const std::string& lease_id,
+                     std::function<void()> done = {}, int64_t timeout_ms = 0) {
+  proto::ReturnLeaseRequest req;
+  req.set_lease_id(lease_id);
+  rpc::CallProto<proto::Empty>(
+      agent, proto::RETURN_LEASE, req,
+      [done = std::move(done)](absl::StatusOr<proto::Empty>) {
+        if (done) done();
+      },
+      timeout_ms);
+}
+
 }  // namespace
 
 TaskSubmitter::TaskSubmitter(rpc::Executor* loop, NodeView* nodes,
@@ -272,7 +286,7 @@ void TaskSubmitter::OnLeaseReply(
   auto shape = shapes_.find(key);
   if (shape == shapes_.end()) {  // cleared: give back what came
     if (reply.ok() && reply->outcome() == proto::RequestLeaseReply::GRANTED) {
-      ReturnLease(agent, reply->lease_id());
+      SendReturnLease(nodes_->Channel(agent), reply->lease_id());
     }
     return;
   }
@@ -368,7 +382,9 @@ void TaskSubmitter::SetProgramCopy(absl::StatusOr<std::string> blob_hash) {
 
 void TaskSubmitter::AddWorker(ShapeQueue& q, const std::string& agent,
                               const proto::RequestLeaseReply& reply) {
-  if (q.empty()) return ReturnLease(agent, reply.lease_id());
+  if (q.empty()) {
+    return SendReturnLease(nodes_->Channel(agent), reply.lease_id());
+  }
   auto w = std::make_unique<LeasedWorker>();
   w->lease_id = reply.lease_id();
   w->worker_id = reply.worker_id();
@@ -393,14 +409,6 @@ bool TaskSubmitter::CancelPushed(const std::string& task_id, bool force,
   return false;
 }
 
-void TaskSubmitter::ReturnLease(const std::string& agent,
-                                const std::string& lease_id) {
-  proto::ReturnLeaseRequest req;
-  req.set_lease_id(lease_id);
-  rpc::CallProto<proto::Empty>(nodes_->Channel(agent), proto::RETURN_LEASE, req,
-                               [](absl::StatusOr<proto::Empty>) {});
-}
-
 // Returns leases idle for lease_idle_ms, and idle ones held for
 // lease_reuse_ms; at once when tasks of another shape are waiting for a
 // lease (an idle lease of ours may be what holds the resources they need).
@@ -412,7 +420,7 @@ void TaskSubmitter::ReturnIdleLeases() {
   int64_t max_age_us = options_.lease_reuse_ms * 1000;
   for (auto& [key, q] : shapes_) {
     for (auto& w : q.TakeIdle(now, idle_us, max_age_us)) {
-      ReturnLease(w->agent, w->lease_id);
+      SendReturnLease(nodes_->Channel(w->agent), w->lease_id);
     }
   }
 }
@@ -425,11 +433,7 @@ void TaskSubmitter::ReturnAll(std::function<void()> done) {
   for (auto& [key, q] : shapes_) {
     for (auto& w : q.TakeAllWorkers()) {
       ++*remaining;
-      proto::ReturnLeaseRequest req;
-      req.set_lease_id(w->lease_id);
-      rpc::CallProto<proto::Empty>(
-          nodes_->Channel(w->agent), proto::RETURN_LEASE, req,
-          [finish](absl::StatusOr<proto::Empty>) { finish(); }, 1000);
+      SendReturnLease(nodes_->Channel(w->agent), w->lease_id, finish, 1000);
     }
   }
   finish();

@@ -150,7 +150,6 @@ class TaskSubmitter {
   void WithdrawRequests(ShapeQueue& q);
   void AddWorker(ShapeQueue& q, const std::string& agent,
                  const proto::RequestLeaseReply& reply);
-  void ReturnLease(const std::string& agent, const std::string& lease_id);
   void ReturnIdleLeases();
   void FailQueue(ShapeQueue& q, const absl::Status& error);
   // Frees a worker's channel on a later turn (it may be failing its calls).
