@@ -31,6 +31,10 @@ _calls = []  # [result ref, [actor ids]] of calls that carry handles
 _to_check = []  # (actor id, entry): last handle gone after a pass
 _passing = threading.local()
 _watcher = None
+# Calls looked at per poll, oldest first: a driver that passes one handle
+# to thousands of tasks pays for a bounded wait every 50 ms, not one over
+# all of them (a later call's result is let go once the window reaches it).
+_POLL_WINDOW = 1024
 
 
 class _Owned:
@@ -193,7 +197,7 @@ def _watch():
                 _lock.wait()
             checks = list(_to_check)
             _to_check.clear()
-            calls = list(_calls)
+            calls = _calls[:_POLL_WINDOW]
         for actor_id, entry in checks:
             _check(actor_id, entry)
         if calls:
@@ -207,18 +211,16 @@ def _poll(calls):
         if not _shoal.is_initialized():
             raise RuntimeError("not connected")
         # A zero timeout: only asks; a worker lends no CPU for it.
-        done = _shoal.wait([c[0] for c in calls], len(calls), 0, False)
+        done = [calls[i] for i in
+                _shoal.wait([c[0] for c in calls], len(calls), 0, False)]
     except Exception:  # noqa: BLE001 - left the cluster: forget them
         with _lock:
-            for call in calls:
-                if call in _calls:
-                    _calls.remove(call)
+            _forget_calls(calls)
         return
     ends = []
     with _lock:
-        for i in done:
-            call = calls[i]
-            _calls.remove(call)
+        _forget_calls(done)
+        for call in done:
             for actor_id in call[1]:
                 entry = _owned.get(actor_id)
                 if entry is None:
@@ -229,6 +231,13 @@ def _poll(calls):
                     ends.append((actor_id, end))
     for actor_id, class_name in ends:
         _end(actor_id, class_name)
+
+
+def _forget_calls(calls):
+    """Takes ``calls`` out of _calls, in one pass. Holds _lock."""
+    if calls:
+        gone = {id(c) for c in calls}
+        _calls[:] = [c for c in _calls if id(c) not in gone]
 
 
 def _check(actor_id, entry):

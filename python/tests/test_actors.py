@@ -352,6 +352,21 @@ def test_an_actor_passed_to_a_task_ends_once_the_task_is_done(connected):
     _wait_exit(pid)
 
 
+def test_an_actor_passed_to_thousands_of_tasks_ends_after_the_last(
+        connected):
+    # More calls than the owner looks at per poll: it still sees them all.
+    @shoal.remote(num_cpus=0)
+    def touch(counter, i):
+        return i
+
+    counter = Counter.remote()
+    pid = shoal.get(counter.pid.remote())
+    refs = [touch.remote(counter, i) for i in range(2500)]
+    del counter
+    assert shoal.get(refs) == list(range(2500))
+    _wait_exit(pid)
+
+
 def test_an_actor_kept_by_whoever_it_was_passed_to_lives_on(connected):
     @shoal.remote
     class Keeper:

@@ -466,10 +466,8 @@ int RunWorker() {
   // The agent starts workers to be killed with it (PR_SET_PDEATHSIG,
   // SIGKILL); SIGTERM instead lets the worker end what it started first.
   prctl(PR_SET_PDEATHSIG, SIGTERM);
-  sigset_t ends;
-  sigemptyset(&ends);
-  sigaddset(&ends, SIGTERM);
-  sigaddset(&ends, SIGINT);
+  sigset_t ends = stop;  // what ends the worker, read from a signalfd
+  sigdelset(&ends, SIGUSR1);
   const int stop_fd = signalfd(-1, &ends, SFD_NONBLOCK | SFD_CLOEXEC);
   if (stop_fd < 0 || pipe2(g_cancel_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
     SHOAL_LOG(ERROR) << "worker cannot watch signals: " << strerror(errno);
