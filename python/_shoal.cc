@@ -37,6 +37,7 @@
 #include "common/clock.h"
 #include "common/environment.h"
 #include "common/net.h"
+#include "common/version.h"
 #include "head_client/head_client.h"
 #include "shoal/api.h"
 #include "shoal/shoal.pb.h"
@@ -142,7 +143,8 @@ void Init(const std::string& address, const std::string& token,
           const std::string& cluster_program,
           const std::vector<std::string>& worker_argv,
           const std::map<std::string, std::string>& worker_env,
-          const std::string& cpp_program, int dashboard_port) {
+          const std::string& cpp_program, int dashboard_port,
+          const std::string& version) {
   shoal::InitOptions options;
   options.address = address;
   options.token = token;
@@ -156,6 +158,7 @@ void Init(const std::string& address, const std::string& token,
   program.worker_command.argv = worker_argv;
   program.worker_command.env = worker_env;
   program.cpp_program = cpp_program;
+  program.version = version;
   py::gil_scoped_release release;
   shoal::internal::InitDriver(options, program);
 }
@@ -1052,7 +1055,10 @@ PYBIND11_MODULE(_shoal, m) {
         py::arg("temp_dir"), py::arg("num_cpus"), py::arg("resources"),
         py::arg("cluster_program"), py::arg("worker_argv"),
         py::arg("worker_env"), py::arg("cpp_program"),
-        py::arg("dashboard_port") = -1);
+        py::arg("dashboard_port") = -1, py::arg("version") = "");
+  m.def(
+      "version", [] { return std::string(shoal::ShoalVersion()); },
+      "The version of Shoal this module was built as.");
   m.def(
       "shutdown",
       [] {

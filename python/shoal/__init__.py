@@ -279,7 +279,10 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 # A local cluster's dashboard, as Ray's init() starts one:
                 # on 8265 (else any free port) unless told otherwise.
                 -1 if include_dashboard is False else int(
-                    dashboard_port if dashboard_port is not None else 8265))
+                    dashboard_port if dashboard_port is not None else 8265),
+                # A driver of another version than the cluster's is
+                # refused (RuntimeError), as Ray's is.
+                __version__)
     _remote.set_job_namespace(namespace, _in_worker())
     _remote.joined_cluster()
     if not _in_worker():
@@ -788,7 +791,7 @@ def get_gpu_ids():
 # Ray's older name for an ObjectRef.
 ObjectID = ObjectRef
 
-__version__ = "0.29.0"
+__version__ = _shoal.version()
 
 # `shoal.util.placement_group(...)` without importing shoal.util first, as
 # `ray.util` is there after `import ray`.

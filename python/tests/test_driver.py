@@ -493,3 +493,21 @@ def test_thousands_of_calls_queued_to_an_actor_warn_the_driver(local_cluster,
         shoal.kill(stuck)
     finally:
         subscriber.close()
+
+
+def test_a_driver_of_another_version_is_refused(started_cluster):
+    # Ray's check: the cluster's version against the driver's own
+    # (shoal.__version__), before the driver does anything there.
+    mine = shoal.__version__
+    assert mine == shoal._shoal.version()
+    shoal.__version__ = "0.0.1"
+    try:
+        with pytest.raises(RuntimeError, match="Version mismatch") as refused:
+            shoal.init(address="auto")
+    finally:
+        shoal.__version__ = mine
+    assert "Shoal 0.0.1" in str(refused.value)
+    assert f"Shoal {mine}" in str(refused.value)
+    assert not shoal.is_initialized()
+    shoal.init(address="auto")
+    assert shoal.get(shoal.put(7)) == 7

@@ -25,6 +25,7 @@
 #include "common/net.h"
 #include "common/random.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "head_client/head_client.h"
 #include "rpc/rpc.h"
 #include "scheduling/label_selector.h"
@@ -87,6 +88,10 @@ class AgentImpl : public NodeAgent {
       return StartObjectStore();
     });
     RETURN_IF_ERROR(status);
+    if (absl::Status same = CheckHeadVersion(); !same.ok()) {
+      return Annotate(same, absl::StrCat("cannot join the cluster at ",
+                                         options_.head_address));
+    }
     // The first registration is synchronous so that `shoal start` can say
     // whether the node joined.
     std::promise<absl::Status> registered;
@@ -103,6 +108,17 @@ class AgentImpl : public NodeAgent {
       ScheduleReaper();
     });
     return absl::OkStatus();
+  }
+
+  // A node of another version than its head's is refused before it joins
+  // (common/version.h): the two may not understand each other.
+  absl::Status CheckHeadVersion() {
+    rpc::HeadClient head(loop_.get(), options_.head_address, options_.token,
+                         "agent " + node_id_);
+    proto::KvGetRequest get;
+    get.set_key(kClusterVersionKey);
+    ASSIGN_OR_RETURN(proto::KvGetReply got, head.KvGet(get, 5000));
+    return CheckSameVersion(got.value(), ShoalVersion(), "this node");
   }
 
   std::string address() const override { return address_; }

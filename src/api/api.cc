@@ -148,6 +148,7 @@ void internal::InitDriver(const InitOptions& options,
   rt.workers_run_this_program = program.workers_run_this_program;
   rt.worker_command = program.worker_command;
   rt.cpp_program = program.cpp_program;
+  rt.version = program.version;
   if (env::Get(env::Var::kRole) == "worker") {
     rt.worker_id = env::Get(env::Var::kWorkerId);
     rt.worker_agent_address = env::Get(env::Var::kAgentAddress);

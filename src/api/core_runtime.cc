@@ -34,6 +34,7 @@
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "common/task_event_record.h"
+#include "common/version.h"
 #include "head_client/head_client.h"
 #include "object_plane/transfer_client.h"
 #include "rpc/event_loop.h"
@@ -123,6 +124,19 @@ void FillSubmitOptions(const RuntimeOptions& options,
     cpp.worker_command = WorkerCommand();
     path->cpp_submit = std::move(cpp);
   }
+}
+
+// A driver of another version than the cluster's is refused, as Ray
+// refuses one (its job, registered just before, ends as it disconnects):
+// the two may not understand each other's messages and pickles. `version`:
+// the driver's (empty: this library's). Blocking: not the head's loop.
+absl::Status CheckDriverVersion(rpc::HeadClient& head,
+                                const std::string& version) {
+  proto::KvGetRequest get;
+  get.set_key(kClusterVersionKey);
+  ASSIGN_OR_RETURN(proto::KvGetReply got, head.KvGet(get));
+  return CheckSameVersion(
+      got.value(), version.empty() ? ShoalVersion() : version, "this driver");
 }
 
 // The head as the task path calls it: the runtime's head client, with the
@@ -235,6 +249,9 @@ class CoreRuntimeImpl : public CoreRuntime {
     registration_ = std::make_unique<JobRegistration>(
         JobRegistration::HeadHooks(head_.get(), loop_.get()));
     RETURN_IF_ERROR(Register());
+    if (options_.worker_id.empty()) {
+      RETURN_IF_ERROR(CheckDriverVersion(*head_, options_.version));
+    }
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
     RETURN_IF_ERROR(ShareProgram(options_, program_, copies_, status));
     std::string store_agent;

@@ -51,6 +51,10 @@ struct RuntimeOptions {
   // of another language calls (TaskOptions::in_cpp_program); uploaded, and
   // run as those tasks' workers. Empty: none.
   std::string cpp_program;
+  // The version a driver is of, checked against the cluster's before it
+  // registers (common/version.h); empty: this library's. Workers check none
+  // (their node agent did when it joined).
+  std::string version;
 };
 
 // Errors come back as Status (see api/task_error.h: the payload says which

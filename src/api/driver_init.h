@@ -25,6 +25,8 @@ struct DriverProgram {
   WorkerCommand worker_command;
   // RuntimeOptions::cpp_program.
   std::string cpp_program;
+  // RuntimeOptions::version: a frontend's own (Python's shoal.__version__).
+  std::string version;
 };
 
 // Throws shoal::Error as shoal::Init does.

@@ -24,6 +24,7 @@
 #include "cli/stop_command.h"
 #include "cli/symmetric_run_command.h"
 #include "common/process.h"
+#include "common/version.h"
 
 namespace shoal::cli {
 namespace {
@@ -144,6 +145,9 @@ absl::StatusOr<int> RunParsed(const Command& command,
 absl::StatusOr<int> ParseAndRun(int argc, char** argv, Context& ctx) {
   CLI::App app{"Shoal: a cluster runtime for ML workloads", "shoal"};
   app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       absl::StrCat("shoal, version ", ShoalVersion()),
+                       "Print Shoal's version and exit");
   // Everything after `--` is the program, verbatim (CLI11 would read a
   // "[...]" argument as a list).
   std::vector<std::string> program;

@@ -10,6 +10,7 @@
 #include "common/mutex.h"
 #include "common/random.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "head/actor_manager.h"
 #include "head/agent_call.h"
 #include "head/blob_store.h"
@@ -42,6 +43,16 @@ void Answer(const rpc::Responder& resp, const absl::Status& status) {
   resp.Reply(proto::Empty());
 }
 
+// Records this head's version for the drivers and agents that join to check
+// (common/version.h); a head restarted at another version replaces it.
+absl::Status RecordVersion(KvTable& kv) {
+  proto::KvPutRequest put;
+  put.set_key(kClusterVersionKey);
+  put.set_value(ShoalVersion());
+  put.set_overwrite(true);
+  return kv.Put(put).status();
+}
+
 // The head: receives RPCs and hands them to its parts (nodes, placement
 // groups, jobs, actors, KV, blobs, task events, gangs), and wires the parts
 // to each other, to storage, the event loop and the agents' channels.
@@ -62,6 +73,7 @@ class HeadImpl : public Head {
     ASSIGN_OR_RETURN(storage_, OpenHeadStorage(StorageOf(options_)));
     gangs_ = std::make_unique<GangTable>(/*max_gangs=*/100, storage_.get());
     kv_ = std::make_unique<KvTable>(storage_.get());
+    RETURN_IF_ERROR(RecordVersion(*kv_));
     driver_jobs_ = std::make_unique<DriverJobTable>(storage_.get());
     absl::Status status;
     loop_->RunSync([&] {

@@ -28,8 +28,12 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/files.h"
+#include "common/session.h"
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "head_client/head_client.h"
+#include "rpc/event_loop.h"
 #include "shoal/api.h"
 #include "tests/testing/test_cluster.h"
 
@@ -444,6 +448,75 @@ TEST(CliTest, StartingARunningHeadAgainDoesNothing) {
   EXPECT_EQ(RunCli({"status", "--temp-dir", temp_dir}, &out), 0) << out;
   EXPECT_EQ(RunCli({"stop", "--temp-dir", temp_dir}, &out), 0) << out;
   EXPECT_THAT(LeftRunning(temp_dir), ::testing::IsEmpty());
+}
+
+// A node or driver of another version than the cluster's head is refused
+// before it joins, saying both versions; the cluster goes on as it was.
+// (The head's record is rewritten here to stand for a head of another
+// version.) `shoal --version` says this build's.
+TEST(CliTest, AVersionOtherThanTheClustersIsRefused) {
+  std::string out;
+  ASSERT_EQ(RunCli({"--version"}, &out), 0) << out;
+  EXPECT_EQ(out, absl::StrCat("shoal, version ", shoal::ShoalVersion(), "\n"));
+
+  ScratchDir scratch;
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string head_dir = scratch.path() + "/head";
+  ASSERT_EQ(RunCli({"start", "--head", "--port", "0", "--node-ip-address",
+                    "127.0.0.1", "--num-cpus", "1", "--temp-dir", head_dir},
+                   &out),
+            0)
+      << out;
+  std::string address, token;
+  ASSERT_TRUE(shoal::ResolveClusterAddress(head_dir, &address, &token).ok());
+  {
+    auto loop = shoal::rpc::EventLoop::Create("version-test");
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    shoal::rpc::HeadClient head(loop->get(), address, token, "version test");
+    shoal::proto::KvGetRequest get;
+    get.set_key(shoal::kClusterVersionKey);
+    auto recorded = head.KvGet(get);
+    ASSERT_TRUE(recorded.ok()) << recorded.status();
+    EXPECT_EQ(recorded->value(), shoal::ShoalVersion());
+    shoal::proto::KvPutRequest put;
+    put.set_key(shoal::kClusterVersionKey);
+    put.set_value("0.0.1");
+    put.set_overwrite(true);
+    ASSERT_TRUE(head.KvPut(put).ok());
+  }
+
+  const std::string node_dir = scratch.path() + "/node";
+  EXPECT_EQ(RunCli({"start", "--address", address, "--node-ip-address",
+                    "127.0.0.1", "--num-cpus", "1", "--temp-dir", node_dir},
+                   &out, {absl::StrCat("SHOAL_TOKEN=", token)}),
+            1)
+      << out;
+  EXPECT_THAT(out, HasSubstr("Version mismatch"));
+  EXPECT_THAT(out, HasSubstr("Shoal 0.0.1"));
+  EXPECT_THAT(out, HasSubstr(shoal::ShoalVersion()));
+  EXPECT_THAT(LeftRunning(node_dir), ::testing::IsEmpty());
+
+  try {
+    shoal::Init({.address = address, .token = token});
+    ADD_FAILURE() << "a driver of another version joined";
+    shoal::Shutdown();
+  } catch (const shoal::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Version mismatch"));
+    EXPECT_THAT(e.what(), HasSubstr("Shoal 0.0.1"));
+  }
+  EXPECT_FALSE(shoal::IsInitialized());
+
+  ASSERT_EQ(RunCli({"status", "--temp-dir", head_dir}, &out), 0) << out;
+  // The head's own node alone, and none dead.
+  size_t alive = 0;
+  for (size_t at = out.find(" ALIVE "); at != std::string::npos;
+       at = out.find(" ALIVE ", at + 1)) {
+    ++alive;
+  }
+  EXPECT_EQ(alive, 1u) << out;
+  EXPECT_THAT(out, HasSubstr("(no dead nodes)"));
+  EXPECT_EQ(RunCli({"stop", "--temp-dir", head_dir}, &out), 0) << out;
+  EXPECT_THAT(LeftRunning(head_dir), ::testing::IsEmpty());
 }
 
 // A job's Python program imports shoal with nothing exported (the agent
