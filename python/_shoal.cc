@@ -37,6 +37,7 @@
 #include "common/clock.h"
 #include "common/environment.h"
 #include "common/net.h"
+#include "common/process.h"
 #include "common/version.h"
 #include "head_client/head_client.h"
 #include "shoal/api.h"
@@ -1212,6 +1213,13 @@ PYBIND11_MODULE(_shoal, m) {
   m.def("run_worker", &RunWorker, py::arg("runtime"),
         "Serves this process's agent as a worker whose tasks `runtime` "
         "runs; never returns.");
+  m.def(
+      "set_process_title",
+      [](const std::string& title) { shoal::SetProcessTitle(title); },
+      py::arg("title"),
+      "This process's title as ps shows it, cut to the length of the "
+      "command line it started with (the setproctitle module, where there "
+      "is one, makes room for more).");
   m.def("actor_exiting", &ActorExiting,
         "Tells the head that this process's actor ends for good (no "
         "restart).");

@@ -949,7 +949,7 @@ class ActorMethod:
                 list(args), kwargs)
         return self._call(args, kwargs, num_returns)
 
-    def _call(self, args, kwargs, num_returns):
+    def _call(self, args, kwargs, num_returns, name=None):
         _require_init()
         _check_call(self._handle._signature_of(self._name), args, kwargs,
                     f"{self._handle._class_name}.{self._name}.remote()")
@@ -957,9 +957,12 @@ class ActorMethod:
         # (the class's own name, not where it was defined); the worker
         # calls the part after the last dot.
         passes = []
+        # A name given by options(name=) is the call's in the worker (its
+        # process title, get_task_name()).
         ref = _shoal.submit_actor_task(
             self._handle._actor_id, f"{self._handle._short_name}.{self._name}",
-            encode_call(args, kwargs, passes=passes), watch=True)
+            encode_call(args, kwargs, {"name": name} if name else None,
+                        passes=passes), watch=True)
         _handles.track(ref, passes)
         return _split_returns(ref, num_returns)
 
@@ -969,16 +972,18 @@ class ActorMethod:
         return target.remote(*(args or ()), **(kwargs or {}))
 
     def options(self, **options):
-        """This method with ``num_returns`` changed for one call."""
+        """This method with ``num_returns`` or its ``name`` changed for one
+        call."""
         _check_options(options, {"num_returns", "name"}, "an actor method",
                        _options.METHOD_OPTIONS)
         num_returns = options.get("num_returns", self._handle._num_returns.get(
             self._name, 1))
+        name = options.get("name")
         method = self
 
         class _Options:
             def remote(self, *args, **kwargs):
-                return method._call(args, kwargs, num_returns)
+                return method._call(args, kwargs, num_returns, name)
 
         return _Options()
 

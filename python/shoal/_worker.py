@@ -37,6 +37,17 @@ _OWN_FILES = {__file__, _remote_file}
 
 _runtime = None
 
+# Ray's process titles, which `ps` shows and setproctitle.getproctitle()
+# reads in a task: "ray::IDLE", "ray::<task>" while it runs, "ray::<Class>"
+# for an actor ("ray::<Class>.<method>" in a call). Through the
+# setproctitle module where there is one, as Ray's, so that both agree
+# (and the title may be longer than the command line); else Shoal's own.
+try:
+    from setproctitle import setproctitle as _set_title
+except ImportError:
+    _set_title = _shoal.set_process_title
+_IDLE_TITLE = "ray::IDLE"
+
 # The resources the call running in this thread holds (a task's).
 _call = threading.local()
 # An async actor's call: what current_task() says in its coroutine (which
@@ -115,6 +126,7 @@ class Runtime:
         self._terminating = False
         self._exit_hooks_run = False
         self._calls = {}  # function key -> calls of it (max_calls)
+        self._title = _IDLE_TITLE  # the process's between calls
         self.actor_resources = None  # what the actor holds, once made
         self.actor_placement = None  # its group (current_placement)
         _runtime = self
@@ -159,14 +171,15 @@ class Runtime:
             call_args, kwargs, settings = decode_call(args, True)
             _call.resources = settings.get("resources")
             _call.placement = settings.get("placement")
-            _call.task = (_shoal.current_task_id(),
-                          settings.get("name") or getattr(fn, "__name__", key),
-                          _function_name(fn))
+            name = settings.get("name") or getattr(fn, "__name__", key)
+            _call.task = (_shoal.current_task_id(), name, _function_name(fn))
             undo = _apply(settings)
+            _set_title(f"ray::{name}")
             try:
                 result = _run_retrying(fn, call_args, kwargs,
                                        settings.get("retry"))
             finally:
+                _set_title(_IDLE_TITLE)
                 undo()
             # A worker that ends after this call cannot lend the refs in
             # its result (it would take them with it): they carry their
@@ -228,7 +241,10 @@ class Runtime:
     def _construct(self, key, args):
         try:
             cls = self._load(key)
-            _output.announce_actor(getattr(cls, "__name__", "Actor"))
+            class_name = getattr(cls, "__name__", "Actor")
+            _output.announce_actor(class_name)
+            self._title = f"ray::{class_name}"
+            _set_title(f"{self._title}.__init__")
             call_args, kwargs, settings = decode_call(args, True)
             _apply(settings)  # the actor's process keeps its runtime_env
             self.actor_resources = settings.get("resources")
@@ -253,6 +269,7 @@ class Runtime:
             return _failure(e)
         finally:
             self._constructing = False
+            _set_title(self._title if self._holds_actor else _IDLE_TITLE)
 
     def _call_method(self, instance, method, args):
         # The method's name follows its class's ("Counter.incr").
@@ -269,9 +286,10 @@ class Runtime:
             if name == "__ray_ready__":
                 result = True
             else:
-                call_args, kwargs = decode_call(args)
+                call_args, kwargs, settings = decode_call(args, True)
                 fn = _method(instance, name)
-                task_name = f"{type(instance).__name__}.{name}"
+                task_name = (settings.get("name") or
+                             f"{type(instance).__name__}.{name}")
                 if self._async:
                     # Ray names an async actor's method by its qualname.
                     function = getattr(fn, "__func__", fn)
@@ -282,7 +300,11 @@ class Runtime:
                 else:
                     _call.task = (_shoal.current_task_id(), task_name,
                                   _function_name(fn, type(instance)))
-                    result = fn(*call_args, **kwargs)
+                    _set_title(f"ray::{task_name}")
+                    try:
+                        result = fn(*call_args, **kwargs)
+                    finally:
+                        _set_title(self._title)
             if self._exit_requested:
                 return self._exit_outcome(_EXITED)
             pieces, size = dumps_result(result)
@@ -549,5 +571,6 @@ def main():
     # logs/worker-*.log) as it is printed: the process ends with _exit.
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
+    _set_title(_IDLE_TITLE)
     _output.announce_worker()
     sys.exit(_shoal.run_worker(Runtime()))

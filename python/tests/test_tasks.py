@@ -510,3 +510,78 @@ def test_tasks_run_on_the_workers_main_thread(connected):
     # call to the next (it was made anew for each one).
     shoal.get(plain.remember.remote(42))
     assert shoal.get(plain.recall.remote()) == 42
+
+
+def _title(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().rstrip(b"\0").decode()
+
+
+def _title_becomes(pid, want, timeout=20):
+    deadline = time.monotonic() + timeout
+    while _title(pid) != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _title(pid)
+
+
+@shoal.remote
+def _titled_task(signal):
+    shoal.get(signal.wait.remote())
+    return os.getpid()
+
+
+@shoal.remote
+class _Titled:
+    def pid(self):
+        return os.getpid()
+
+    def hold(self, signal):
+        shoal.get(signal.wait.remote())
+
+
+def test_workers_carry_rays_process_titles(connected):
+    # What `ps` shows of a worker, as Ray's: the task or call it runs, and
+    # IDLE or the actor's class between them.
+    from shoal.test_utils import SignalActor
+    signal = SignalActor.remote()
+    # A name of this test's own: another cluster's workers may run here.
+    name = f"titled-{os.getpid()}"
+    ref = _titled_task.options(name=name).remote(signal)
+    deadline = time.monotonic() + 20
+    running = []
+    while not running and time.monotonic() < deadline:
+        running = _pids_of(f"ray::{name}")
+        time.sleep(0.05)
+    assert len(running) == 1
+    shoal.get(signal.send.remote())
+    assert shoal.get(ref) == running[0]
+    assert _title_becomes(running[0], "ray::IDLE") == "ray::IDLE"
+
+    actor = _Titled.remote()
+    pid = shoal.get(actor.pid.remote())
+    assert _title(pid) == "ray::_Titled"
+    signal = SignalActor.remote()
+    held = actor.hold.remote(signal)
+    assert _title_becomes(pid, "ray::_Titled.hold") == "ray::_Titled.hold"
+    shoal.get(signal.send.remote())
+    shoal.get(held)
+    assert _title_becomes(pid, "ray::_Titled") == "ray::_Titled"
+    signal = SignalActor.remote()
+    named = actor.hold.options(name="chosen").remote(signal)
+    assert _title_becomes(pid, "ray::chosen") == "ray::chosen"
+    shoal.get(signal.send.remote())
+    shoal.get(named)
+    shoal.kill(actor)
+
+
+def _pids_of(title):
+    """This host's processes whose title is ``title``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if _title(entry) == title:
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found

@@ -369,6 +369,47 @@ bool ProcessAlive(int64_t pid) {
          (*stat)[paren + 2] != 'Z';
 }
 
+namespace {
+
+// Where this process's command line lies: [arg_start, arg_end) of
+// /proc/self/stat (fields 48 and 49); empty when it cannot be read.
+std::pair<char*, size_t> CommandLineMemory() {
+  auto stat = ReadFile("/proc/self/stat");
+  if (!stat.ok()) return {nullptr, 0};
+  size_t paren = stat->rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat->size()) {
+    return {nullptr, 0};
+  }
+  // The fields after the command's name start at field 3 (its state).
+  std::vector<std::string> fields =
+      absl::StrSplit(stat->substr(paren + 2), ' ');
+  uint64_t begin = 0, end = 0;
+  if (fields.size() < 47 || !absl::SimpleAtoi(fields[45], &begin) ||
+      !absl::SimpleAtoi(fields[46], &end) || end <= begin) {
+    return {nullptr, 0};
+  }
+  return {reinterpret_cast<char*>(begin), static_cast<size_t>(end - begin)};
+}
+
+}  // namespace
+
+void SetProcessTitle(std::string_view title) {
+  static std::mutex mu;
+  static std::pair<char*, size_t> memory = CommandLineMemory();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto [start, size] = memory;
+    if (start != nullptr) {
+      // Ends in NUL, so that the kernel reads the title alone.
+      size_t n = std::min(title.size(), size - 1);
+      memcpy(start, title.data(), n);
+      memset(start + n, 0, size - n);
+    }
+  }
+  std::string name(title.substr(0, 15));
+  prctl(PR_SET_NAME, name.c_str());
+}
+
 std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) {
     return absl::StrCat("exited with code ", WEXITSTATUS(status));

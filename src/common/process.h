@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -81,6 +82,14 @@ bool ProcessAlive(int64_t pid);
 
 // "exited with code 3", "killed by signal 9 (Killed)" for a waitpid status.
 std::string DescribeWaitStatus(int status);
+
+// This process's title as `ps` and /proc/<pid>/cmdline show it (Ray's
+// "ray::f" for a worker running task f): `title` written over the memory
+// of the command line it was started with, cut to that length, and the
+// calling thread's name (`top`, /proc/<pid>/comm), cut to 15 bytes.
+// Thread-safe. The strings of argv are overwritten: call it only in a
+// program that copied what it needs of them (an interpreter has).
+void SetProcessTitle(std::string_view title);
 
 }  // namespace shoal
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_split.h"
 #include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -105,6 +106,44 @@ TEST_F(SpawnTest, AProgramThatCannotRunFailsWithExecsReason) {
 TEST(SpawnArgsTest, NothingToRunIsAnError) {
   EXPECT_EQ(Spawn(SpawnOptions{}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A child (the title overwrites this test's own command line) titles
+// itself; ps's view of it (cmdline and comm) is the title, cut to fit.
+TEST(ProcessTitleTest, PsShowsTheTitleCutToTheCommandLinesLength) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(out[0]);
+    SetProcessTitle("shoal::title-test");
+    std::string seen = ReadFile("/proc/self/cmdline").value_or("?") + "|" +
+                       ReadFile("/proc/self/comm").value_or("?");
+    SetProcessTitle(std::string(100000, 'x'));
+    seen += "|" + ReadFile("/proc/self/cmdline").value_or("?");
+    ssize_t ignored = write(out[1], seen.data(), seen.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(out[1]);
+  std::string seen;
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) seen.append(buf, n);
+  close(out[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  std::vector<std::string> parts = absl::StrSplit(seen, '|');
+  ASSERT_EQ(parts.size(), 3u) << seen;
+  // NULs pad the rest of the command line's memory, as ps shows it.
+  for (std::string* cmdline : {&parts[0], &parts[2]}) {
+    cmdline->erase(cmdline->find_last_not_of('\0') + 1);
+  }
+  EXPECT_EQ(parts[0], "shoal::title-test");
+  EXPECT_EQ(parts[1], "shoal::title-te\n");
+  // A title longer than the command line is cut to it.
+  EXPECT_THAT(parts[2], ::testing::MatchesRegex("x+"));
+  EXPECT_LT(parts[2].size(), 100000u);
 }
 
 }  // namespace
