@@ -511,3 +511,62 @@ def test_a_driver_of_another_version_is_refused(started_cluster):
     assert not shoal.is_initialized()
     shoal.init(address="auto")
     assert shoal.get(shoal.put(7)) == 7
+
+
+def _job_keys():
+    """The Python frontend's keys of jobs in the head's key-value store, by
+    job: {job id: sorted keys}."""
+    by_job = {}
+    for key in shoal._shoal.kv_keys(""):
+        group, _, rest = key.decode().partition("/")
+        if group in ("pyfn", "pyactor", "pyenv", "pyjob"):
+            by_job.setdefault(rest.split("/")[0], []).append(key.decode())
+    return {job: sorted(keys) for job, keys in by_job.items()}
+
+
+def _eventually(check, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return check()
+
+
+def test_what_a_job_keeps_in_the_head_goes_when_it_and_its_actors_end(
+        started_cluster, tmp_path):
+    # Each driver's functions, classes and packages are copied into the
+    # head's key-value store; they stay while its detached actor may need
+    # them (to restart, to run its calls' tasks) and go after that, so that
+    # a cluster that runs job after job does not keep them all.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "helper.py").write_text("VALUE = 3\n")
+    script = f"""
+        import shoal
+        shoal.init(namespace="keys", runtime_env={{
+            "working_dir": {str(tmp_path / "pkg")!r}}})
+        @shoal.remote
+        def f():
+            import helper
+            return helper.VALUE
+        @shoal.remote
+        class Keeper:
+            def ping(self):
+                return 1
+        assert shoal.get(f.remote()) == 3
+        assert shoal.get(Keeper.remote().ping.remote()) == 1
+        %s
+        print("job", shoal.get_runtime_context().get_job_id())
+        """
+    plain = _run_driver(script % "", started_cluster).stdout
+    kept = _run_driver(script % (
+        'k = Keeper.options(name="k", lifetime="detached").remote(); '
+        'shoal.get(k.ping.remote())'), started_cluster).stdout
+    plain_job = plain.split("job ")[-1].strip()
+    kept_job = kept.split("job ")[-1].strip()
+    shoal.init(address="auto", namespace="keys")
+    assert _eventually(lambda: plain_job not in _job_keys()), _job_keys()
+    keys = _job_keys()[kept_job]
+    assert any(k.startswith("pyfn/") for k in keys), keys
+    assert any(k.startswith("pyactor/") for k in keys), keys
+    assert any(k.startswith("pyenv/") for k in keys), keys
+    shoal.kill(shoal.get_actor("k"))
+    assert _eventually(lambda: kept_job not in _job_keys()), _job_keys()

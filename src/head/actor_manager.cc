@@ -332,6 +332,9 @@ void ActorManager::Apply(const ActorAction& action, bool kept) {
       Apply(owned, kept);
     }
   }
+  if (e->info.state() == proto::ActorInfo::DEAD && options_.on_dead) {
+    options_.on_dead(id, e->info.spec().job_id());
+  }
 }
 
 // ---- Placement ----

@@ -69,6 +69,9 @@ struct ActorManagerOptions {
   // (CANCEL_LEASE_REQUEST) and the actor placed again (the node it waits at
   // may have been chosen on a stale view).
   int64_t waiting_check_ms = 1000;
+  // An actor died for good (DEAD): its id and its job. May be null.
+  std::function<void(const std::string& actor_id, const std::string& job_id)>
+      on_dead;
 };
 
 class ActorManager : private ActorPlacer::Delegate {

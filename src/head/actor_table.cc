@@ -321,6 +321,16 @@ ActorAction ActorTable::Lose(Entry& e, const std::string& cause, bool killed) {
   return action;
 }
 
+bool ActorTable::HasLiveActorOf(const std::string& job_id) const {
+  for (const auto& [id, e] : actors_) {
+    if (e.info.state() != proto::ActorInfo::DEAD &&
+        e.info.spec().job_id() == job_id) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void ActorTable::ForgetOldDead() {
   while (dead_order_.size() > max_dead_actors_) {
     std::string id = std::move(dead_order_.front());

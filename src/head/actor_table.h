@@ -131,6 +131,9 @@ class ActorTable {
   // The live (not DEAD) actor holding `name`; null when none.
   const proto::ActorInfo* FindByName(const std::string& name) const;
 
+  // Whether an actor of job `job_id` (its spec's job) is not DEAD.
+  bool HasLiveActorOf(const std::string& job_id) const;
+
   ActorCounts Counts() const;
   // Every actor, dead ones too, by id.
   const std::map<std::string, Entry>& entries() const { return actors_; }

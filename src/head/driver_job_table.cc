@@ -73,6 +73,14 @@ std::vector<std::string> DriverJobTable::TakeAwaiting() {
   return jobs;
 }
 
+bool DriverJobTable::Live(const std::string& job_id) const {
+  if (awaiting_.count(job_id) > 0) return true;
+  for (const auto& [conn, job] : job_by_conn_) {
+    if (job == job_id) return true;
+  }
+  return false;
+}
+
 void DriverJobTable::Ended(const std::string& job_id) {
   absl::Status st = storage_->Delete(kJobsTable, job_id);
   if (!st.ok()) SHOAL_LOG(ERROR) << "cannot store the end of a job: " << st;

@@ -35,6 +35,8 @@ class DriverJobTable {
   // awaited).
   absl::StatusOr<proto::RegisterJobReply> Register(
       const proto::RegisterJobRequest& request, uint64_t conn);
+  // Whether the job's driver is connected, or awaited after a restart.
+  bool Live(const std::string& job_id) const;
   // The job of the driver on `conn`; empty when it is none's.
   std::string JobOf(uint64_t conn) const;
   // Connection `conn` closed: its job, if it had one (no longer tied).

@@ -53,6 +53,25 @@ absl::Status RecordVersion(KvTable& kv) {
   return kv.Put(put).status();
 }
 
+// Deletes what the frontends kept for job `job_id` (KvTable::DeleteJobKeys)
+// once it is over: its driver gone, and none of its actors alive (they read
+// it after the job ends, a detached one for as long as it lives).
+void SweepJobKeys(const std::string& job_id, const DriverJobTable& jobs,
+                  const ActorManager* actors, KvTable& kv) {
+  if (jobs.Live(job_id) ||
+      (actors != nullptr && actors->table().HasLiveActorOf(job_id))) {
+    return;
+  }
+  absl::StatusOr<int> deleted = kv.DeleteJobKeys(job_id);
+  if (!deleted.ok()) {
+    SHOAL_LOG(ERROR) << "cannot delete the keys " << job_id
+                     << " left: " << deleted.status();
+  } else if (*deleted > 0) {
+    SHOAL_LOG(INFO) << "deleted the " << *deleted << " keys " << job_id
+                    << " left, now that it and its actors are over";
+  }
+}
+
 // The head: receives RPCs and hands them to its parts (nodes, placement
 // groups, jobs, actors, KV, blobs, task events, gangs), and wires the parts
 // to each other, to storage, the event loop and the agents' channels.
@@ -178,6 +197,14 @@ class HeadImpl : public Head {
     };
     actor_options.alive_nodes = [this] { return ActorNodes(); };
     actor_options.storage = storage_.get();
+    actor_options.on_dead = [this](const std::string& actor_id,
+                                   const std::string& job_id) {
+      if (auto gone = kv_->DeleteActorKeys(actor_id); !gone.ok()) {
+        SHOAL_LOG(ERROR) << "cannot delete the keys of actor " << actor_id
+                         << ": " << gone.status();
+      }
+      SweepJobKeys(job_id, *driver_jobs_, actors_.get(), *kv_);
+    };
     actors_ =
         std::make_unique<ActorManager>(loop_.get(), std::move(actor_options));
     JobManagerOptions job_options;
@@ -462,6 +489,7 @@ class HeadImpl : public Head {
     if (actors_) actors_->OnJobEnded(job_id);
     gangs_->JobEnded(job_id);
     driver_jobs_->Ended(job_id);
+    SweepJobKeys(job_id, *driver_jobs_, actors_.get(), *kv_);
   }
 
   // What a head that ran before in this session kept: the nodes (alive

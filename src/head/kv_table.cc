@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "head/table_storage.h"
 
 namespace shoal {
@@ -85,6 +86,38 @@ absl::StatusOr<proto::KvKeysReply> KvTable::Keys(
     reply.add_keys(std::move(key));
   }
   return reply;
+}
+
+absl::StatusOr<int> KvTable::DeleteJobKeys(const std::string& job_id) {
+  // A Python driver writes its namespace before anything else of its job:
+  // a job without it (a C++ driver's, a worker's own) has nothing here,
+  // and the space is not scanned for it.
+  if (!storage_->Get(kKvTable, absl::StrCat("pyjob/", job_id, "/namespace"))
+           .has_value()) {
+    return 0;
+  }
+  std::vector<std::string> prefixes;
+  for (const char* group : {"pyfn/", "pyactor/", "pyenv/", "pyjob/"}) {
+    prefixes.push_back(absl::StrCat(group, job_id, "/"));
+  }
+  std::vector<std::string> doomed;
+  // One pass over the space: a job ends often, and most keys are not its.
+  for (const auto& [key, value] : storage_->Scan(kKvTable)) {
+    for (const std::string& prefix : prefixes) {
+      if (absl::StartsWith(key, prefix)) doomed.push_back(key);
+    }
+  }
+  for (const std::string& key : doomed) {
+    RETURN_IF_ERROR(storage_->Delete(kKvTable, key));
+  }
+  return static_cast<int>(doomed.size());
+}
+
+absl::StatusOr<int> KvTable::DeleteActorKeys(const std::string& actor_id) {
+  const std::string key = absl::StrCat("pykept/", actor_id);
+  if (!storage_->Get(kKvTable, key).has_value()) return 0;
+  RETURN_IF_ERROR(storage_->Delete(kKvTable, key));
+  return 1;
 }
 
 std::vector<std::string> KvTable::KeysUnder(const Place& place,

@@ -37,6 +37,16 @@ class KvTable {
   absl::StatusOr<proto::KvKeysReply> Keys(
       const proto::KvKeysRequest& request) const;
 
+  // What a frontend keeps in Shoal's space for a job or an actor, deleted
+  // by the head once that is over: the Python frontend's copies of a job's
+  // functions, classes, packages and settings ("pyfn/<job id>/...",
+  // "pyactor/", "pyenv/", "pyjob/"), which the job's actors still read
+  // after it ends; and its note that some process keeps a handle of an
+  // actor ("pykept/<actor id>"). Each returns how many keys went; an
+  // error: the storage refused a delete.
+  absl::StatusOr<int> DeleteJobKeys(const std::string& job_id);
+  absl::StatusOr<int> DeleteActorKeys(const std::string& actor_id);
+
  private:
   // Where a space's keys live: the storage table, and the prefix that a
   // namespace puts before them.

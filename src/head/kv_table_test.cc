@@ -198,6 +198,48 @@ TEST(KvTableTest, DeletesOneKeyOrEveryKeyUnderAPrefix) {
   EXPECT_EQ(Keys(kv, "", user), std::vector<std::string>{});
 }
 
+// A job's keys are the Python frontend's groups under its id alone: not
+// another job's whose id starts the same, not another group, not the users'
+// space; an actor's is its handle note.
+TEST(KvTableTest, AJobsAndAnActorsKeysGoWithThem) {
+  std::unique_ptr<TableStorage> storage = NewInMemoryTableStorage();
+  KvTable kv(storage.get());
+  const std::vector<std::string> of_job1 = {
+      "pyjob/job1/namespace", "pyfn/job1/abc/__main__/f",
+      "pyactor/job1/abc/__main__/A", "pyenv/job1/abc/folder"};
+  const std::vector<std::string> others = {
+      "pyjob/job10/namespace", "pyfn/job10/abc/__main__/f", "launch/job1/port",
+      "pykept/0123456789abcdef", "cluster/version"};
+  for (const auto* keys : {&of_job1, &others}) {
+    for (const std::string& key : *keys) {
+      ASSERT_TRUE(kv.Put(Put(key, "v", false)).ok());
+    }
+  }
+  ASSERT_TRUE(
+      kv.Put(Put("pyfn/job1/abc/__main__/f", "v", false, UserSpace(""))).ok());
+
+  absl::StatusOr<int> deleted = kv.DeleteJobKeys("job1");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 4);
+  for (const std::string& key : of_job1) EXPECT_EQ(Read(kv, key), std::nullopt);
+  for (const std::string& key : others) EXPECT_EQ(Read(kv, key), "v") << key;
+  EXPECT_EQ(Read(kv, "pyfn/job1/abc/__main__/f", UserSpace("")), "v");
+
+  EXPECT_EQ(kv.DeleteActorKeys("0123456789abcdef").value_or(-1), 1);
+  EXPECT_EQ(Read(kv, "pykept/0123456789abcdef"), std::nullopt);
+  EXPECT_EQ(kv.DeleteActorKeys("0123456789abcdef").value_or(-1), 0);
+}
+
+// Only a job with a Python driver's namespace key is looked for (its
+// driver writes it first); the others cost one read.
+TEST(KvTableTest, AJobWithoutANamespaceKeyHasNoKeysToDelete) {
+  std::unique_ptr<TableStorage> storage = NewInMemoryTableStorage();
+  KvTable kv(storage.get());
+  ASSERT_TRUE(kv.Put(Put("pyfn/job2/abc/m/f", "v", false)).ok());
+  EXPECT_EQ(kv.DeleteJobKeys("job2").value_or(-1), 0);
+  EXPECT_EQ(Read(kv, "pyfn/job2/abc/m/f"), "v");
+}
+
 TEST(KvTableTest, ANamespaceWithANulByteIsRefused) {
   std::unique_ptr<TableStorage> storage = NewInMemoryTableStorage();
   KvTable kv(storage.get());
