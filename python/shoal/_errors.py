@@ -12,6 +12,10 @@ becomes at most one message, as a dict with Ray's keys (``type``,
     worker_died   the worker running a task, or an actor's process, died
                   unexpectedly (once per worker or actor; an actor that was
                   killed or exited on purpose is not an error)
+    infeasible_task  no node can ever hold what a task or an actor asks
+                  for (once per task or actor, when its calls fail: Shoal
+                  fails it after a grace period for a node to join, where
+                  Ray warns while it waits)
 
 The driver publishes warnings of its own there too (``pickling_large_object``
 for a function or class that pickles to more than 10 MB), and the native
@@ -43,6 +47,7 @@ from shoal import _shoal
 
 TASK_PUSH_ERROR = "task"
 WORKER_DIED_PUSH_ERROR = "worker_died"
+INFEASIBLE_TASK_ERROR = "infeasible_task"
 
 _POLL_S = 0.5  # how often the driver looks at the head's task table
 _REMEMBER = 10000
@@ -236,6 +241,11 @@ class ErrorStream:
                 return None
             return self._new(WORKER_DIED_PUSH_ERROR,
                              _WORKER_DIED_TEXT + error, task)
+        if kind == "INFEASIBLE":
+            if not self._first(("infeasible",
+                                task["actor_id"] or task["task_id"])):
+                return None
+            return self._new(INFEASIBLE_TASK_ERROR, error, task)
         if kind == "ACTOR_DIED":
             actor = task["actor_id"]
             if "the constructor raised" in error:

@@ -148,6 +148,35 @@ def test_error_stream_has_task_errors_and_worker_deaths(local_cluster):
         subscriber.close()
 
 
+@shoal.remote
+class _Needy:
+    def ping(self):
+        return 1
+
+
+def test_an_impossible_request_is_one_infeasible_task_error(local_cluster):
+    # Once its grace for a node to join is over, an infeasible task is one
+    # message of Ray's type, and an infeasible actor one however many of
+    # its calls fail.
+    subscriber = test_utils.init_error_pubsub()
+    try:
+        _fail.options(resources={"absent": 1}).remote("never runs")
+        errors = test_utils.get_error_message(subscriber, 1,
+                                              "infeasible_task")
+        assert len(errors) == 1
+        assert "absent" in errors[0].error_message
+        actor = _Needy.options(resources={"absent": 1}).remote()
+        calls = [actor.ping.remote() for _ in range(3)]
+        for call in calls:
+            with pytest.raises(shoal.InfeasibleError):
+                shoal.get(call, timeout=60)
+        errors = test_utils.get_error_message(subscriber, 2,
+                                              "infeasible_task", timeout=3)
+        assert len(errors) == 1, errors
+    finally:
+        subscriber.close()
+
+
 def test_an_actor_process_death_is_one_worker_died_error(local_cluster):
     subscriber = test_utils.init_error_pubsub()
     try:
