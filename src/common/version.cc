@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 
 #ifndef SHOAL_VERSION
-#error "SHOAL_VERSION is defined by the build (CMake's project version)"
+#error "the build defines this macro: CMake's project version"
 #endif
 
 namespace shoal {
