@@ -40,13 +40,29 @@ _runtime = None
 # Ray's process titles, which `ps` shows and setproctitle.getproctitle()
 # reads in a task: "ray::IDLE", "ray::<task>" while it runs, "ray::<Class>"
 # for an actor ("ray::<Class>.<method>" in a call). Through the
-# setproctitle module where there is one, as Ray's, so that both agree
-# (and the title may be longer than the command line); else Shoal's own.
+# setproctitle module where there is one, as Ray's, so that both agree;
+# else Shoal's own. Either writes over the command line only, so a title is
+# cut to its length: /proc/<pid>/environ must stay whole, for it is how
+# the node agent and the worker find what a worker started (its
+# SHOAL_WORKER_ID) to end it with the worker (_first_title).
 try:
     from setproctitle import setproctitle as _set_title
 except ImportError:
     _set_title = _shoal.set_process_title
 _IDLE_TITLE = "ray::IDLE"
+
+
+def _first_title():
+    """Sets the idle title, the first, with setproctitle told to leave
+    the environment's memory alone (SPT_NOENV, read once, then unset so
+    that tasks do not inherit it)."""
+    had = "SPT_NOENV" in os.environ
+    os.environ["SPT_NOENV"] = "1"
+    try:
+        _set_title(_IDLE_TITLE)
+    finally:
+        if not had:
+            del os.environ["SPT_NOENV"]
 
 # The resources the call running in this thread holds (a task's).
 _call = threading.local()
@@ -571,6 +587,6 @@ def main():
     # logs/worker-*.log) as it is printed: the process ends with _exit.
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
-    _set_title(_IDLE_TITLE)
+    _first_title()
     _output.announce_worker()
     sys.exit(_shoal.run_worker(Runtime()))

@@ -36,7 +36,9 @@ def _workers_of(cluster, job_id):
                 cmdline = f.read()
         except OSError:
             continue
-        if (b"shoal.worker" in cmdline
+        # A Python worker's title is Ray's (ray::IDLE); its environment is
+        # whole.
+        if ((b"shoal.worker" in cmdline or cmdline.startswith(b"ray::"))
                 and f"SHOAL_JOB_ID={job_id}".encode() in env
                 and f"SHOAL_TOKEN={cluster.token}".encode() in env):
             pids.append(int(pid))

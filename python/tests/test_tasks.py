@@ -560,6 +560,10 @@ def test_workers_carry_rays_process_titles(connected):
     actor = _Titled.remote()
     pid = shoal.get(actor.pid.remote())
     assert _title(pid) == "ray::_Titled"
+    # The title leaves the environment whole: it is how what a worker
+    # started is found and ended with it.
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        assert b"SHOAL_WORKER_ID=" in f.read()
     signal = SignalActor.remote()
     held = actor.hold.remote(signal)
     assert _title_becomes(pid, "ray::_Titled.hold") == "ray::_Titled.hold"
