@@ -462,3 +462,52 @@ def test_actor_classes_cannot_be_made_or_inherited_directly():
         class Derived(Counter):  # noqa: F841
             pass
     assert {"add", "history", "options", "remote"} <= set(dir(Counter))
+
+
+@shoal.remote
+class _Holder:
+    def __init__(self, value):
+        self._value = value
+
+    def value(self):
+        return self._value
+
+
+@shoal.remote
+def _call_holder(holder):
+    return shoal.get(holder.value.remote())
+
+
+@shoal.remote
+def _raise_value_error():
+    raise ValueError("no value for the constructor")
+
+
+def test_an_actor_whose_argument_is_pending_is_created_at_once(connected):
+    # As in Ray, .remote() does not wait for a constructor's pending
+    # argument: here it depends on what this thread does next. The actor's
+    # handle works at once, here and passed to a task; its calls run once
+    # the argument is ready.
+    from shoal.test_utils import SignalActor
+    signal_actor = SignalActor.remote()
+    ready = signal_actor.wait.remote()
+    holder = _Holder.remote(shoal.put("made"))  # a ready one, for contrast
+    waiting = _Holder.options(name="waits-for-its-argument").remote(ready)
+    through_task = _call_holder.remote(waiting)
+    direct = waiting.value.remote()
+    assert shoal.get(holder.value.remote()) == "made"
+    assert shoal.wait([direct, through_task], num_returns=2,
+                      timeout=0.5)[0] == []
+    # Its name is taken from the start.
+    with pytest.raises(ValueError, match="waits-for-its-argument"):
+        _Holder.options(name="waits-for-its-argument").remote(1)
+    shoal.get(signal_actor.send.remote())
+    assert shoal.get(direct) is None  # what signal.wait returned
+    assert shoal.get(through_task) is None
+
+
+def test_an_argument_that_fails_kills_the_actor_waiting_for_it(connected):
+    holder = _Holder.remote(_raise_value_error.remote())
+    with pytest.raises(shoal.exceptions.ActorDiedError,
+                       match="no value for the constructor"):
+        shoal.get(holder.value.remote(), timeout=60)

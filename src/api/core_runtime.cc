@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/actor_arguments.h"
 #include "api/blocked_waits.h"
 #include "api/job_registration.h"
 #include "api/lending.h"
@@ -319,9 +320,19 @@ class CoreRuntimeImpl : public CoreRuntime {
     spec.set_owner(owner_);
     spec.set_owner_actor_id(ProcessActorId());
     spec.set_depth(SubmitDepth());
-    // Arguments in object stores stay alive with this runtime.
+    // Arguments in object stores stay alive with this runtime. Refs still
+    // pending (or failed): the actor is registered now (its name taken, its
+    // handle usable) and its arguments follow once ready, or their error
+    // kills it (ActorArguments), as in Ray.
     std::vector<std::shared_ptr<RefHandle>> keep;
-    RETURN_IF_ERROR(io_.WriteActorArgs(args, &spec, &keep));
+    const bool pending = !io_.ArgsReady(args);
+    spec.set_args_pending(pending);
+    if (!pending) {
+      proto::ActorArgs written;
+      RETURN_IF_ERROR(io_.WriteActorArgs(args, &written, &keep, stopping_));
+      *spec.mutable_args() = std::move(*written.mutable_args());
+      *spec.mutable_stored_args() = std::move(*written.mutable_stored_args());
+    }
     auto info = head_->CreateActor(spec);
     if (!info.ok()) {
       return OtherError(absl::StrCat(
@@ -329,10 +340,8 @@ class CoreRuntimeImpl : public CoreRuntime {
           options.name.empty() ? "" : " \"", options.name,
           options.name.empty() ? "" : "\"", ": ", info.status().message()));
     }
-    if (!keep.empty()) {
-      shoal::MutexLock lock(&actor_args_mu_);
-      for (auto& k : keep) actor_arg_refs_.push_back(std::move(k));
-    }
+    if (pending) actor_args_.SendWhenReady(spec.actor_id(), std::move(args));
+    actor_args_.Keep(std::move(keep));
     return spec.actor_id();
   }
 
@@ -528,6 +537,8 @@ class CoreRuntimeImpl : public CoreRuntime {
     std::unordered_map<std::string, std::vector<std::shared_ptr<RefHandle>>>
         contained;
     std::vector<std::shared_ptr<RefHandle>> lent;
+    // Before the head client closes: the senders use it.
+    std::vector<std::shared_ptr<RefHandle>> actor_args = actor_args_.Stop();
     RunOnLoop([&] {
       if (path_ != nullptr) tasks = path_->Stop();
       if (head_ != nullptr) head_->Close();
@@ -538,11 +549,6 @@ class CoreRuntimeImpl : public CoreRuntime {
     contained.clear();
     lent.clear();
     tasks.tasks.clear();
-    std::vector<std::shared_ptr<RefHandle>> actor_args;
-    {
-      shoal::MutexLock lock(&actor_args_mu_);
-      actor_args.swap(actor_arg_refs_);
-    }
     actor_args.clear();
   }
 
@@ -685,11 +691,10 @@ class CoreRuntimeImpl : public CoreRuntime {
   OwnedObjects objects_;
   BlockedWaits blocked_;
   ObjectIo io_;
-  shoal::Mutex actor_args_mu_;
-  // Constructor arguments of the actors this process made, kept for their
-  // restarts.
-  std::vector<std::shared_ptr<RefHandle>> actor_arg_refs_
-      ABSL_GUARDED_BY(actor_args_mu_);
+  // Constructor arguments of the actors this process made.
+  ActorArguments actor_args_{&io_, [this](const proto::ActorArgs& args) {
+                               return head_->ActorArgs(args);
+                             }};
 
   HeadForTasks head_for_tasks_{&head_};
   // Made by Start() on the loop; used there, and by user threads for

@@ -203,24 +203,44 @@ absl::Status ObjectIo::PrepareArgs(std::vector<TaskArg>& args) {
   return absl::OkStatus();
 }
 
+bool ObjectIo::ArgsReady(const std::vector<TaskArg>& args) const {
+  for (const TaskArg& arg : args) {
+    if (arg.ref == nullptr) continue;
+    OwnedObjects::State state = objects_->Peek(arg.ref->id(), nullptr, nullptr);
+    if (state == OwnedObjects::State::kPending ||
+        state == OwnedObjects::State::kFailed) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::Status ObjectIo::WriteActorArgs(
-    std::vector<TaskArg>& args, proto::ActorSpec* spec,
-    std::vector<std::shared_ptr<RefHandle>>* keep) {
+    std::vector<TaskArg>& args, proto::ActorArgs* out,
+    std::vector<std::shared_ptr<RefHandle>>* keep,
+    const std::atomic<bool>& stop) {
   RETURN_IF_ERROR(PrepareArgs(args));
   for (size_t i = 0; i < args.size(); ++i) {
     TaskArg& arg = args[i];
     if (arg.ref == nullptr) {
-      spec->add_args(std::string(arg.value.data));
+      out->add_args(std::string(arg.value.data));
       for (auto& c : arg.contained) keep->push_back(std::move(c));
       continue;
     }
-    ASSIGN_OR_RETURN(OwnedObjects::Ready ready,
-                     objects_->WaitReady(arg.ref->id(), -1, hooks_.blocked));
-    if (ready.stored) {
-      spec->add_args("");
-      (*spec->mutable_stored_args())[static_cast<int>(i)] = ready.stored_object;
+    absl::StatusOr<OwnedObjects::Ready> ready;
+    // In slices, so that a stop is seen.
+    do {
+      if (stop.load()) {
+        return absl::CancelledError("this process shut down first");
+      }
+      ready = objects_->WaitReady(arg.ref->id(), 200, nullptr);
+    } while (!ready.ok() && KindOf(ready.status()) == ErrorKind::kTimeout);
+    if (!ready.ok()) return ready.status();
+    if (ready->stored) {
+      out->add_args("");
+      (*out->mutable_stored_args())[static_cast<int>(i)] = ready->stored_object;
     } else {
-      spec->add_args(*ready.value);
+      out->add_args(*ready->value);
     }
     keep->push_back(arg.ref);
   }

@@ -11,6 +11,7 @@
 #ifndef SHOAL_API_OBJECT_IO_H_
 #define SHOAL_API_OBJECT_IO_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,7 +27,7 @@
 #include "shoal/internal/runtime.h"
 
 namespace shoal::proto {
-class ActorSpec;
+class ActorArgs;
 class StoredObject;
 }  // namespace shoal::proto
 
@@ -110,14 +111,19 @@ class ObjectIo {
   // task holds their refs until it is done. Small ones are copied now, so
   // nothing the caller owns is read after Remote() returns.
   absl::Status PrepareArgs(std::vector<TaskArg>& args);
-  // An actor's constructor arguments, prepared, into its spec (they travel
-  // in it, so that a restart, even after this process is gone, makes the
+  // An actor's constructor arguments, prepared, into `out` (they travel in
+  // its spec, so that a restart, even after this process is gone, makes the
   // actor the same way): values as they are, refs once ready, as values or
   // stored objects. `keep` gets what must stay alive with this process.
-  // Blocks while refs are pending.
-  absl::Status WriteActorArgs(std::vector<TaskArg>& args,
-                              proto::ActorSpec* spec,
-                              std::vector<std::shared_ptr<RefHandle>>* keep);
+  // Waits while refs are pending, without telling `blocked` (the waiting
+  // thread runs no task), until `stop` is set: then Cancelled. An error: a
+  // ref's own.
+  absl::Status WriteActorArgs(std::vector<TaskArg>& args, proto::ActorArgs* out,
+                              std::vector<std::shared_ptr<RefHandle>>* keep,
+                              const std::atomic<bool>& stop);
+  // Whether no ref among `args` is pending or failed now (an unknown one
+  // counts as ready: writing it says what is wrong).
+  bool ArgsReady(const std::vector<TaskArg>& args) const;
 
   // Loop: `refs` are inside object `id`'s value, kept until it is gone.
   void KeepContained(const std::string& id,

@@ -3,10 +3,13 @@
 // pulls into memory on a host with no store.
 #include "api/object_io.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/object_client.h"
@@ -246,14 +249,55 @@ TEST_F(ObjectIoTest, ActorArgumentsTravelInTheSpec) {
   args[0].value = PackValue(std::string("v"));
   args[1].ref = *small;
   args[2].value = Raw(std::string(1000, 'B'));
-  proto::ActorSpec spec;
+  proto::ActorArgs spec;
   std::vector<std::shared_ptr<RefHandle>> keep;
-  ASSERT_TRUE(io_.WriteActorArgs(args, &spec, &keep).ok());
+  EXPECT_TRUE(io_.ArgsReady(args));
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(io_.WriteActorArgs(args, &spec, &keep, stop).ok());
   ASSERT_EQ(spec.args_size(), 3);
   EXPECT_EQ(spec.args(1), Pack(7));
   EXPECT_EQ(spec.args(2), "");
   ASSERT_EQ(spec.stored_args().count(2), 1u);
   EXPECT_EQ(keep.size(), 2u);
+}
+
+// The constructor's arguments of an actor created while a ref among them
+// was pending: written once it is ready, or its error; a stop ends the
+// wait (ActorArguments' threads).
+TEST_F(ObjectIoTest, ActorArgumentsWaitForPendingRefsUntilStopped) {
+  objects_.AddPending("p1");
+  std::vector<TaskArg> args(1);
+  args[0].ref = objects_.NewHandle("p1");
+  EXPECT_FALSE(io_.ArgsReady(args));
+  std::atomic<bool> stop{false};
+  proto::ActorArgs written;
+  std::vector<std::shared_ptr<RefHandle>> keep;
+  std::thread complete([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    proto::TaskResult result;
+    result.set_ok(true);
+    result.set_value(Pack(5));
+    objects_.Complete("p1", &result);
+  });
+  absl::Status status = io_.WriteActorArgs(args, &written, &keep, stop);
+  complete.join();
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(written.args_size(), 1);
+  EXPECT_EQ(written.args(0), Pack(5));
+  EXPECT_TRUE(io_.ArgsReady(args));
+
+  objects_.AddPending("p2");
+  args[0].ref = objects_.NewHandle("p2");
+  objects_.Fail("p2", absl::InternalError("the task that makes it failed"));
+  EXPECT_FALSE(io_.ArgsReady(args));  // a failed one goes the same way
+  status = io_.WriteActorArgs(args, &written, &keep, stop);
+  EXPECT_THAT(status.message(), HasSubstr("the task that makes it failed"));
+
+  objects_.AddPending("p3");
+  args[0].ref = objects_.NewHandle("p3");
+  stop = true;
+  status = io_.WriteActorArgs(args, &written, &keep, stop);
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
 }
 
 TEST_F(ObjectIoTest, RefsInsideAValueAreKeptOnTheLoopUntilForgotten) {

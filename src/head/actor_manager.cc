@@ -92,8 +92,13 @@ void ActorManager::RegisterHandlers(rpc::HandlerRegistry* server) {
       server, proto::KILL_ACTOR,
       [this](const auto& r, rpc::Responder resp) { Kill(r, resp); });
   rpc::RegisterProto<proto::ActorExitingRequest>(
-      server, proto::ACTOR_EXITING,
-      [this](const auto& r, rpc::Responder resp) { Exiting(r, resp); });
+      server, proto::ACTOR_EXITING, [this](const auto& r, rpc::Responder resp) {
+        ApplyAndAnswer(table_.Exiting(r.actor_id(), r.worker_id()), resp);
+      });
+  rpc::RegisterProto<proto::ActorArgs>(
+      server, proto::ACTOR_ARGS, [this](const auto& r, rpc::Responder resp) {
+        ApplyAndAnswer(table_.ArgsReady(r), resp);
+      });
 }
 
 // ---- Requests ----
@@ -154,21 +159,17 @@ void ActorManager::Get(const proto::GetActorRequest& r, rpc::Responder resp) {
 void ActorManager::Kill(const proto::KillActorRequest& r, rpc::Responder resp) {
   absl::StatusOr<ActorAction> action =
       table_.Kill(r.actor_id(), r.no_restart());
-  if (!action.ok()) return resp.Error(action.status());
-  if (action->changed) {
+  if (action.ok() && action->changed) {
     SHOAL_LOG(INFO) << "actor " << r.actor_id() << " killed by " << resp.peer()
                     << (r.no_restart() ? "" : " (restarting if it may)");
   }
-  Apply(*action);
-  resp.Reply(proto::Empty());
+  ApplyAndAnswer(action, resp);
 }
 
-void ActorManager::Exiting(const proto::ActorExitingRequest& r,
-                           rpc::Responder resp) {
-  absl::StatusOr<ActorAction> action =
-      table_.Exiting(r.actor_id(), r.worker_id());
+void ActorManager::ApplyAndAnswer(const absl::StatusOr<ActorAction>& action,
+                                  rpc::Responder resp) {
   if (!action.ok()) return resp.Error(action.status());
-  Apply(*action);
+  Apply(*action);  // kept before it is acknowledged
   resp.Reply(proto::Empty());
 }
 
@@ -224,7 +225,8 @@ void ActorManager::Restore() {
     if (info.state() == proto::ActorInfo::ALIVE) {
       Adopt(info, info.lease_id());
       ++alive;
-    } else if (info.state() != proto::ActorInfo::DEAD) {
+    } else if (info.state() != proto::ActorInfo::DEAD &&
+               !info.spec().args_pending()) {  // else its creator sends them
       StartLease(id);
       ++placing;
     }

@@ -81,7 +81,8 @@ class ActorManager : private ActorPlacer::Delegate {
   ActorManager(const ActorManager&) = delete;
   ActorManager& operator=(const ActorManager&) = delete;
 
-  // Serves CREATE_ACTOR, GET_ACTOR, KILL_ACTOR and ACTOR_EXITING on `server`.
+  // Serves CREATE_ACTOR, GET_ACTOR, KILL_ACTOR, ACTOR_EXITING and ACTOR_ARGS
+  // on `server`.
   // A GET_ACTOR long poll of a dead actor is answered at once: it will not
   // change again.
   void RegisterHandlers(rpc::HandlerRegistry* server);
@@ -117,7 +118,9 @@ class ActorManager : private ActorPlacer::Delegate {
   void Create(const proto::ActorSpec& spec, rpc::Responder resp);
   void Get(const proto::GetActorRequest& r, rpc::Responder resp);
   void Kill(const proto::KillActorRequest& r, rpc::Responder resp);
-  void Exiting(const proto::ActorExitingRequest& r, rpc::Responder resp);
+  // Applies a transition a request asked for, then answers it (Empty).
+  void ApplyAndAnswer(const absl::StatusOr<ActorAction>& action,
+                      rpc::Responder resp);
 
   // Does what a transition asks, and keeps the change in storage unless
   // `kept` (it is there already).

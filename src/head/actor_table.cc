@@ -52,7 +52,36 @@ absl::StatusOr<ActorAction> ActorTable::Create(const proto::ActorSpec& spec,
   e.created_us = now_us;
   ActorAction action{spec.actor_id()};
   action.changed = true;
+  // One whose arguments are still coming is placed once they are here.
+  action.lease_worker = !spec.args_pending();
+  return action;
+}
+
+absl::StatusOr<ActorAction> ActorTable::ArgsReady(
+    const proto::ActorArgs& args) {
+  Entry* e = Mutable(args.actor_id());
+  if (e == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no actor ", args.actor_id(), " waits for its arguments"));
+  }
+  // Dead meanwhile (killed, its owner ended), or told already: nothing to do.
+  if (e->info.state() == proto::ActorInfo::DEAD ||
+      !e->info.spec().args_pending()) {
+    return ActorAction{args.actor_id()};
+  }
+  if (!args.failed().empty()) {
+    return Die(
+        *e,
+        absl::StrCat("an argument of its constructor failed: ", args.failed()),
+        false);
+  }
+  proto::ActorSpec* spec = e->info.mutable_spec();
+  spec->set_args_pending(false);
+  *spec->mutable_args() = args.args();
+  *spec->mutable_stored_args() = args.stored_args();
+  ActorAction action{args.actor_id()};
   action.lease_worker = true;
+  Bump(*e, action);
   return action;
 }
 
@@ -155,12 +184,21 @@ absl::StatusOr<ActorAction> ActorTable::Exiting(const std::string& actor_id,
 std::vector<ActorAction> ActorTable::OwnerJobEnded(const std::string& job_id) {
   std::vector<ActorAction> actions;
   for (auto& [id, e] : actors_) {
-    if (e.info.state() == proto::ActorInfo::DEAD || e.info.spec().detached() ||
+    if (e.info.state() == proto::ActorInfo::DEAD ||
         e.info.spec().job_id() != job_id) {
       continue;
     }
-    actions.push_back(
-        Die(e, absl::StrCat("its owner, ", job_id, ", ended"), false));
+    if (e.info.spec().args_pending()) {
+      // Detached or not: nobody is left to send its arguments.
+      actions.push_back(Die(e,
+                            absl::StrCat("its owner, ", job_id,
+                                         ", ended before the arguments of "
+                                         "its constructor were ready"),
+                            false));
+    } else if (!e.info.spec().detached()) {
+      actions.push_back(
+          Die(e, absl::StrCat("its owner, ", job_id, ", ended"), false));
+    }
   }
   return actions;
 }
@@ -170,7 +208,8 @@ std::vector<ActorAction> ActorTable::OwnerActorEnded(
   std::vector<ActorAction> actions;
   if (owner_id.empty()) return actions;
   for (auto& [id, e] : actors_) {
-    if (e.info.state() == proto::ActorInfo::DEAD || e.info.spec().detached() ||
+    if (e.info.state() == proto::ActorInfo::DEAD ||
+        (e.info.spec().detached() && !e.info.spec().args_pending()) ||
         e.info.spec().owner_actor_id() != owner_id) {
       continue;
     }

@@ -100,11 +100,18 @@ class ActorTable {
   absl::StatusOr<ActorAction> Exiting(const std::string& actor_id,
                                       const std::string& worker_id);
 
-  // The job that created them ended: its non-detached actors are DEAD.
+  // The creator sends the arguments of an actor created with args_pending:
+  // it is placed (lease_worker). With `failed` set, it is DEAD instead. An
+  // actor not waiting for them (dead, or told already) is left as it is.
+  absl::StatusOr<ActorAction> ArgsReady(const proto::ActorArgs& args);
+
+  // The job that created them ended: its non-detached actors are DEAD, and
+  // its detached ones still waiting for their arguments.
   std::vector<ActorAction> OwnerJobEnded(const std::string& job_id);
 
   // The process of actor `owner_id` ended (it died, restarts or exited):
-  // the non-detached actors it created are DEAD, as Ray's owned actors
+  // the non-detached actors it created are DEAD (and detached ones still
+  // waiting for their arguments), as Ray's owned actors
   // end with their owner. Their own actors follow when the IO side applies
   // these actions (each is an owner that ended).
   std::vector<ActorAction> OwnerActorEnded(const std::string& owner_id);

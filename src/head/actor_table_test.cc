@@ -62,6 +62,81 @@ TEST(ActorTableTest, CreateIsPendingAndAsksForAWorker) {
   EXPECT_EQ(e->created_us, 5000);
 }
 
+// An actor whose arguments are still coming is registered (its name held)
+// but not placed; it is once they come, with them in its spec.
+TEST(ActorTableTest, AnActorWhoseArgumentsAreComingIsPlacedOnceTheyCome) {
+  ActorTable table;
+  proto::ActorSpec spec = Spec("a1", 0, "named");
+  spec.clear_args();
+  spec.set_args_pending(true);
+  absl::StatusOr<ActorAction> created = table.Create(spec, 0);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_TRUE(created->changed);
+  EXPECT_FALSE(created->lease_worker);
+  EXPECT_EQ(table.FindByName("named")->spec().actor_id(), "a1");
+
+  proto::ActorArgs args;
+  args.set_actor_id("a1");
+  args.add_args("first");
+  (*args.mutable_stored_args())[1].set_object_id("o1");
+  args.add_args("");
+  absl::StatusOr<ActorAction> ready = table.ArgsReady(args);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_TRUE(ready->changed);
+  EXPECT_TRUE(ready->lease_worker);
+  const proto::ActorInfo* info = table.Find("a1");
+  EXPECT_FALSE(info->spec().args_pending());
+  ASSERT_EQ(info->spec().args_size(), 2);
+  EXPECT_EQ(info->spec().args(0), "first");
+  EXPECT_EQ(info->spec().stored_args().at(1).object_id(), "o1");
+  EXPECT_EQ(info->state(), proto::ActorInfo::PENDING);
+
+  // Told twice (a retry): nothing more.
+  ready = table.ArgsReady(args);
+  ASSERT_TRUE(ready.ok());
+  EXPECT_FALSE(ready->changed);
+  EXPECT_FALSE(ready->lease_worker);
+  args.set_actor_id("nobody");
+  EXPECT_EQ(table.ArgsReady(args).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ActorTableTest, AnArgumentThatFailedKillsTheActorWaitingForIt) {
+  ActorTable table;
+  proto::ActorSpec spec = Spec("a1");
+  spec.set_args_pending(true);
+  ASSERT_TRUE(table.Create(spec, 0).ok());
+  proto::ActorArgs args;
+  args.set_actor_id("a1");
+  args.set_failed("f raised on node n1: ValueError: no");
+  absl::StatusOr<ActorAction> failed = table.ArgsReady(args);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_FALSE(failed->lease_worker);
+  EXPECT_EQ(table.Find("a1")->state(), proto::ActorInfo::DEAD);
+  EXPECT_THAT(table.Find("a1")->death_cause(),
+              AllOf(HasSubstr("an argument of its constructor failed"),
+                    HasSubstr("ValueError: no")));
+}
+
+// Nobody is left to send them: even a detached actor waiting for its
+// arguments ends with its creator (job or actor).
+TEST(ActorTableTest, AnActorWaitingForItsArgumentsEndsWithItsCreator) {
+  ActorTable table;
+  proto::ActorSpec by_job = Spec("a1", 0, "", "job1", /*detached=*/true);
+  by_job.set_args_pending(true);
+  ASSERT_TRUE(table.Create(by_job, 0).ok());
+  CreateAlive(table, Spec("kept", 0, "", "job1", /*detached=*/true));
+  EXPECT_THAT(Ids(table.OwnerJobEnded("job1")), UnorderedElementsAre("a1"));
+  EXPECT_THAT(table.Find("a1")->death_cause(),
+              HasSubstr("before the arguments of its constructor were ready"));
+
+  proto::ActorSpec by_actor = Spec("a2", 0, "", "job2", /*detached=*/true);
+  by_actor.set_owner_actor_id("owner");
+  by_actor.set_args_pending(true);
+  ASSERT_TRUE(table.Create(by_actor, 0).ok());
+  EXPECT_THAT(Ids(table.OwnerActorEnded("owner")), UnorderedElementsAre("a2"));
+  EXPECT_EQ(table.Find("kept")->state(), proto::ActorInfo::ALIVE);
+}
+
 TEST(ActorTableTest, PlacedIsAliveThere) {
   ActorTable table;
   ASSERT_TRUE(table.Create(Spec("a1"), 0).ok());

@@ -226,6 +226,12 @@ absl::Status HeadClient::ActorExiting(const proto::ActorExitingRequest& request,
       .status();
 }
 
+absl::Status HeadClient::ActorArgs(const proto::ActorArgs& args,
+                                   int64_t timeout_ms) {
+  return CallAndWait<proto::Empty>(proto::ACTOR_ARGS, args, timeout_ms)
+      .status();
+}
+
 absl::Status HeadClient::UploadBlob(const std::string& path,
                                     const std::string& hash) {
   constexpr int64_t kChunk = 4 << 20;

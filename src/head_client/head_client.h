@@ -151,6 +151,8 @@ class HeadClient {
                          int64_t timeout_ms = kDefaultTimeoutMs);
   absl::Status ActorExiting(const proto::ActorExitingRequest& request,
                             int64_t timeout_ms = kDefaultTimeoutMs);
+  absl::Status ActorArgs(const proto::ActorArgs& args,
+                         int64_t timeout_ms = kDefaultTimeoutMs);
 
   // Puts the file at `path`, whose SHA-256 is `hash`, in the head's blob
   // store unless it is there already (in chunks, from this thread).
