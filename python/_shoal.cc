@@ -1218,8 +1218,8 @@ PYBIND11_MODULE(_shoal, m) {
       [](const std::string& title) { shoal::SetProcessTitle(title); },
       py::arg("title"),
       "This process's title as ps shows it, cut to the length of the "
-      "command line it started with (the setproctitle module, where there "
-      "is one, makes room for more).");
+      "command line it started with (the environment's memory is left "
+      "whole).");
   m.def("actor_exiting", &ActorExiting,
         "Tells the head that this process's actor ends for good (no "
         "restart).");

@@ -115,10 +115,7 @@ class AgentImpl : public NodeAgent {
   absl::Status CheckHeadVersion() {
     rpc::HeadClient head(loop_.get(), options_.head_address, options_.token,
                          "agent " + node_id_);
-    proto::KvGetRequest get;
-    get.set_key(kClusterVersionKey);
-    ASSIGN_OR_RETURN(proto::KvGetReply got, head.KvGet(get, 5000));
-    return CheckSameVersion(got.value(), ShoalVersion(), "this node");
+    return rpc::CheckClusterVersion(head, ShoalVersion(), "this node", 5000);
   }
 
   std::string address() const override { return address_; }

@@ -127,19 +127,6 @@ void FillSubmitOptions(const RuntimeOptions& options,
   }
 }
 
-// A driver of another version than the cluster's is refused, as Ray
-// refuses one (its job, registered just before, ends as it disconnects):
-// the two may not understand each other's messages and pickles. `version`:
-// the driver's (empty: this library's). Blocking: not the head's loop.
-absl::Status CheckDriverVersion(rpc::HeadClient& head,
-                                const std::string& version) {
-  proto::KvGetRequest get;
-  get.set_key(kClusterVersionKey);
-  ASSIGN_OR_RETURN(proto::KvGetReply got, head.KvGet(get));
-  return CheckSameVersion(
-      got.value(), version.empty() ? ShoalVersion() : version, "this driver");
-}
-
 // The head as the task path calls it: the runtime's head client, with the
 // deadlines the task path's calls get.
 class HeadForTasks : public TaskPath::Head {
@@ -250,8 +237,13 @@ class CoreRuntimeImpl : public CoreRuntime {
     registration_ = std::make_unique<JobRegistration>(
         JobRegistration::HeadHooks(head_.get(), loop_.get()));
     RETURN_IF_ERROR(Register());
+    // A driver of another version than the cluster's is refused, as Ray
+    // refuses one (its job, registered just before, ends as it
+    // disconnects): the two may not understand each other's messages.
     if (options_.worker_id.empty()) {
-      RETURN_IF_ERROR(CheckDriverVersion(*head_, options_.version));
+      RETURN_IF_ERROR(rpc::CheckClusterVersion(
+          *head_, options_.version.empty() ? ShoalVersion() : options_.version,
+          "this driver"));
     }
     ASSIGN_OR_RETURN(auto status, ClusterStatus());
     RETURN_IF_ERROR(ShareProgram(options_, program_, copies_, status));

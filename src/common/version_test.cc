@@ -13,7 +13,7 @@ TEST(VersionTest, TheBuildsVersionIsThreeNumbers) {
               ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
 }
 
-TEST(VersionTest, OneVersionPassesAndAnotherSaysBothAndWhatToDo) {
+TEST(VersionTest, OneVersionPassesAndAnotherNamesBothAndTheRemedy) {
   EXPECT_TRUE(CheckSameVersion("0.29.0", "0.29.0", "this driver").ok());
   absl::Status other = CheckSameVersion("0.28.1", "0.29.0", "this driver");
   EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);

@@ -58,7 +58,9 @@ absl::Status RecordVersion(KvTable& kv) {
 // it after the job ends, a detached one for as long as it lives).
 void SweepJobKeys(const std::string& job_id, const DriverJobTable& jobs,
                   const ActorManager* actors, KvTable& kv) {
-  if (jobs.Live(job_id) ||
+  // Cheapest first: each of a job's actors that dies asks again, and once
+  // the keys are gone the read of HasJobKeys ends it (no walk of actors).
+  if (jobs.Live(job_id) || !kv.HasJobKeys(job_id) ||
       (actors != nullptr && actors->table().HasLiveActorOf(job_id))) {
     return;
   }

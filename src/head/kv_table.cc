@@ -89,13 +89,7 @@ absl::StatusOr<proto::KvKeysReply> KvTable::Keys(
 }
 
 absl::StatusOr<int> KvTable::DeleteJobKeys(const std::string& job_id) {
-  // A Python driver writes its namespace before anything else of its job:
-  // a job without it (a C++ driver's, a worker's own) has nothing here,
-  // and the space is not scanned for it.
-  if (!storage_->Get(kKvTable, absl::StrCat("pyjob/", job_id, "/namespace"))
-           .has_value()) {
-    return 0;
-  }
+  if (!HasJobKeys(job_id)) return 0;
   std::vector<std::string> prefixes;
   for (const char* group : {"pyfn/", "pyactor/", "pyenv/", "pyjob/"}) {
     prefixes.push_back(absl::StrCat(group, job_id, "/"));
@@ -111,6 +105,11 @@ absl::StatusOr<int> KvTable::DeleteJobKeys(const std::string& job_id) {
     RETURN_IF_ERROR(storage_->Delete(kKvTable, key));
   }
   return static_cast<int>(doomed.size());
+}
+
+bool KvTable::HasJobKeys(const std::string& job_id) const {
+  return storage_->Get(kKvTable, absl::StrCat("pyjob/", job_id, "/namespace"))
+      .has_value();
 }
 
 absl::StatusOr<int> KvTable::DeleteActorKeys(const std::string& actor_id) {

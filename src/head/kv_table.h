@@ -45,6 +45,10 @@ class KvTable {
   // actor ("pykept/<actor id>"). Each returns how many keys went; an
   // error: the storage refused a delete.
   absl::StatusOr<int> DeleteJobKeys(const std::string& job_id);
+  // Whether job `job_id` may have such keys: it has the namespace key a
+  // Python driver writes first. One read: a job without it (a C++
+  // driver's, a worker's own, one swept already) costs no scan.
+  bool HasJobKeys(const std::string& job_id) const;
   absl::StatusOr<int> DeleteActorKeys(const std::string& actor_id);
 
  private:

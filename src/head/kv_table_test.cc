@@ -218,12 +218,15 @@ TEST(KvTableTest, AJobsAndAnActorsKeysGoWithThem) {
   ASSERT_TRUE(
       kv.Put(Put("pyfn/job1/abc/__main__/f", "v", false, UserSpace(""))).ok());
 
+  EXPECT_TRUE(kv.HasJobKeys("job1"));
   absl::StatusOr<int> deleted = kv.DeleteJobKeys("job1");
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 4);
   for (const std::string& key : of_job1) EXPECT_EQ(Read(kv, key), std::nullopt);
   for (const std::string& key : others) EXPECT_EQ(Read(kv, key), "v") << key;
   EXPECT_EQ(Read(kv, "pyfn/job1/abc/__main__/f", UserSpace("")), "v");
+  EXPECT_FALSE(kv.HasJobKeys("job1"));
+  EXPECT_TRUE(kv.HasJobKeys("job10"));
 
   EXPECT_EQ(kv.DeleteActorKeys("0123456789abcdef").value_or(-1), 1);
   EXPECT_EQ(Read(kv, "pykept/0123456789abcdef"), std::nullopt);
@@ -236,6 +239,7 @@ TEST(KvTableTest, AJobWithoutANamespaceKeyHasNoKeysToDelete) {
   std::unique_ptr<TableStorage> storage = NewInMemoryTableStorage();
   KvTable kv(storage.get());
   ASSERT_TRUE(kv.Put(Put("pyfn/job2/abc/m/f", "v", false)).ok());
+  EXPECT_FALSE(kv.HasJobKeys("job2"));
   EXPECT_EQ(kv.DeleteJobKeys("job2").value_or(-1), 0);
   EXPECT_EQ(Read(kv, "pyfn/job2/abc/m/f"), "v");
 }

@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "rpc/event_loop.h"
 #include "rpc/rpc.h"
 
@@ -230,6 +231,14 @@ absl::Status HeadClient::ActorArgs(const proto::ActorArgs& args,
                                    int64_t timeout_ms) {
   return CallAndWait<proto::Empty>(proto::ACTOR_ARGS, args, timeout_ms)
       .status();
+}
+
+absl::Status CheckClusterVersion(HeadClient& head, const std::string& mine,
+                                 const std::string& who, int64_t timeout_ms) {
+  proto::KvGetRequest get;
+  get.set_key(kClusterVersionKey);
+  ASSIGN_OR_RETURN(proto::KvGetReply got, head.KvGet(get, timeout_ms));
+  return CheckSameVersion(got.value(), mine, who);
 }
 
 absl::Status HeadClient::UploadBlob(const std::string& path,

@@ -221,6 +221,13 @@ class HeadClient {
   std::unique_ptr<Channel> channel_;
 };
 
+// The check of common/version.h: OK when the version the head recorded is
+// `mine`, else FailedPrecondition saying both (`who` names the joining
+// process: "this driver", "this node"); or the error of the read. Blocking.
+absl::Status CheckClusterVersion(
+    HeadClient& head, const std::string& mine, const std::string& who,
+    int64_t timeout_ms = HeadClient::kDefaultTimeoutMs);
+
 }  // namespace shoal::rpc
 
 #endif  // SHOAL_HEAD_CLIENT_HEAD_CLIENT_H_
